@@ -1,0 +1,56 @@
+"""The exceptions aecs-mongo raises.
+
+Every error the package raises on purpose derives from one root, so a worker can catch
+``AecsMongoError`` and know the failure is ours (bad input, a refused document, a tampered
+cursor) rather than the driver's or the server's. Argument type mistakes are plain
+``TypeError``: they are programming errors, and a non-string never becomes a query operator.
+
+    AecsMongoError
+    ├── InvalidEmailError           a NormalizedEmail (or raw message) we cannot store
+    │   ├── InputTooLargeError      raw input over the configured ``max_body_bytes``
+    │   └── UnsafeFieldNameError    an x_ field name MongoDB cannot store ($, dot, NUL)
+    ├── DocumentTooLargeError       a hot document over its budget (names the field)
+    ├── InvalidCursorError          a pagination cursor that is malformed, forged or foreign
+    ├── NotFoundError               an operation that needs a stored message that is absent
+    └── ServerFeatureError          the server lacks something required (e.g. GridFS, text index)
+"""
+
+from __future__ import annotations
+
+
+class AecsMongoError(Exception):
+    """Root of every exception aecs-mongo raises on purpose."""
+
+
+class InvalidEmailError(AecsMongoError, ValueError):
+    """The input is not a NormalizedEmail (or raw message) that can be stored."""
+
+
+class InputTooLargeError(InvalidEmailError):
+    """Raw input larger than the configured limit (``max_body_bytes``)."""
+
+
+class UnsafeFieldNameError(InvalidEmailError):
+    """An ``x_`` extension field name MongoDB cannot store: leading ``$``, a dot, or NUL."""
+
+
+class DocumentTooLargeError(AecsMongoError, ValueError):
+    """A hot ``messages`` document over its byte budget; ``field`` names the largest part."""
+
+    def __init__(self, message: str, *, field: str, size: int, limit: int) -> None:
+        super().__init__(message)
+        self.field = field
+        self.size = size
+        self.limit = limit
+
+
+class InvalidCursorError(AecsMongoError, ValueError):
+    """A pagination cursor that was not produced by this store for this mailbox and query."""
+
+
+class NotFoundError(AecsMongoError, LookupError):
+    """The operation needs a stored message that is not there."""
+
+
+class ServerFeatureError(AecsMongoError):
+    """The server refused a feature the operation requires."""
