@@ -1,0 +1,462 @@
+"""AsyncMessageStore: the I/O shell over documents.py, queries.py and blobs.py.
+
+This file is the source: ``store.py`` (the synchronous ``MessageStore``) is generated from it by
+``scripts/unasync.py`` and CI fails when the two differ. Keep logic in the pure modules; keep
+this file to reads, writes and the order they happen in. ``db`` is a PyMongo ``AsyncDatabase``
+or a Motor ``AsyncIOMotorDatabase``; the few calls that are coroutines in one driver and plain
+calls in the other go through ``_resolve``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+
+from . import blobs, queries
+from .documents import (
+    Blob,
+    MessageDocuments,
+    build_documents,
+    message_summary,
+    thread_summary_from_messages,
+    thread_update,
+    to_normalized_email,
+)
+from .errors import AecsMongoError
+from .indexes import IndexReport, index_specs
+from .keys import blob_prefix, check_mailbox_id, check_str, doc_id, message_key, strip_message_id, thread_key
+from .results import MessagePage, StoreResult, ThreadPage
+
+__all__ = ["AsyncMessageStore"]
+
+_DUPLICATE_KEY = 11000
+_THREAD_UPSERT_RETRIES = 5
+_MAX_PAGE = 1000
+_SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "messageKey": 1, "subject": 1}
+
+
+async def _resolve(value: Any) -> Any:
+    """Await ``value`` if the driver returned an awaitable (Motor and PyMongo async differ)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def _to_list(cursor: Any) -> list[Any]:
+    """Drain a cursor (``to_list`` is missing from mongomock; iteration works everywhere)."""
+    return [doc async for doc in cursor]
+
+
+def _check_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+    if not 1 <= limit <= _MAX_PAGE:
+        raise ValueError(f"limit must be between 1 and {_MAX_PAGE}")
+    return limit
+
+
+def _only_duplicates(exc: BulkWriteError) -> bool:
+    errors = exc.details.get("writeErrors", [])
+    return (
+        bool(errors)
+        and all(e.get("code") == _DUPLICATE_KEY for e in errors)
+        and not exc.details.get("writeConcernErrors")
+    )
+
+
+class AsyncMessageStore:
+    """One mailbox's mail in one database: ``messages``, ``bodies``, ``threads``, GridFS blobs.
+
+    ``owner_addresses`` are the mailbox owner's addresses: bcc is stored only on mail they sent.
+    """
+
+    def __init__(
+        self,
+        db: Any,
+        *,
+        mailbox_id: str,
+        bucket_name: str = "aecs",
+        owner_addresses: Iterable[str] = (),
+        for_ai_max_chars: int = 8000,
+    ) -> None:
+        self.mailbox_id = check_mailbox_id(mailbox_id)
+        self.bucket_name = check_str(bucket_name, "bucket_name")
+        if isinstance(owner_addresses, str):
+            raise TypeError("owner_addresses must be a collection of addresses, not one str")
+        self.owner_addresses = frozenset(check_str(a, "owner address").strip().lower() for a in owner_addresses)
+        self.for_ai_max_chars = for_ai_max_chars
+        self.db = db
+        self._messages = db["messages"]
+        self._bodies = db["bodies"]
+        self._threads = db["threads"]
+        self._uidls = db["uidls"]
+        self._files = db[f"{bucket_name}.files"]
+        self._chunks = db[f"{bucket_name}.chunks"]
+
+    # --- indexes -------------------------------------------------------------------------
+
+    async def ensure_indexes(self) -> IndexReport:
+        """Create every index the store reads with; idempotent. A refused text index is reported."""
+        report = IndexReport()
+        existing: dict[str, dict[str, Any]] = {}
+        for spec in index_specs(self.bucket_name):
+            if spec.collection not in existing:
+                cursor = await _resolve(self.db[spec.collection].list_indexes())
+                existing[spec.collection] = {ix["name"]: ix async for ix in cursor}
+            found = existing[spec.collection].get(spec.name)
+            if found is not None:
+                if spec.is_text or list(found["key"].items()) == list(spec.keys):
+                    report.existing.append(spec.name)
+                else:
+                    report.skipped[spec.name] = f"an index of that name exists with keys {dict(found['key'])}"
+                continue
+            try:
+                await self.db[spec.collection].create_index(list(spec.keys), name=spec.name, **spec.options)
+            except OperationFailure as exc:
+                if not spec.is_text:
+                    raise
+                reason = (exc.details or {}).get("errmsg") or str(exc)
+                report.skipped[spec.name] = f"the server refused the text index: {reason}"
+                continue
+            report.created.append(spec.name)
+        return report
+
+    # --- writing ---------------------------------------------------------------------------
+
+    async def store(
+        self,
+        email: Mapping[str, Any] | bytes,
+        attachments: Sequence[bytes | None] | None = None,
+        uidl: str | None = None,
+    ) -> StoreResult:
+        """Store one message; a message already in the mailbox is left as it is (``inserted=False``)."""
+        docs = self._build(email, attachments, uidl)
+        inserted = await self._write(docs)
+        return StoreResult(docs.message_id, docs.message_key, docs.thread_id, docs.thread_key, inserted)
+
+    def _build(
+        self, email: Mapping[str, Any] | bytes, attachments: Sequence[bytes | None] | None, uidl: str | None
+    ) -> MessageDocuments:
+        if uidl is not None:
+            check_str(uidl, "uidl")
+        if isinstance(email, (bytes, bytearray, memoryview)):
+            raw = bytes(email)
+            parsed = _parse_raw(raw, self.for_ai_max_chars)
+            return build_documents(
+                parsed.email,
+                mailbox_id=self.mailbox_id,
+                owner_addresses=self.owner_addresses,
+                raw_bytes=raw,
+                attachment_data=attachments if attachments is not None else parsed.attachment_data,
+                list_id=parsed.list_id,
+                uidl=uidl,
+                raw_from_full=True,
+            )
+        return build_documents(
+            email,
+            mailbox_id=self.mailbox_id,
+            owner_addresses=self.owner_addresses,
+            attachment_data=attachments,
+            uidl=uidl,
+        )
+
+    async def _write(self, docs: MessageDocuments) -> bool:
+        """C.4 order: blobs, body, message insert (the commit point), then the thread summary."""
+        for blob in docs.blobs:
+            await self._put_blob(blob, docs.message_key)
+        with contextlib.suppress(DuplicateKeyError):
+            await self._bodies.insert_one(docs.body)
+        try:
+            await self._messages.insert_one(docs.message)
+        except DuplicateKeyError:
+            return False
+        await self._fold_into_thread(docs.message)
+        return True
+
+    async def _fold_into_thread(self, message: Mapping[str, Any]) -> None:
+        selector, pipeline = thread_update(message)
+        for attempt in range(_THREAD_UPSERT_RETRIES):
+            try:
+                await self._threads.update_one(selector, pipeline, upsert=True)
+                return
+            except DuplicateKeyError:
+                # two writers upserted the same new thread at once; the loser retries as an update
+                if attempt == _THREAD_UPSERT_RETRIES - 1:
+                    raise
+
+    async def _put_blob(self, blob: Blob, mkey: str) -> None:
+        if await self._files.find_one({"_id": blob.key}, {"_id": 1}) is not None:
+            return
+        chunks = blobs.chunk_documents(blob.key, blob.data)
+        if chunks:
+            try:
+                await self._chunks.insert_many(chunks, ordered=False)
+            except BulkWriteError as exc:
+                if not _only_duplicates(exc):
+                    raise
+        # leftovers of an interrupted upload of a longer blob under the same key
+        await self._chunks.delete_many({"files_id": blob.key, "n": {"$gte": len(chunks)}})
+        metadata = {"mailboxId": self.mailbox_id, "messageKey": mkey}
+        with contextlib.suppress(DuplicateKeyError):
+            await self._files.insert_one(blobs.file_document(blob.key, len(blob.data), blob.content_type, metadata))
+
+    # --- blobs ---------------------------------------------------------------------------
+
+    async def _get_blob(self, key: str) -> bytes | None:
+        file_doc = await self._files.find_one({"_id": key})
+        if file_doc is None:
+            return None
+        chunks = await _to_list(self._chunks.find({"files_id": key}, {"n": 1, "data": 1}).sort("n", 1))
+        return blobs.assemble(file_doc, chunks)
+
+    async def _delete_blobs(self, prefix: str) -> None:
+        await self._files.delete_many(blobs.prefix_filter("_id", prefix))
+        await self._chunks.delete_many(blobs.prefix_filter("files_id", prefix))
+
+    def _blob_key(self, message_id: str, name: str) -> str:
+        return blob_prefix(self.mailbox_id, message_key(message_id)) + name
+
+    async def get_raw(self, message_id: str) -> bytes | None:
+        """The message exactly as received (``raw.eml``), or None."""
+        return await self._get_blob(self._blob_key(message_id, "raw.eml"))
+
+    async def get_html(self, message_id: str) -> str | None:
+        """The HTML body (``body.html``), or None."""
+        data = await self._get_blob(self._blob_key(message_id, "body.html"))
+        return None if data is None else data.decode("utf-8")
+
+    async def get_attachment(self, message_id: str, idx: int) -> bytes | None:
+        """Attachment ``idx`` (MIME order), or None when absent or not stored."""
+        if isinstance(idx, bool) or not isinstance(idx, int):
+            raise TypeError(f"idx must be an int, not {type(idx).__name__}")
+        return await self._get_blob(self._blob_key(message_id, f"att/{idx}"))
+
+    # --- reading one message -----------------------------------------------------------------
+
+    def _id_for(self, message_id: str) -> str:
+        # the _id embeds the mailbox, so an _id lookup never crosses mailboxes
+        return doc_id(self.mailbox_id, message_key(message_id))
+
+    async def get_message(self, message_id: str, include_raw: bool = False) -> dict[str, Any] | None:
+        """The AECS-1 object as stored (hot + warm; the cold tier too with ``include_raw``)."""
+        _id = self._id_for(message_id)
+        message = await self._messages.find_one({"_id": _id})
+        if message is None:
+            return None
+        body = await self._bodies.find_one({"_id": _id})
+        return await self._assemble(message, body, include_raw=include_raw)
+
+    async def _assemble(
+        self,
+        message: Mapping[str, Any],
+        body: Mapping[str, Any] | None,
+        *,
+        include_raw: bool,
+        position: int | None = None,
+    ) -> dict[str, Any]:
+        spilled = None
+        if body is not None and body.get("spill"):
+            data = await self._get_blob(body["spill"])
+            if data is None:
+                raise AecsMongoError(f"the spilled body of {message['messageId']!r} is missing")
+            spilled = json.loads(data.decode("utf-8"))
+        raw_full = html = raw = None
+        if include_raw:
+            names = message.get("blobs") or ()
+            prefix = message["blobPrefix"]
+            if "raw.eml" in names:
+                raw_full = await self._get_blob(prefix + "raw.eml")
+            if "body.html" in names:
+                html_bytes = await self._get_blob(prefix + "body.html")
+                html = None if html_bytes is None else html_bytes.decode("utf-8")
+            if message.get("rawFromFull") and raw_full is not None:
+                raw = _parse_raw(raw_full, self.for_ai_max_chars).email.get("content", {}).get("raw")
+        return to_normalized_email(
+            message, body, raw_full=raw_full, raw=raw, html=html, spilled=spilled, position=position
+        )
+
+    # --- threads ---------------------------------------------------------------------------
+
+    def _thread_filter(self, thread_id: str) -> dict[str, Any]:
+        return {"mailboxId": self.mailbox_id, "threadKey": thread_key(check_str(thread_id, "thread_id"))}
+
+    async def get_thread(self, thread_id: str) -> list[dict[str, Any]]:
+        """Every message of a thread, oldest first, each with ``thread.position`` set."""
+        messages = await _to_list(
+            self._messages.find(self._thread_filter(thread_id))
+            .sort([("ts", 1), ("messageKey", 1)])
+            .hint("aecs_messages_thread")
+        )
+        ids = [m["_id"] for m in messages]
+        bodies = {b["_id"]: b async for b in self._bodies.find({"_id": {"$in": ids}})}
+        return [
+            await self._assemble(m, bodies.get(m["_id"]), include_raw=False, position=i) for i, m in enumerate(messages)
+        ]
+
+    async def thread_context(self, thread_id: str, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest ``limit`` messages of a thread for a prompt, oldest first, with positions."""
+        _check_limit(limit)
+        selector = self._thread_filter(thread_id)
+        newest = await _to_list(
+            self._messages.find(selector, queries.THREAD_CONTEXT_PROJECTION)
+            .sort([("ts", -1), ("messageKey", -1)])
+            .hint("aecs_messages_thread")
+            .limit(limit)
+        )
+        if not newest:
+            return []
+        total = len(newest)
+        if total == limit:
+            total = await self._messages.count_documents(selector, hint="aecs_messages_thread")
+        first_position = max(total - len(newest), 0)
+        result = []
+        for offset, m in enumerate(reversed(newest)):
+            summary = message_summary({**m, "threadId": thread_id})
+            result.append(
+                {
+                    "messageId": m["messageId"],
+                    "from": summary["from"],
+                    "subject": m.get("subject"),
+                    "date": summary["date"],
+                    "ts": summary["ts"],
+                    "forAI": m.get("forAI"),
+                    "position": first_position + offset,
+                }
+            )
+        return result
+
+    # --- pages -----------------------------------------------------------------------------
+
+    async def _page(
+        self, query: queries.KeysetQuery, cursor: str | None, limit: int, projection: Mapping[str, Any] | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        _check_limit(limit)
+        after = queries.decode_cursor(query, cursor, self.mailbox_id)
+        rows = await _to_list(
+            self.db[query.collection]
+            .find(queries.keyset_filter(query, after), projection)
+            .sort(query.sort)
+            .hint(query.hint)
+            .limit(limit + 1)
+        )
+        next_cursor = None
+        if len(rows) > limit:
+            rows = rows[:limit]
+            next_cursor = queries.encode_cursor(query, rows[-1])
+        return rows, next_cursor
+
+    async def list_messages(
+        self,
+        cursor: str | None = None,
+        limit: int = 50,
+        sender: str | None = None,
+        thread_id: str | None = None,
+        since: object = None,
+        until: object = None,
+        order: str = "desc",
+    ) -> MessagePage:
+        """An inbox page (optionally one sender's or one thread's), keyset-paginated."""
+        if sender is not None:
+            check_str(sender, "sender")
+        tkey = None if thread_id is None else thread_key(check_str(thread_id, "thread_id"))
+        query = queries.inbox_query(
+            self.mailbox_id, sender=sender, thread_key=tkey, since=since, until=until, order=check_str(order, "order")
+        )
+        rows, next_cursor = await self._page(query, cursor, limit, queries.LIST_PROJECTION)
+        return MessagePage([message_summary(r) for r in rows], next_cursor)
+
+    async def with_participant(self, address: str, cursor: str | None = None, limit: int = 50) -> MessagePage:
+        """Mail to or from one address (from, to, cc, stored bcc), newest first."""
+        query = queries.participant_query(self.mailbox_id, address)
+        rows, next_cursor = await self._page(query, cursor, limit, queries.LIST_PROJECTION)
+        return MessagePage([message_summary(r) for r in rows], next_cursor)
+
+    async def list_threads(self, cursor: str | None = None, limit: int = 50) -> ThreadPage:
+        """The conversation list: one summary per thread, most recent activity first."""
+        query = queries.threads_query(self.mailbox_id)
+        rows, next_cursor = await self._page(query, cursor, limit, None)
+        threads = [
+            {
+                "threadId": r["threadId"],
+                "subject": r.get("subject"),
+                "messageCount": int(r["messageCount"]),
+                "firstTs": int(r["firstTs"]),
+                "lastTs": int(r["lastTs"]),
+                "firstMessageKey": r["firstMessageKey"],
+                "lastMessageKey": r["lastMessageKey"],
+            }
+            for r in rows
+        ]
+        return ThreadPage(threads, next_cursor)
+
+    async def replies_to(self, message_id: str) -> list[dict[str, Any]]:
+        """Messages whose References (or In-Reply-To) name ``message_id``, oldest first."""
+        mid = strip_message_id(message_id)
+        by_references = await _to_list(
+            self._messages.find({"mailboxId": self.mailbox_id, "references": mid}, queries.LIST_PROJECTION).hint(
+                "aecs_messages_references"
+            )
+        )
+        by_parent = await _to_list(
+            self._messages.find({"mailboxId": self.mailbox_id, "inReplyTo": mid}, queries.LIST_PROJECTION).hint(
+                "aecs_messages_in_reply_to"
+            )
+        )
+        unique = {r["messageKey"]: r for r in by_references + by_parent}
+        ordered = sorted(unique.values(), key=lambda r: (r["ts"], r["messageKey"]))
+        return [message_summary(r) for r in ordered]
+
+    async def stale(self, spec_version: str, limit: int = 100) -> list[str]:
+        """Message ids normalized under a spec version other than ``spec_version`` (C.4)."""
+        check_str(spec_version, "spec_version")
+        _check_limit(limit)
+        rows = await _to_list(
+            self._messages.find(
+                {"mailboxId": self.mailbox_id, "specVersion": {"$ne": spec_version}}, {"_id": 0, "messageId": 1}
+            )
+            .sort([("specVersion", 1), ("messageKey", 1)])
+            .hint("aecs_messages_spec_version")
+            .limit(limit)
+        )
+        return [r["messageId"] for r in rows]
+
+    # --- deleting ----------------------------------------------------------------------------
+
+    async def delete(self, message_id: str) -> bool:
+        """Remove a message from every tier and recompute its thread summary. False if absent."""
+        _id = self._id_for(message_id)
+        message = await self._messages.find_one({"_id": _id}, {"threadKey": 1, "blobPrefix": 1, "uidl": 1})
+        if message is None:
+            # no primary record: still clear leftovers of an interrupted store
+            await self._bodies.delete_one({"_id": _id})
+            await self._delete_blobs(blob_prefix(self.mailbox_id, message_key(message_id)))
+            return False
+        # primary record first: a crash after this leaves only unreferenced leftovers
+        await self._messages.delete_one({"_id": _id})
+        await self._bodies.delete_one({"_id": _id})
+        await self._delete_blobs(message["blobPrefix"])
+        await self._recompute_thread(message["threadKey"])
+        return True
+
+    async def _recompute_thread(self, tkey: str) -> None:
+        selector = {"mailboxId": self.mailbox_id, "threadKey": tkey}
+        members = await _to_list(self._messages.find(selector, _SUMMARY_FIELDS).hint("aecs_messages_thread"))
+        summary = thread_summary_from_messages(members)
+        if summary is None:
+            await self._threads.delete_one({"_id": doc_id(self.mailbox_id, tkey)})
+        else:
+            await self._threads.replace_one({"_id": summary["_id"]}, summary, upsert=True)
+
+
+def _parse_raw(raw: bytes, for_ai_max_chars: int) -> Any:
+    """Normalize raw RFC 5322 bytes (the normalizer is imported on first use)."""
+    try:
+        from .normalize import parse_email
+    except ImportError as exc:  # pragma: no cover - the normalizer ships with the package
+        raise AecsMongoError(f"storing raw bytes needs the normalizer: {exc}") from exc
+    return parse_email(raw, for_ai_max_chars=for_ai_max_chars)

@@ -1,0 +1,689 @@
+"""NormalizedEmail <-> the documents and blobs the store writes. Pure: no I/O.
+
+One AECS-1 object becomes three tiers (AECS-1 Appendix C.1):
+
+- ``messages`` (hot): identity, sort keys, sender, participants, subject, forAI, attachment
+  metadata: what every list, thread and LLM-context read touches. A few KB.
+- ``bodies`` (warm): text, clean, the address lists with names; read when one message opens.
+- GridFS (cold): ``raw.eml`` (byte-exact), ``body.html``, ``att/<idx>``; and ``body.json`` for a
+  body too large for one document.
+
+``to_normalized_email`` is the way back; for a stored NormalizedEmail it returns every field
+field for field (omitted and ``null`` fields mean the same, AECS-1 §10).
+
+Decisions where the spec is silent:
+
+- ``ts`` (the sort key) is ``metadata.timestamp``, else ``processing.processedAt``, else 0.
+- Only ``x_`` fields are kept besides the spec's own; other unknown fields are ignored as §10.6
+  asks (and logged). ``x_`` names MongoDB cannot store (``$`` first, a dot, NUL) are refused.
+- ``metadata.date`` is stored as a BSON date; a value that does not re-render identically (an
+  offset of ``+00:00``, microseconds) is kept verbatim beside it so it comes back unchanged.
+- ``content.rawFull`` is stored as bytes: the raw bytes given to ``store``, or the string's
+  UTF-8 encoding. It comes back decoded as UTF-8, or as latin-1 where the bytes are not UTF-8.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import bson
+from bson.int64 import Int64
+
+from .errors import DocumentTooLargeError, InvalidEmailError, UnsafeFieldNameError
+from .keys import (
+    address_key,
+    blob_prefix,
+    doc_id,
+    list_id_key,
+    message_key,
+    strip_message_id,
+    subject_key,
+    thread_key,
+)
+
+__all__ = [
+    "BODY_SPILL_BYTES",
+    "HOT_BUDGET_BYTES",
+    "Blob",
+    "MessageDocuments",
+    "build_documents",
+    "date_to_iso",
+    "message_summary",
+    "raw_full_from_bytes",
+    "raw_full_to_bytes",
+    "thread_summary_from_messages",
+    "thread_update",
+    "to_normalized_email",
+    "validate_email",
+]
+
+log = logging.getLogger("aecs_mongo")
+
+#: A ``messages`` document larger than this is refused (C.5: keep the hot row small).
+HOT_BUDGET_BYTES = 256 * 1024
+#: A ``bodies`` document larger than this moves its text to GridFS (``body.json``).
+BODY_SPILL_BYTES = 12 * 1024 * 1024
+
+_ISO_UTC = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|\+00:00)$")
+_TOP = ("messageId", "threadId", "metadata", "content", "thread", "attachments", "processing")
+_METADATA = ("from", "to", "cc", "bcc", "subject", "date", "timestamp")
+_CONTENT = ("rawFull", "raw", "html", "text", "clean", "forAI")
+_THREAD = ("position", "inReplyTo", "references")
+_ATTACHMENT = ("id", "filename", "contentType", "size", "cid")
+_PROCESSING = ("processedAt", "specVersion", "cleanFallback")
+_ADDRESS = ("name", "email")
+
+
+@dataclass(frozen=True)
+class Blob:
+    """One cold-tier object: ``key`` is its GridFS ``_id`` and filename."""
+
+    key: str
+    data: bytes
+    content_type: str
+
+
+@dataclass(frozen=True)
+class MessageDocuments:
+    """Everything ``store`` writes for one message, in write order: blobs, body, message."""
+
+    message_id: str
+    message_key: str
+    thread_id: str
+    thread_key: str
+    blobs: tuple[Blob, ...]
+    body: dict[str, Any]
+    message: dict[str, Any]
+
+
+# --- validation --------------------------------------------------------------------------
+
+
+def _fail(path: str, expected: str, value: object) -> InvalidEmailError:
+    return InvalidEmailError(f"{path} must be {expected}, not {type(value).__name__}")
+
+
+def _opt_str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
+    value = obj.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _fail(f"{path}.{key}", "a string or null", value)
+    return value
+
+
+def _opt_map(obj: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _fail(f"{path}.{key}", "an object or null", value)
+    return value
+
+
+def _opt_list(obj: Mapping[str, Any], key: str, path: str) -> Sequence[Any]:
+    value = obj.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)):
+        raise _fail(f"{path}.{key}", "an array or null", value)
+    return value
+
+
+def _check_field_names(value: Any, path: str) -> None:
+    """Refuse key names MongoDB cannot store anywhere inside an ``x_`` value."""
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                raise UnsafeFieldNameError(f"{path} has a non-string key {key!r}")
+            if key.startswith("$") or "." in key or "\x00" in key:
+                raise UnsafeFieldNameError(f"{path}.{key!r}: field names may not start with '$' or contain '.' or NUL")
+            _check_field_names(inner, f"{path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, inner in enumerate(value):
+            _check_field_names(inner, f"{path}[{i}]")
+
+
+def _extensions(obj: Mapping[str, Any], known: tuple[str, ...], path: str) -> dict[str, Any]:
+    """The ``x_`` fields of one object; unknown other fields are ignored (§10.6) and logged."""
+    found: dict[str, Any] = {}
+    for key, value in obj.items():
+        if not isinstance(key, str):
+            raise UnsafeFieldNameError(f"{path} has a non-string key {key!r}")
+        if key in known:
+            continue
+        if key.startswith("x_"):
+            _check_field_names({key: value}, path)
+            found[key] = value
+        else:
+            log.warning("ignoring unknown field %s.%s (AECS-1 §10.6)", path, key)
+    return found
+
+
+def _address(value: object, path: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail(path, "an address object", value)
+    email = value.get("email")
+    if not isinstance(email, str):
+        raise _fail(f"{path}.email", "a string", email)
+    name = _opt_str(value, "name", path)
+    result: dict[str, Any] = {"name": name, "email": email}
+    result.update(_extensions(value, _ADDRESS, path))
+    return result
+
+
+def _iso_to_datetime(text: str, path: str) -> _dt.datetime:
+    match = _ISO_UTC.match(text)
+    if not match:
+        raise InvalidEmailError(f"{path} must be ISO 8601 UTC (YYYY-MM-DDTHH:MM:SSZ), got {text!r}")
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    fraction = match.group(7) or ""
+    micro = int((fraction[1:] + "000000")[:6]) if fraction else 0
+    try:
+        return _dt.datetime(year, month, day, hour, minute, second, micro, tzinfo=_dt.UTC)
+    except ValueError as exc:
+        raise InvalidEmailError(f"{path}: {exc}") from None
+
+
+def date_to_iso(value: _dt.datetime | None) -> str | None:
+    """A stored BSON date -> AECS-1 ``YYYY-MM-DDTHH:MM:SSZ`` (milliseconds kept when set)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.UTC)
+    value = value.astimezone(_dt.UTC)
+    text = value.strftime("%Y-%m-%dT%H:%M:%S")
+    if value.microsecond:
+        text += f".{value.microsecond // 1000:03d}"
+    return text + "Z"
+
+
+def _bson_datetime(value: _dt.datetime) -> _dt.datetime:
+    """What a BSON date round trip gives back (milliseconds, UTC)."""
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def validate_email(email: object) -> dict[str, Any]:
+    """Check one NormalizedEmail's shape and return a canonical copy (nulls filled in).
+
+    Raises ``InvalidEmailError`` (or ``UnsafeFieldNameError``) naming the offending field.
+    """
+    if not isinstance(email, Mapping):
+        raise TypeError(f"email must be a mapping (a NormalizedEmail) or bytes, not {type(email).__name__}")
+    out: dict[str, Any] = {}
+    for key in ("messageId", "threadId"):
+        value = email.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidEmailError(f"{key} is required and must be a non-empty string")
+    message_id = strip_message_id(email["messageId"], "messageId")
+    if not message_id:
+        raise InvalidEmailError("messageId is empty once angle brackets are stripped")
+    out["messageId"] = message_id
+    out["threadId"] = email["threadId"]
+
+    meta_in = _opt_map(email, "metadata", "email")
+    frm = meta_in.get("from")
+    meta: dict[str, Any] = {
+        "from": None if frm is None else _address(frm, "metadata.from"),
+        "subject": _opt_str(meta_in, "subject", "metadata"),
+        "date": _opt_str(meta_in, "date", "metadata"),
+    }
+    for key in ("to", "cc", "bcc"):
+        meta[key] = [_address(a, f"metadata.{key}[{i}]") for i, a in enumerate(_opt_list(meta_in, key, "metadata"))]
+    timestamp = meta_in.get("timestamp")
+    if timestamp is not None and (isinstance(timestamp, bool) or not isinstance(timestamp, int)):
+        raise _fail("metadata.timestamp", "an integer or null", timestamp)
+    meta["timestamp"] = timestamp
+    if meta["date"] is not None:
+        _iso_to_datetime(meta["date"], "metadata.date")
+    meta.update(_extensions(meta_in, _METADATA, "metadata"))
+    out["metadata"] = meta
+
+    content_in = _opt_map(email, "content", "email")
+    content: dict[str, Any] = {key: _opt_str(content_in, key, "content") for key in _CONTENT}
+    content.update(_extensions(content_in, _CONTENT, "content"))
+    out["content"] = content
+
+    thread_in = _opt_map(email, "thread", "email")
+    references = []
+    for i, ref in enumerate(_opt_list(thread_in, "references", "thread")):
+        if not isinstance(ref, str):
+            raise _fail(f"thread.references[{i}]", "a string", ref)
+        references.append(ref)
+    in_reply_to = _opt_str(thread_in, "inReplyTo", "thread")
+    thread: dict[str, Any] = {"position": None, "inReplyTo": in_reply_to, "references": references}
+    thread.update(_extensions(thread_in, _THREAD, "thread"))
+    out["thread"] = thread
+
+    attachments = []
+    for i, att in enumerate(_opt_list(email, "attachments", "email")):
+        path = f"attachments[{i}]"
+        if not isinstance(att, Mapping):
+            raise _fail(path, "an object", att)
+        size = att.get("size", 0)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise _fail(f"{path}.size", "a non-negative integer", size)
+        item: dict[str, Any] = {
+            "id": _opt_str(att, "id", path),
+            "filename": _opt_str(att, "filename", path) or "",
+            "contentType": _opt_str(att, "contentType", path) or "application/octet-stream",
+            "size": size,
+            "cid": _opt_str(att, "cid", path),
+        }
+        item.update(_extensions(att, _ATTACHMENT, path))
+        attachments.append(item)
+    out["attachments"] = attachments
+
+    proc_in = _opt_map(email, "processing", "email")
+    clean_fallback = proc_in.get("cleanFallback")
+    if clean_fallback is not None and not isinstance(clean_fallback, bool):
+        raise _fail("processing.cleanFallback", "a boolean or null", clean_fallback)
+    processing: dict[str, Any] = {
+        "processedAt": _opt_str(proc_in, "processedAt", "processing"),
+        "specVersion": _opt_str(proc_in, "specVersion", "processing"),
+        "cleanFallback": clean_fallback,
+    }
+    if processing["processedAt"] is not None:
+        _iso_to_datetime(processing["processedAt"], "processing.processedAt")
+    processing.update(_extensions(proc_in, _PROCESSING, "processing"))
+    out["processing"] = processing
+
+    out.update(_extensions(email, _TOP, "email"))
+    return out
+
+
+# --- rawFull -------------------------------------------------------------------------------
+
+
+def raw_full_to_bytes(raw_full: str) -> bytes:
+    """The bytes a ``content.rawFull`` string stands for: its UTF-8 encoding."""
+    try:
+        return raw_full.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidEmailError(f"content.rawFull is not valid Unicode: {exc.reason}") from None
+
+
+def raw_full_from_bytes(raw: bytes) -> str:
+    """``raw.eml`` -> ``content.rawFull``: UTF-8 where the bytes are UTF-8, else latin-1."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+def _first_bad_string(value: Any, path: str) -> str | None:
+    """The path of the first string BSON cannot encode (a lone surrogate), if any."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path
+        return None
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            found = _first_bad_string(inner, f"{path}.{key}" if path else str(key))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, inner in enumerate(value):
+            found = _first_bad_string(inner, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def _encoded_size(doc: Mapping[str, Any], what: str) -> int:
+    try:
+        return len(bson.encode(doc))
+    except (UnicodeEncodeError, bson.errors.InvalidStringData):
+        bad = _first_bad_string(doc, "")
+        raise InvalidEmailError(f"{what} field {bad} is not valid Unicode (a lone surrogate?)") from None
+    except (bson.errors.InvalidDocument, OverflowError) as exc:
+        raise InvalidEmailError(f"{what} cannot be stored as BSON: {exc}") from None
+
+
+def _largest_field(doc: Mapping[str, Any]) -> tuple[str, int]:
+    sizes = {key: len(bson.encode({"v": value})) for key, value in doc.items()}
+    key = max(sizes, key=lambda k: sizes[k])
+    return key, sizes[key]
+
+
+def _ts(meta: Mapping[str, Any], processing: Mapping[str, Any]) -> int:
+    if meta["timestamp"] is not None:
+        return int(meta["timestamp"])
+    if meta["date"] is not None:
+        return int(_iso_to_datetime(meta["date"], "metadata.date").timestamp())
+    if processing["processedAt"] is not None:
+        return int(_iso_to_datetime(processing["processedAt"], "processing.processedAt").timestamp())
+    return 0
+
+
+def build_documents(
+    email: Mapping[str, Any],
+    *,
+    mailbox_id: str,
+    owner_addresses: frozenset[str] = frozenset(),
+    raw_bytes: bytes | None = None,
+    attachment_data: Sequence[bytes | None] | None = None,
+    list_id: str | None = None,
+    uidl: str | None = None,
+    raw_from_full: bool = False,
+    hot_budget_bytes: int = HOT_BUDGET_BYTES,
+    body_spill_bytes: int = BODY_SPILL_BYTES,
+) -> MessageDocuments:
+    """Turn one NormalizedEmail into the documents and blobs ``store`` writes.
+
+    ``raw_bytes`` are the original octets (kept byte-exact as ``raw.eml``); without them a
+    ``content.rawFull`` string is stored as its UTF-8 encoding. ``raw_from_full`` says that
+    ``content.raw`` is what the normalizer derives from those bytes, so it is not stored.
+    bcc is kept only when the sender is one of ``owner_addresses`` (C.6).
+    """
+    em = validate_email(email)
+    meta, content, thread, processing = em["metadata"], em["content"], em["thread"], em["processing"]
+    mid, tid = em["messageId"], em["threadId"]
+    mkey, tkey = message_key(mid), thread_key(tid)
+    prefix = blob_prefix(mailbox_id, mkey)
+    _id = doc_id(mailbox_id, mkey)
+
+    sender = meta["from"]
+    sender_email = address_key(sender["email"]) if sender else None
+    keep_bcc = sender_email is not None and sender_email in owner_addresses
+    bcc = meta["bcc"] if keep_bcc else []
+
+    participants: list[str] = []
+    seen: set[str] = set()
+    for addr in ([sender] if sender else []) + meta["to"] + meta["cc"] + bcc:
+        key = address_key(addr["email"])
+        if key not in seen:
+            seen.add(key)
+            participants.append(key)
+
+    blobs: list[Blob] = []
+    blob_names: list[str] = []
+    if raw_bytes is None and content["rawFull"] is not None:
+        raw_bytes = raw_full_to_bytes(content["rawFull"])
+    if raw_bytes is not None:
+        blobs.append(Blob(prefix + "raw.eml", bytes(raw_bytes), "message/rfc822"))
+        blob_names.append("raw.eml")
+    if content["html"] is not None:
+        try:
+            html_bytes = content["html"].encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidEmailError("content.html is not valid Unicode (a lone surrogate?)") from None
+        blobs.append(Blob(prefix + "body.html", html_bytes, "text/html; charset=utf-8"))
+        blob_names.append("body.html")
+
+    hot_attachments = []
+    for idx, att in enumerate(em["attachments"]):
+        item: dict[str, Any] = {
+            "idx": idx,
+            "attachmentId": att["id"],
+            "filename": att["filename"],
+            "contentType": att["contentType"],
+            "size": att["size"],
+            "cid": att["cid"],
+            "blobKey": None,
+        }
+        data = attachment_data[idx] if attachment_data is not None and idx < len(attachment_data) else None
+        if data is not None:
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TypeError(f"attachment {idx} data must be bytes, not {type(data).__name__}")
+            item["blobKey"] = f"{prefix}att/{idx}"
+            blobs.append(Blob(item["blobKey"], bytes(data), att["contentType"]))
+            blob_names.append(f"att/{idx}")
+        extra = {k: v for k, v in att.items() if k not in _ATTACHMENT}
+        if extra:
+            item["x"] = extra
+        hot_attachments.append(item)
+
+    date_value = None
+    message: dict[str, Any] = {"_id": _id}
+    if meta["date"] is not None:
+        parsed = _iso_to_datetime(meta["date"], "metadata.date")
+        date_value = _bson_datetime(parsed)
+        if date_to_iso(date_value) != meta["date"]:
+            message["dateText"] = meta["date"]
+
+    x: dict[str, Any] = {k: v for k, v in em.items() if k not in _TOP}
+    for level, known in (
+        ("metadata", _METADATA),
+        ("content", _CONTENT),
+        ("thread", _THREAD),
+        ("processing", _PROCESSING),
+    ):
+        extra = {k: v for k, v in em[level].items() if k not in known}
+        if extra:
+            x[level] = extra
+
+    message.update(
+        {
+            "mailboxId": mailbox_id,
+            "messageKey": mkey,
+            "messageId": mid,
+            "threadKey": tkey,
+            "threadId": tid,
+            "ts": Int64(_ts(meta, processing)),
+            "date": date_value,
+            "timestamp": None if meta["timestamp"] is None else Int64(meta["timestamp"]),
+            "from": {"email": sender_email, "name": sender["name"]} if sender else None,
+            "participants": participants,
+            "subject": meta["subject"],
+            "subjectKey": subject_key(meta["subject"]),
+            "inReplyTo": thread["inReplyTo"],
+            "references": thread["references"],
+            "listId": list_id_key(list_id),
+            "forAI": content["forAI"],
+            "attachments": hot_attachments,
+            "cleanFallback": processing["cleanFallback"],
+            "specVersion": processing["specVersion"],
+            "processedAt": processing["processedAt"],
+            "blobPrefix": prefix,
+            "blobs": blob_names,
+            "sizeBytes": None if raw_bytes is None else len(raw_bytes),
+            "uidl": uidl,
+        }
+    )
+    if raw_from_full:
+        message["rawFromFull"] = True
+    if x:
+        message["x"] = x
+
+    body: dict[str, Any] = {
+        "_id": _id,
+        "mailboxId": mailbox_id,
+        "text": content["text"],
+        "clean": content["clean"],
+        "from": sender,
+        "to": meta["to"],
+        "cc": meta["cc"],
+        "bcc": bcc,
+    }
+    if content["raw"] is not None and not raw_from_full:
+        body["raw"] = content["raw"]
+
+    size = _encoded_size(message, "message")
+    if size > hot_budget_bytes:
+        field, field_size = _largest_field(message)
+        raise DocumentTooLargeError(
+            f"the messages document is {size} bytes, over its budget of {hot_budget_bytes}; "
+            f"largest field: {field} ({field_size} bytes)",
+            field=field,
+            size=size,
+            limit=hot_budget_bytes,
+        )
+    if _encoded_size(body, "body") > body_spill_bytes:
+        spilled = {k: body.pop(k) for k in ("text", "clean", "raw") if k in body}
+        data = json.dumps(spilled, ensure_ascii=False).encode("utf-8")
+        body["spill"] = prefix + "body.json"
+        blobs.append(Blob(body["spill"], data, "application/json"))
+        message["blobs"].append("body.json")
+    return MessageDocuments(mid, mkey, tid, tkey, tuple(blobs), body, message)
+
+
+# --- thread summaries ------------------------------------------------------------------------
+
+
+def thread_update(message: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The upsert filter and pipeline that fold one newly inserted message into its thread.
+
+    Order is total on ``(ts, messageKey)``, so the summary does not depend on arrival order
+    and equals ``thread_summary_from_messages`` over the same messages.
+    """
+    ts, mkey = message["ts"], message["messageKey"]
+    no_summary = {"$eq": [{"$ifNull": ["$firstTs", None]}, None]}
+    is_first = {
+        "$or": [
+            no_summary,
+            {"$lt": [ts, "$firstTs"]},
+            {"$and": [{"$eq": [ts, "$firstTs"]}, {"$lt": [mkey, "$firstMessageKey"]}]},
+        ]
+    }
+    is_last = {
+        "$or": [
+            no_summary,
+            {"$gt": [ts, "$lastTs"]},
+            {"$and": [{"$eq": [ts, "$lastTs"]}, {"$gt": [mkey, "$lastMessageKey"]}]},
+        ]
+    }
+    pipeline = [
+        {"$set": {"_aecsFirst": is_first, "_aecsLast": is_last}},
+        {
+            "$set": {
+                "mailboxId": message["mailboxId"],
+                "threadKey": message["threadKey"],
+                "threadId": message["threadId"],
+                "messageCount": {"$add": [{"$ifNull": ["$messageCount", 0]}, 1]},
+                "subject": {"$cond": ["$_aecsFirst", {"$literal": message["subject"]}, "$subject"]},
+                "firstTs": {"$cond": ["$_aecsFirst", ts, "$firstTs"]},
+                "firstMessageKey": {"$cond": ["$_aecsFirst", mkey, "$firstMessageKey"]},
+                "lastTs": {"$cond": ["$_aecsLast", ts, "$lastTs"]},
+                "lastMessageKey": {"$cond": ["$_aecsLast", mkey, "$lastMessageKey"]},
+            }
+        },
+        {"$project": {"_aecsFirst": 0, "_aecsLast": 0}},
+    ]
+    return {"_id": doc_id(message["mailboxId"], message["threadKey"])}, pipeline
+
+
+def thread_summary_from_messages(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Recompute one thread's summary from its ``messages`` documents (any order)."""
+    if not messages:
+        return None
+    ordered = sorted(messages, key=lambda m: (m["ts"], m["messageKey"]))
+    first, last = ordered[0], ordered[-1]
+    return {
+        "_id": doc_id(first["mailboxId"], first["threadKey"]),
+        "mailboxId": first["mailboxId"],
+        "threadKey": first["threadKey"],
+        "threadId": first["threadId"],
+        "messageCount": len(ordered),
+        "subject": first["subject"],
+        "firstTs": first["ts"],
+        "firstMessageKey": first["messageKey"],
+        "lastTs": last["ts"],
+        "lastMessageKey": last["messageKey"],
+    }
+
+
+# --- the way back ------------------------------------------------------------------------------
+
+
+def _iso_or_none(message: Mapping[str, Any]) -> str | None:
+    if "dateText" in message:
+        return str(message["dateText"])
+    return date_to_iso(message.get("date"))
+
+
+def message_summary(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The small dict list reads return for one ``messages`` document."""
+    sender = message.get("from")
+    return {
+        "messageId": message["messageId"],
+        "threadId": message["threadId"],
+        "subject": message.get("subject"),
+        "from": dict(sender) if sender else None,
+        "date": _iso_or_none(message),
+        "ts": int(message["ts"]),
+        "inReplyTo": message.get("inReplyTo"),
+        "attachmentCount": len(message.get("attachments") or ()),
+    }
+
+
+def to_normalized_email(
+    message: Mapping[str, Any],
+    body: Mapping[str, Any] | None,
+    *,
+    raw_full: bytes | None = None,
+    raw: str | None = None,
+    html: str | None = None,
+    spilled: Mapping[str, Any] | None = None,
+    position: int | None = None,
+) -> dict[str, Any]:
+    """Rebuild the AECS-1 object from the hot and warm documents (and cold blobs, if given)."""
+    body = body or {}
+    spilled = spilled or {}
+    x = message.get("x") or {}
+    sender = body.get("from")
+    if sender is None and message.get("from"):
+        sender = {"name": message["from"].get("name"), "email": message["from"]["email"]}
+    timestamp = message.get("timestamp")
+    metadata: dict[str, Any] = {
+        "from": dict(sender) if sender else None,
+        "to": [dict(a) for a in body.get("to") or ()],
+        "cc": [dict(a) for a in body.get("cc") or ()],
+        "bcc": [dict(a) for a in body.get("bcc") or ()],
+        "subject": message.get("subject"),
+        "date": _iso_or_none(message),
+        "timestamp": None if timestamp is None else int(timestamp),
+        **x.get("metadata", {}),
+    }
+    if metadata["from"] is None:
+        del metadata["from"]
+    content: dict[str, Any] = {
+        "rawFull": None if raw_full is None else raw_full_from_bytes(raw_full),
+        "raw": body.get("raw", spilled.get("raw", raw)),
+        "html": html,
+        "text": body.get("text", spilled.get("text")),
+        "clean": body.get("clean", spilled.get("clean")),
+        "forAI": message.get("forAI"),
+        **x.get("content", {}),
+    }
+    attachments = []
+    for att in message.get("attachments") or ():
+        item = {
+            "id": att.get("attachmentId"),
+            "filename": att.get("filename", ""),
+            "contentType": att.get("contentType"),
+            "size": int(att.get("size", 0)),
+            "cid": att.get("cid"),
+            **(att.get("x") or {}),
+        }
+        attachments.append(item)
+    result: dict[str, Any] = {
+        "messageId": message["messageId"],
+        "threadId": message["threadId"],
+        "metadata": metadata,
+        "content": content,
+        "thread": {
+            "position": position,
+            "inReplyTo": message.get("inReplyTo"),
+            "references": list(message.get("references") or ()),
+            **x.get("thread", {}),
+        },
+        "attachments": attachments,
+        "processing": {
+            "processedAt": message.get("processedAt"),
+            "specVersion": message.get("specVersion"),
+            "cleanFallback": message.get("cleanFallback"),
+            **x.get("processing", {}),
+        },
+    }
+    result.update({k: v for k, v in x.items() if k.startswith("x_")})
+    return result

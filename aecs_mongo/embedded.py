@@ -1,0 +1,149 @@
+"""The embedded server: SecantusDB (a MongoDB wire-protocol server) as a child process.
+
+Used by the test fixtures, the demo and the CLI when no ``MONGODB_URI`` is given. SecantusDB is
+GPL-2.0, so it is only ever run as a separate program from the optional ``embedded`` extra,
+never imported: ``pip install 'aecs-mongo[embedded]'``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from .errors import ServerFeatureError
+
+__all__ = ["INSTALL_HINT", "EmbeddedServer", "embedded_available"]
+
+INSTALL_HINT = "pip install 'aecs-mongo[embedded]'"
+
+
+def embedded_available() -> bool:
+    """True when the SecantusDB server can be started from this interpreter."""
+    return importlib.util.find_spec("secantus") is not None
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class EmbeddedServer:
+    """Start SecantusDB on a free loopback port; stop it (and remove a temporary data dir) on exit.
+
+    ``standalone=True`` advertises a standalone server (no transactions); the default is a
+    single-node replica set. ``data_dir=None`` uses a temporary directory.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] | None = None,
+        *,
+        standalone: bool = False,
+        test_commands: bool = False,
+        host: str = "127.0.0.1",
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.standalone = standalone
+        self.test_commands = test_commands
+        self.host = host
+        self.startup_timeout = startup_timeout
+        self._tmp: str | None = None
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.port: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: Path | None = None
+
+    @property
+    def uri(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the embedded server is not running")
+        return f"mongodb://{self.host}:{self.port}/?directConnection=true"
+
+    def start(self) -> str:
+        """Start the server and wait until it answers ``ping``; returns its URI."""
+        if not embedded_available():
+            raise ServerFeatureError(f"the embedded server is not installed: {INSTALL_HINT}")
+        if self.data_dir is None:
+            self._tmp = tempfile.mkdtemp(prefix="aecs-secantus-")
+            self.data_dir = Path(self._tmp)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.port = _free_port(self.host)
+        args = [
+            sys.executable,
+            "-m",
+            "secantus",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--storage-path",
+            str(self.data_dir / "db"),
+            "--log-level",
+            "WARNING",
+        ]
+        if self.standalone:
+            args.append("--standalone")
+        if self.test_commands:
+            args.append("--enable-test-commands")
+        self._log = self.data_dir / "server.log"
+        with open(self._log, "ab") as log:
+            self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._wait_ready()
+        return self.uri
+
+    def _wait_ready(self) -> None:
+        from pymongo import MongoClient
+        from pymongo.errors import PyMongoError
+
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise ServerFeatureError(f"the embedded server exited at start-up: {self.log_tail()}")
+            try:
+                client: MongoClient[dict[str, object]] = MongoClient(self.uri, serverSelectionTimeoutMS=500)
+                with client:
+                    client.admin.command("ping")
+                return
+            except PyMongoError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise ServerFeatureError("the embedded server did not answer in time") from None
+                time.sleep(0.1)
+
+    def log_tail(self, lines: int = 20) -> str:
+        if self._log is None or not self._log.exists():
+            return ""
+        return "\n".join(self._log.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after 10 s) and remove a temporary data dir."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> EmbeddedServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

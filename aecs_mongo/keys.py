@@ -1,0 +1,114 @@
+"""Identity and lookup keys: the pure functions every tier and every query agree on.
+
+A Message-ID can be 998 bytes of anything printable, so documents are keyed by a fixed-length
+hash of it (AECS-1 C.2) and scoped by mailbox. The query side uses these same functions, which
+is what makes a lookup by ``<id@host>`` and by ``id@host`` find the same message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+__all__ = [
+    "address_key",
+    "blob_prefix",
+    "check_mailbox_id",
+    "check_str",
+    "doc_id",
+    "list_id_key",
+    "message_key",
+    "strip_message_id",
+    "subject_key",
+    "thread_key",
+]
+
+
+def check_str(value: object, name: str) -> str:
+    """Return ``value`` if it is a ``str``; a ``TypeError`` otherwise (never an operator)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    return value
+
+
+def check_mailbox_id(mailbox_id: object) -> str:
+    """A mailbox id is a non-empty string without NUL; it prefixes every ``_id``."""
+    check_str(mailbox_id, "mailbox_id")
+    assert isinstance(mailbox_id, str)
+    if not mailbox_id or "\x00" in mailbox_id:
+        raise ValueError("mailbox_id must be a non-empty string without NUL")
+    return mailbox_id
+
+
+def strip_message_id(value: object, name: str = "message_id") -> str:
+    """``<id@host>`` or `` id@host `` -> ``id@host`` (AECS form: no brackets, no whitespace)."""
+    text = check_str(value, name).strip()
+    if len(text) >= 2 and text.startswith("<") and text.endswith(">"):
+        text = text[1:-1].strip()
+    return text
+
+
+def _sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def message_key(message_id: str) -> str:
+    """Lowercase hex SHA-256 of the (stripped) Message-ID: the 64-character message key."""
+    return _sha256_hex(strip_message_id(message_id))
+
+
+def thread_key(thread_id: str) -> str:
+    """Lowercase hex SHA-256 of the threadId, used exactly as given (it is already canonical)."""
+    return _sha256_hex(check_str(thread_id, "thread_id"))
+
+
+def doc_id(mailbox_id: str, key: str) -> str:
+    """The ``_id`` of every per-message and per-thread document: ``<mailboxId>:<key>``."""
+    return f"{mailbox_id}:{key}"
+
+
+def blob_prefix(mailbox_id: str, message_key_: str) -> str:
+    """GridFS prefix of one message's blobs; hashing the mailbox keeps the path safe."""
+    return f"aecs/{_sha256_hex(mailbox_id)}/{message_key_}/"
+
+
+_REPLY_PREFIX = re.compile(
+    r"^\s*(?:re|fwd?|aw|sv|vs|wg|antw|tr|rif|odp|enc|res|ynt|回复|转发|答复)"
+    r"\s*(?:\[\d+\]|\(\d+\))?\s*[:：]\s*",
+    re.IGNORECASE,
+)
+_WHITESPACE = re.compile(r"\s+")
+
+
+def subject_key(subject: str | None) -> str:
+    """Seed 003's subject key: lowercase, reply/forward prefixes stripped repeatedly, spaces collapsed.
+
+    The same function normalizes the query, so "Fwd: Re: Live Wire" and "live wire" agree.
+    """
+    if subject is None:
+        return ""
+    text = unicodedata.normalize("NFC", check_str(subject, "subject")).lower()
+    text = _WHITESPACE.sub(" ", text).strip()
+    while True:
+        stripped = _REPLY_PREFIX.sub("", text, count=1)
+        if stripped == text:
+            return text
+        text = stripped.strip()
+
+
+def address_key(address: str) -> str:
+    """An address as the indexes store it: trimmed and lowercased (C.2)."""
+    return check_str(address, "address").strip().lower()
+
+
+def list_id_key(value: str | None) -> str | None:
+    """List-Id as seed 003 keys it: lowercased, display phrase and angle brackets stripped."""
+    if value is None:
+        return None
+    text = check_str(value, "list_id").strip()
+    match = re.search(r"<([^<>]*)>", text)
+    if match:
+        text = match.group(1)
+    text = text.strip().lower()
+    return text or None

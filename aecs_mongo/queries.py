@@ -1,0 +1,220 @@
+"""Filters, sorts, projections and keyset cursors for every read. Pure: no I/O.
+
+Each read names the index that serves it (``hint``), so a test can check with ``explain`` that
+the server used it. Values from callers are only ever placed as values (never as operators):
+``check_str`` turns a dict where a string belongs into a ``TypeError``.
+
+Keyset pagination (C.3): a page ends with the ``(ts, messageKey)`` of its last row (threads:
+``(lastTs, _id)``); the next page starts strictly after it in the sort order, never by skipping.
+The cursor is opaque to callers, and validated when it comes back: it carries a fingerprint of
+the mailbox and query it was made for, so a cursor from another mailbox or query, or one that was
+tampered with, is an ``InvalidCursorError``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as _dt
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidCursorError
+from .keys import address_key, check_str
+
+__all__ = [
+    "LIST_PROJECTION",
+    "THREAD_CONTEXT_PROJECTION",
+    "KeysetQuery",
+    "decode_cursor",
+    "encode_cursor",
+    "inbox_query",
+    "keyset_filter",
+    "participant_query",
+    "threads_query",
+    "utc_day_range",
+]
+
+#: Fields list reads fetch from ``messages`` (never bodies, never blobs).
+LIST_PROJECTION: dict[str, int] = {
+    "_id": 0,
+    "messageId": 1,
+    "messageKey": 1,
+    "threadId": 1,
+    "subject": 1,
+    "from": 1,
+    "date": 1,
+    "dateText": 1,
+    "ts": 1,
+    "inReplyTo": 1,
+    "attachments.idx": 1,
+}
+#: What an LLM prompt needs of each message in a thread (C.3: select forAI only).
+THREAD_CONTEXT_PROJECTION: dict[str, int] = {
+    "_id": 0,
+    "messageId": 1,
+    "messageKey": 1,
+    "from": 1,
+    "date": 1,
+    "dateText": 1,
+    "ts": 1,
+    "forAI": 1,
+    "subject": 1,
+}
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_CURSOR_VERSION = 1
+
+
+@dataclass(frozen=True)
+class KeysetQuery:
+    """One keyset-paginated read: ``base`` filter, sort direction, the index that serves it."""
+
+    collection: str
+    base: dict[str, Any]
+    ts_field: str
+    key_field: str
+    descending: bool
+    hint: str
+    fingerprint: str
+
+    @property
+    def sort(self) -> list[tuple[str, int]]:
+        direction = -1 if self.descending else 1
+        return [(self.ts_field, direction), (self.key_field, direction)]
+
+
+def _fingerprint(mailbox_id: str, kind: str, params: Mapping[str, Any]) -> str:
+    payload = json.dumps([mailbox_id, kind, params], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _ts_bounds(since: object, until: object) -> dict[str, Any]:
+    bounds: dict[str, Any] = {}
+    for name, value, op in (("since", since, "$gte"), ("until", until, "$lt")):
+        if value is None:
+            continue
+        if isinstance(value, _dt.datetime):
+            if value.tzinfo is None:
+                raise ValueError(f"{name} must be timezone-aware (UTC is assumed nowhere)")
+            bounds[op] = int(value.timestamp())
+        elif isinstance(value, int) and not isinstance(value, bool):
+            bounds[op] = value
+        else:
+            raise TypeError(f"{name} must be an int (epoch seconds) or an aware datetime, not {type(value).__name__}")
+    return bounds
+
+
+def inbox_query(
+    mailbox_id: str,
+    *,
+    sender: str | None = None,
+    thread_key: str | None = None,
+    since: object = None,
+    until: object = None,
+    order: str = "desc",
+) -> KeysetQuery:
+    """The inbox page (optionally one sender's or one thread's), newest first by default."""
+    if order not in ("desc", "asc"):
+        raise ValueError("order must be 'desc' or 'asc'")
+    base: dict[str, Any] = {"mailboxId": mailbox_id}
+    hint = "aecs_messages_inbox"
+    params: dict[str, Any] = {"order": order, "since": since, "until": until}
+    if sender is not None:
+        base["from.email"] = address_key(sender)
+        params["sender"] = base["from.email"]
+        hint = "aecs_messages_from"
+    if thread_key is not None:
+        if sender is not None:
+            raise ValueError("give sender or thread_id, not both")
+        base["threadKey"] = thread_key
+        params["thread"] = thread_key
+        hint = "aecs_messages_thread"
+    bounds = _ts_bounds(since, until)
+    if bounds:
+        base["ts"] = bounds
+    return KeysetQuery(
+        "messages", base, "ts", "messageKey", order == "desc", hint, _fingerprint(mailbox_id, "messages", params)
+    )
+
+
+def participant_query(mailbox_id: str, address: str) -> KeysetQuery:
+    """Mail with one person, newest first, on the participant index."""
+    key = address_key(check_str(address, "address"))
+    return KeysetQuery(
+        "messages",
+        {"mailboxId": mailbox_id, "participants": key},
+        "ts",
+        "messageKey",
+        True,
+        "aecs_messages_participant",
+        _fingerprint(mailbox_id, "participant", {"address": key}),
+    )
+
+
+def threads_query(mailbox_id: str) -> KeysetQuery:
+    """The conversation list, most recent activity first."""
+    return KeysetQuery(
+        "threads",
+        {"mailboxId": mailbox_id},
+        "lastTs",
+        "_id",
+        True,
+        "aecs_threads_recent",
+        _fingerprint(mailbox_id, "threads", {}),
+    )
+
+
+def keyset_filter(query: KeysetQuery, after: tuple[int, str] | None) -> dict[str, Any]:
+    """The query's filter, restricted to rows strictly after ``after`` in its sort order."""
+    if after is None:
+        return dict(query.base)
+    ts, key = after
+    op = "$lt" if query.descending else "$gt"
+    position = {"$or": [{query.ts_field: {op: ts}}, {query.ts_field: ts, query.key_field: {op: key}}]}
+    return {"$and": [query.base, position]}
+
+
+def encode_cursor(query: KeysetQuery, last: Mapping[str, Any]) -> str:
+    """An opaque cursor for the page after the row ``last``."""
+    payload = [_CURSOR_VERSION, query.fingerprint, int(last[query.ts_field]), str(last[query.key_field])]
+    raw = json.dumps(payload, separators=(",", ":")).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(query: KeysetQuery, cursor: object, mailbox_id: str) -> tuple[int, str] | None:
+    """Validate a cursor from a caller; ``InvalidCursorError`` unless it was made for this query."""
+    if cursor is None:
+        return None
+    text = check_str(cursor, "cursor")
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        payload = json.loads(raw.decode("utf-8"))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise InvalidCursorError("malformed cursor") from None
+    if not (isinstance(payload, list) and len(payload) == 4 and payload[0] == _CURSOR_VERSION):
+        raise InvalidCursorError("malformed cursor")
+    _, fingerprint, ts, key = payload
+    if fingerprint != query.fingerprint:
+        raise InvalidCursorError("cursor belongs to another mailbox or query")
+    if isinstance(ts, bool) or not isinstance(ts, int) or not isinstance(key, str):
+        raise InvalidCursorError("malformed cursor")
+    if query.key_field == "messageKey" and not _HEX64.match(key):
+        raise InvalidCursorError("malformed cursor")
+    if query.key_field == "_id" and not key.startswith(mailbox_id + ":"):
+        raise InvalidCursorError("cursor belongs to another mailbox")
+    return ts, key
+
+
+def utc_day_range(day: str) -> tuple[int, int]:
+    """``YYYY-MM-DD`` -> the epoch-second range of that UTC day."""
+    try:
+        start = _dt.datetime.strptime(check_str(day, "day"), "%Y-%m-%d").replace(tzinfo=_dt.UTC)
+    except ValueError:
+        raise ValueError(f"a Date lookup takes a UTC day as YYYY-MM-DD, got {day!r}") from None
+    first = int(start.timestamp())
+    return first, first + 86400

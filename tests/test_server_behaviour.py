@@ -1,0 +1,158 @@
+"""What only a real server can show: query plans, GridFS interoperability, fault injection."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import gridfs
+import pytest
+from pymongo import MongoClient, monitoring
+from pymongo.errors import PyMongoError
+
+from aecs_mongo import MessageStore
+from aecs_mongo.keys import blob_prefix, message_key
+
+from .factories import email
+
+pytestmark = pytest.mark.server
+
+READ_COMMANDS = {"find", "aggregate", "count", "distinct"}
+DATA_COLLECTIONS = {"messages", "bodies", "threads", "uidls"}
+DRIVER_FIELDS = {"$db", "lsid", "$clusterTime", "$readPreference", "txnNumber", "$readConcern", "readConcern"}
+
+
+class Recorder(monitoring.CommandListener):
+    def __init__(self) -> None:
+        self.commands: list[dict[str, Any]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name in READ_COMMANDS:
+            self.commands.append(dict(event.command))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+@pytest.fixture
+def recorded(servers: Any, backend: str, db: Any) -> Iterator[tuple[MessageStore, Recorder]]:
+    recorder = Recorder()
+    client: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[recorder])
+    store = MessageStore(client[db.name], mailbox_id="alice")
+    store.ensure_indexes()
+    yield store, recorder
+    client.close()
+
+
+def stages(plan: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(plan, dict):
+        if "stage" in plan:
+            yield plan
+        for value in plan.values():
+            yield from stages(value)
+    elif isinstance(plan, list):
+        for value in plan:
+            yield from stages(value)
+
+
+def test_every_read_uses_an_index(recorded: tuple[MessageStore, Recorder], db: Any) -> None:
+    store, recorder = recorded
+    for n in range(1, 13):
+        store.store(
+            email(n, thread=f"t{n % 3}@x", in_reply_to=f"m{n - 1}@example.com", references=[f"m{n - 1}@example.com"])
+        )
+    recorder.commands.clear()
+    store.get_message("m3@example.com")
+    store.get_thread("t1@x")
+    store.thread_context("t1@x", limit=2)
+    page = store.list_messages(limit=5)
+    store.list_messages(cursor=page.next_cursor, limit=5)
+    store.list_messages(sender="bob@example.com", limit=5)
+    store.list_messages(thread_id="t2@x", limit=5)
+    store.list_threads(limit=2)
+    store.with_participant("alice@example.com", limit=5)
+    store.replies_to("m4@example.com")
+    store.stale("1.0")
+    checked = 0
+    for command in recorder.commands:
+        name = next(iter(command))
+        if command[name] not in DATA_COLLECTIONS:
+            continue
+        body = {k: v for k, v in command.items() if k not in DRIVER_FIELDS}
+        explained = db.command({"explain": body, "verbosity": "queryPlanner"})
+        kinds = {s["stage"] for s in stages(explained)}
+        assert "COLLSCAN" not in kinds, (body, kinds)
+        assert kinds & {"IXSCAN", "IDHACK", "EXPRESS_IXSCAN", "EXPRESS_IDHACK", "COUNT_SCAN"}, (body, kinds)
+        hint = body.get("hint")
+        if isinstance(hint, str):
+            used = {s.get("indexName") for s in stages(explained)}
+            assert hint in used, (body, used)
+        checked += 1
+    assert checked >= 12
+
+
+def test_blobs_are_readable_by_gridfs(store: MessageStore, db: Any) -> None:
+    raw = bytes(range(256)) * 3100  # 793,600 bytes: four chunks of 255 KiB
+    e = email(1)
+    e["content"]["rawFull"] = None
+    store.store(e, attachments=None)
+    e2 = email(2)
+    e2["attachments"] = [
+        {
+            "id": "m2@example.com:0",
+            "filename": "b.bin",
+            "contentType": "application/octet-stream",
+            "size": len(raw),
+            "cid": None,
+        }
+    ]
+    store.store(e2, attachments=[raw])
+    bucket = gridfs.GridFSBucket(db, bucket_name="aecs")
+    key = blob_prefix("alice", message_key("m2@example.com")) + "att/0"
+    assert bucket.open_download_stream(key).read() == raw
+    assert db["aecs.chunks"].count_documents({"files_id": key}) == 4
+
+
+def failpoint(client: Any, **data: Any) -> None:
+    client.admin.command("configureFailPoint", "failCommand", **data)
+
+
+@pytest.fixture
+def failpoints(client: Any, backend: str) -> Iterator[Any]:
+    if backend == "uri" and not os.environ.get("AECS_URI_HAS_FAILPOINTS"):
+        pytest.skip("MONGODB_URI deployments need --setParameter enableTestCommands=1 (set AECS_URI_HAS_FAILPOINTS=1)")
+    yield client
+    failpoint(client, mode="off")
+
+
+def test_interrupted_upload_is_completed_by_a_retry(store: MessageStore, db: Any, failpoints: Any) -> None:
+    raw = b"x" * (600 * 1024)  # three chunks, written by one insert
+    e = email(1)
+    e["attachments"] = [{"id": None, "filename": "x", "contentType": "text/plain", "size": len(raw), "cid": None}]
+    # the first insert (the chunks) succeeds, the second (the files document) fails
+    failpoint(failpoints, mode={"skip": 1, "times": 1}, data={"failCommands": ["insert"], "errorCode": 2})
+    with pytest.raises(PyMongoError):
+        store.store(e, attachments=[raw])
+    key = blob_prefix("alice", message_key("m1@example.com")) + "att/0"
+    assert db["aecs.chunks"].count_documents({"files_id": key}) == 3  # orphan chunks, no files doc
+    assert db["aecs.files"].count_documents({}) == 0
+    assert db.messages.count_documents({}) == 0  # nothing points at the missing blob
+    result = store.store(e, attachments=[raw])
+    assert result.inserted
+    assert store.get_attachment("m1@example.com", 0) == raw
+    assert db["aecs.chunks"].count_documents({"files_id": key}) == 3
+
+
+def test_failed_thread_update_is_repaired_by_delete_recompute(store: MessageStore, db: Any, failpoints: Any) -> None:
+    store.store(email(1))
+    failpoint(failpoints, mode={"times": 1}, data={"failCommands": ["update"], "errorCode": 2})
+    with pytest.raises(PyMongoError):
+        store.store(email(2))
+    # the message is stored (the commit point) but its thread summary is one short
+    assert db.messages.count_documents({}) == 2
+    assert db.threads.find_one()["messageCount"] == 1
+    assert store.store(email(2)).inserted is False
