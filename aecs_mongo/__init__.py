@@ -5,8 +5,6 @@ The public API is what this module exports; everything else is an implementation
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from .aio import AsyncMessageStore
 from .errors import (
     AecsMongoError,
@@ -19,11 +17,12 @@ from .errors import (
     UnsafeFieldNameError,
 )
 from .indexes import IndexReport
+
+# the function shadows the subpackage's name here, on purpose (the public API is the function);
+# import the subpackage's other names with ``from aecs_mongo.normalize import ...``
+from .normalize import ParsedEmail, normalize, parse_email
 from .results import MessagePage, StoreResult, ThreadPage
 from .store import MessageStore
-
-if TYPE_CHECKING:
-    from .normalize import ParsedEmail
 
 __version__ = "0.1.0"
 
@@ -47,12 +46,3 @@ __all__ = [
     "normalize",
     "parse_email",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # the normalizer is imported on first use: storing NormalizedEmail dicts does not need it
-    if name in ("normalize", "parse_email", "ParsedEmail"):
-        from . import normalize as _normalize_pkg
-
-        return getattr(_normalize_pkg, name)
-    raise AttributeError(f"module 'aecs_mongo' has no attribute {name!r}")

@@ -1,0 +1,141 @@
+"""The pure modules on their own: public API, keys, documents, cursors, blob ranges."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+
+import aecs_mongo
+from aecs_mongo import errors
+from aecs_mongo.blobs import assemble, chunk_documents, file_document, prefix_filter
+from aecs_mongo.documents import build_documents, thread_summary_from_messages, to_normalized_email
+from aecs_mongo.keys import blob_prefix, list_id_key, message_key, strip_message_id, subject_key
+from aecs_mongo.queries import decode_cursor, encode_cursor, inbox_query, participant_query
+
+from .factories import BASE_TS, email
+
+
+def test_public_api_is_sorted_and_importable() -> None:
+    assert aecs_mongo.__all__ == sorted(aecs_mongo.__all__)
+    for name in aecs_mongo.__all__:
+        assert getattr(aecs_mongo, name) is not None
+
+
+def test_every_exception_has_one_root_and_is_drawn_in_the_docstring() -> None:
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, Exception)]
+    assert errors.AecsMongoError in classes
+    doc = errors.__doc__ or ""
+    for cls in classes:
+        assert issubclass(cls, errors.AecsMongoError)
+        assert cls.__name__ in doc, cls.__name__
+        assert cls.__name__ in aecs_mongo.__all__
+
+
+@pytest.mark.parametrize(
+    ("subject", "key"),
+    [
+        ("Live Wire", "live wire"),
+        ("Re: Live Wire", "live wire"),
+        ("Fwd: Re: Live  Wire", "live wire"),
+        ("RE: FW: AW:  live\twire ", "live wire"),
+        ("Re[2]: SV: Live Wire", "live wire"),
+        ("Re:Re:Re: x", "x"),
+        ("Regarding: reply", "regarding: reply"),
+        ("Fwd:", ""),
+        (None, ""),
+    ],
+)
+def test_subject_key(subject: str | None, key: str) -> None:
+    assert subject_key(subject) == key
+
+
+def test_message_ids_in_either_form_have_one_key() -> None:
+    assert strip_message_id(" <a@b> ") == "a@b"
+    assert message_key("<a@b>") == message_key("a@b") == message_key(" a@b ")
+    assert message_key("a@b") != message_key("A@b")  # Message-IDs are case-sensitive
+    with pytest.raises(TypeError):
+        message_key({"$ne": 1})  # type: ignore[arg-type]
+
+
+def test_list_id_key() -> None:
+    assert list_id_key("Debian <debian-announce.lists.debian.org>") == "debian-announce.lists.debian.org"
+    assert list_id_key("<X.Example.COM>") == "x.example.com"
+    assert list_id_key("  ") is None and list_id_key(None) is None
+
+
+def test_build_documents_shapes() -> None:
+    e = email(1, sender="Bob@Example.com", to=("Alice@Example.com", "bob@example.com"))
+    e["metadata"]["bcc"] = [{"name": None, "email": "hidden@x"}]
+    e["metadata"]["date"] = "2026-06-29T14:33:00+00:00"
+    e["x_tag"] = {"nested": [1, 2]}
+    docs = build_documents(e, mailbox_id="alice", attachment_data=[])
+    m, b = docs.message, docs.body
+    assert m["_id"] == f"alice:{message_key('m1@example.com')}"
+    assert m["messageId"] == "m1@example.com"
+    assert m["from"] == {"email": "bob@example.com", "name": "Bob"}
+    assert m["participants"] == ["bob@example.com", "alice@example.com"]  # lowercased, deduplicated, no bcc
+    assert b["bcc"] == []
+    assert m["dateText"] == "2026-06-29T14:33:00+00:00"
+    assert m["x"] == {"x_tag": {"nested": [1, 2]}}
+    assert m["blobs"] == [] and docs.blobs == ()
+    assert "rawFull" not in m and "text" not in m and "html" not in m
+    back = to_normalized_email(m, b)
+    assert back["metadata"]["date"] == "2026-06-29T14:33:00+00:00"
+    assert back["x_tag"] == {"nested": [1, 2]}
+    kept = build_documents(e, mailbox_id="alice", owner_addresses=frozenset({"bob@example.com"}))
+    assert kept.body["bcc"] == [{"name": None, "email": "hidden@x"}]
+    assert "hidden@x" in kept.message["participants"]
+
+
+def test_thread_summary_order_is_total() -> None:
+    rows = [
+        {"mailboxId": "a", "threadKey": "t", "threadId": "T", "ts": 5, "messageKey": k, "subject": s}
+        for k, s in (("b", "second"), ("a", "first"), ("c", "third"))
+    ]
+    summary = thread_summary_from_messages(rows)
+    assert summary is not None
+    assert (summary["firstMessageKey"], summary["lastMessageKey"], summary["subject"]) == ("a", "c", "first")
+    assert summary["messageCount"] == 3
+    assert thread_summary_from_messages([]) is None
+
+
+def test_cursors_round_trip_and_bind_to_their_query() -> None:
+    q = inbox_query("alice")
+    last = {"ts": BASE_TS, "messageKey": "f" * 64}
+    cursor = encode_cursor(q, last)
+    assert decode_cursor(q, cursor, "alice") == (BASE_TS, "f" * 64)
+    with pytest.raises(errors.InvalidCursorError):
+        decode_cursor(inbox_query("bob"), cursor, "bob")
+    with pytest.raises(errors.InvalidCursorError):
+        decode_cursor(participant_query("alice", "x@y"), cursor, "alice")
+    forged = encode_cursor(q, {"ts": BASE_TS, "messageKey": "not-hex"})
+    with pytest.raises(errors.InvalidCursorError):
+        decode_cursor(q, forged, "alice")
+
+
+def test_blob_prefix_range_is_exact() -> None:
+    prefix = blob_prefix("alice", message_key("a@b"))
+    selector = prefix_filter("_id", prefix)["_id"]
+
+    def inside(key: str) -> bool:
+        return bool(selector["$gte"] <= key < selector["$lt"])
+
+    assert inside(prefix + "raw.eml") and inside(prefix + "att/12") and inside(prefix + "~")
+    other = blob_prefix("alice", message_key("a@c"))
+    assert not inside(other + "raw.eml")
+    assert not inside(prefix[:-1] + "0") and not inside(prefix[:-1])
+
+
+def test_chunks_reassemble_and_detect_gaps() -> None:
+    data = bytes(range(256)) * 5
+    chunks = chunk_documents("k", data, chunk_size=300)
+    assert [c["_id"] for c in chunks] == [f"k#{n}" for n in range(5)]
+    meta: dict[str, Any] = {}
+    file_doc = file_document("k", len(data), "application/octet-stream", meta, chunk_size=300)
+    assert assemble(file_doc, chunks) == data
+    with pytest.raises(errors.AecsMongoError):
+        assemble(file_doc, chunks[:2] + chunks[3:])
+    assert chunk_documents("k", b"") == []
+    assert assemble(file_document("k", 0, "x", meta), []) == b""
