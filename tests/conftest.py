@@ -9,10 +9,16 @@ Choose with ``--backends=mongomock,rs,standalone,uri`` or ``AECS_BACKENDS``; the
 ``mongomock,rs,standalone`` plus ``uri`` when ``MONGODB_URI`` is set. A requested backend that
 cannot start fails the run: nothing is skipped silently. Each test gets its own database and
 drops it afterwards. Tests marked ``server`` run only on real servers.
+
+Store tests (those using ``make_store``/``store``) also run once per store flavor: the sync
+``MessageStore``, and ``AsyncMessageStore`` over PyMongo's ``AsyncMongoClient`` and over Motor
+(real servers only), each driven through ``SyncOverAsync`` so one test body serves all three.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,12 +31,14 @@ from pymongo import MongoClient
 from aecs_mongo.embedded import EmbeddedServer
 
 ALL_BACKENDS = ("mongomock", "rs", "standalone", "uri")
+FLAVORS = ("sync", "pymongo_async", "motor")
 SERVER_BACKENDS = ("rs", "standalone", "uri")
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--backends", default=None, help="comma-separated: " + ",".join(ALL_BACKENDS))
+    parser.addoption("--flavors", default=",".join(FLAVORS), help="store flavors: " + ",".join(FLAVORS))
 
 
 def enabled_backends(config: pytest.Config) -> list[str]:
@@ -53,7 +61,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = enabled_backends(metafunc.config)
     if metafunc.definition.get_closest_marker("server"):
         names = [n for n in names if n in SERVER_BACKENDS]
-    metafunc.parametrize("backend", names, scope="session")
+    if "store_flavor" not in metafunc.fixturenames:
+        metafunc.parametrize("backend", names, scope="session")
+        return
+    flavors = [f.strip() for f in metafunc.config.getoption("--flavors").split(",") if f.strip()]
+    pairs = [(b, f) for b in names for f in flavors if f == "sync" or b != "mongomock"]
+    metafunc.parametrize(("backend", "store_flavor"), pairs, ids=[f"{b}-{f}" for b, f in pairs], scope="session")
 
 
 class Servers:
@@ -110,15 +123,63 @@ def db(client: Any) -> Iterator[Any]:
     client.drop_database(name)
 
 
-@pytest.fixture
-def make_store(db: Any) -> Callable[..., Any]:
-    """A factory for MessageStore on the test database (indexes ensured once per database)."""
-    from aecs_mongo import MessageStore
+class SyncOverAsync:
+    """Drive an AsyncMessageStore from a sync test: each coroutine method runs on ``loop``."""
 
+    def __init__(self, astore: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._astore = astore
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._astore, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._loop.run_until_complete(attr(*args, **kwargs))
+
+        return call
+
+
+@pytest.fixture
+def store_db(servers: Servers, backend: str, store_flavor: str, db: Any) -> Iterator[tuple[Any, Any]]:
+    """(database handle of the flavor's driver, a wrapper factory) on the test database."""
+    if store_flavor == "sync":
+        yield db, lambda s: s
+        return
+    loop = asyncio.new_event_loop()
+    uri = servers.uri(backend)
+
+    async def connect() -> Any:
+        if store_flavor == "motor":
+            from motor.motor_asyncio import AsyncIOMotorClient
+
+            return AsyncIOMotorClient(uri)
+        from pymongo import AsyncMongoClient
+
+        return AsyncMongoClient(uri)
+
+    aclient = loop.run_until_complete(connect())
+    try:
+        yield aclient[db.name], lambda s: SyncOverAsync(s, loop)
+    finally:
+        closing = aclient.close()
+        if inspect.isawaitable(closing):
+            loop.run_until_complete(closing)
+        loop.close()
+
+
+@pytest.fixture
+def make_store(store_db: tuple[Any, Any], store_flavor: str) -> Callable[..., Any]:
+    """A factory for the flavor's store on the test database (indexes ensured once per bucket)."""
+    from aecs_mongo import AsyncMessageStore, MessageStore
+
+    handle, wrap = store_db
+    cls = MessageStore if store_flavor == "sync" else AsyncMessageStore
     ensured: set[str] = set()
 
-    def factory(mailbox_id: str = "alice", **kwargs: Any) -> MessageStore:
-        store = MessageStore(db, mailbox_id=mailbox_id, **kwargs)
+    def factory(mailbox_id: str = "alice", **kwargs: Any) -> Any:
+        store = wrap(cls(handle, mailbox_id=mailbox_id, **kwargs))
         bucket = kwargs.get("bucket_name", "aecs")
         if bucket not in ensured:
             store.ensure_indexes()
