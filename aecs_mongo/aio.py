@@ -10,9 +10,12 @@ calls in the other go through ``_resolve``.
 from __future__ import annotations
 
 import contextlib
+import email
+import email.policy
 import inspect
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from email.message import EmailMessage
 from typing import Any
 
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
@@ -22,12 +25,13 @@ from .documents import (
     Blob,
     MessageDocuments,
     build_documents,
+    derived_fields,
     message_summary,
     thread_summary_from_messages,
     thread_update,
     to_normalized_email,
 )
-from .errors import AecsMongoError
+from .errors import AecsMongoError, NotFoundError
 from .indexes import IndexReport, index_specs
 from .keys import blob_prefix, check_mailbox_id, check_str, doc_id, message_key, strip_message_id, thread_key
 from .results import MessagePage, StoreResult, ThreadPage
@@ -37,6 +41,7 @@ __all__ = ["AsyncMessageStore"]
 _DUPLICATE_KEY = 11000
 _THREAD_UPSERT_RETRIES = 5
 _MAX_PAGE = 1000
+_WALK_FIELDS = {"messageId": 1, "references": 1, "inReplyTo": 1, "ts": 1, "messageKey": 1}
 _SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "messageKey": 1, "subject": 1}
 
 
@@ -430,7 +435,7 @@ class AsyncMessageStore:
     async def delete(self, message_id: str) -> bool:
         """Remove a message from every tier and recompute its thread summary. False if absent."""
         _id = self._id_for(message_id)
-        message = await self._messages.find_one({"_id": _id}, {"threadKey": 1, "blobPrefix": 1, "uidl": 1})
+        message = await self._messages.find_one({"_id": _id}, {"threadKey": 1, "blobPrefix": 1, "messageKey": 1})
         if message is None:
             # no primary record: still clear leftovers of an interrupted store
             await self._bodies.delete_one({"_id": _id})
@@ -440,6 +445,7 @@ class AsyncMessageStore:
         await self._messages.delete_one({"_id": _id})
         await self._bodies.delete_one({"_id": _id})
         await self._delete_blobs(message["blobPrefix"])
+        await self._uidls.delete_many({"mailboxId": self.mailbox_id, "messageKey": message["messageKey"]})
         await self._recompute_thread(message["threadKey"])
         return True
 
@@ -451,6 +457,200 @@ class AsyncMessageStore:
             await self._threads.delete_one({"_id": doc_id(self.mailbox_id, tkey)})
         else:
             await self._threads.replace_one({"_id": summary["_id"]}, summary, upsert=True)
+
+    # --- re-parsing (C.4) ----------------------------------------------------------------------
+
+    async def reparse_stale(self, spec_version: str | None = None) -> dict[str, int]:
+        """Re-normalize, from ``raw.eml``, every message stored under another spec version.
+
+        ``spec_version`` defaults to the normalizer's own. Messages without ``raw.eml`` (stored
+        from a NormalizedEmail without rawFull) cannot be re-parsed and are counted as skipped.
+        """
+        from .normalize import SPEC_VERSION
+
+        target = SPEC_VERSION if spec_version is None else check_str(spec_version, "spec_version")
+        report = {"reparsed": 0, "skipped": 0}
+        ids = await _to_list(
+            self._messages.find(
+                {"mailboxId": self.mailbox_id, "specVersion": {"$ne": target}}, {"_id": 0, "messageId": 1}
+            ).hint("aecs_messages_spec_version")
+        )
+        for row in ids:
+            if await self._reparse(row["messageId"]):
+                report["reparsed"] += 1
+            else:
+                report["skipped"] += 1
+        return report
+
+    async def _reparse(self, message_id: str) -> bool:
+        _id = self._id_for(message_id)
+        old = await self._messages.find_one({"_id": _id})
+        if old is None or "raw.eml" not in (old.get("blobs") or ()):
+            return False
+        raw = await self._get_blob(old["blobPrefix"] + "raw.eml")
+        if raw is None:
+            return False
+        docs = self._build(raw, None, old.get("uidl"))
+        for blob in docs.blobs:
+            await self._put_blob(blob, docs.message_key)
+        await self._bodies.replace_one({"_id": _id}, docs.body, upsert=True)
+        await self._messages.replace_one({"_id": _id}, docs.message)
+        await self._recompute_thread(old["threadKey"])
+        if docs.thread_key != old["threadKey"]:
+            await self._recompute_thread(docs.thread_key)
+        return True
+
+    # --- the seed-003 surface: a POP3 pipeline's message store ----------------------------------
+
+    def _uidl_id(self, uidl: str) -> str:
+        return doc_id(self.mailbox_id, check_str(uidl, "uidl"))
+
+    async def add(self, uidl: str, raw_bytes: bytes) -> str:
+        """Store one downloaded message and record its UIDL; returns its message id.
+
+        An already-stored Message-ID is not stored again, but the UIDL is still recorded. Mail
+        without a valid Message-ID gets the AECS-1 synthetic id (deterministic from its bytes).
+        """
+        check_str(uidl, "uidl")
+        if not isinstance(raw_bytes, (bytes, bytearray, memoryview)):
+            raise TypeError(f"raw_bytes must be bytes, not {type(raw_bytes).__name__}")
+        result = await self.store(bytes(raw_bytes), uidl=uidl)
+        await self._uidls.update_one(
+            {"_id": self._uidl_id(uidl)},
+            {
+                "$setOnInsert": {
+                    "mailboxId": self.mailbox_id,
+                    "uidl": uidl,
+                    "messageId": result.message_id,
+                    "messageKey": result.message_key,
+                }
+            },
+            upsert=True,
+        )
+        return result.message_id
+
+    async def contains_uidl(self, uidl: str) -> bool:
+        """True when this UIDL was downloaded into the mailbox (and not deleted since)."""
+        return await self._uidls.find_one({"_id": self._uidl_id(uidl)}, {"_id": 1}) is not None
+
+    async def uidls(self) -> list[str]:
+        """Every UIDL recorded for the mailbox, from the ``uidls`` index alone."""
+        rows = await _to_list(
+            self._uidls.find({"mailboxId": self.mailbox_id}, {"_id": 0, "uidl": 1})
+            .sort([("mailboxId", 1), ("uidl", 1)])
+            .hint("aecs_uidls_mailbox")
+        )
+        return [r["uidl"] for r in rows]
+
+    async def message_ids(self) -> list[str]:
+        """Every message id in the mailbox, oldest first."""
+        rows = await _to_list(
+            self._messages.find({"mailboxId": self.mailbox_id}, {"_id": 0, "messageId": 1})
+            .sort([("ts", 1), ("messageKey", 1)])
+            .hint("aecs_messages_inbox")
+        )
+        return [r["messageId"] for r in rows]
+
+    async def get_email(self, message_id: str) -> EmailMessage | None:
+        """The stored message as an ``email.message.EmailMessage``, parsed from ``raw.eml``."""
+        raw = await self.get_raw(message_id)
+        if raw is None:
+            return None
+        parsed = email.message_from_bytes(raw, policy=email.policy.default)
+        assert isinstance(parsed, EmailMessage)
+        return parsed
+
+    async def find(self, header: str, value: str) -> list[str]:
+        """Message ids whose ``header`` matches ``value`` (normalized like the stored key), oldest first."""
+        selector, hint = queries.find_query(self.mailbox_id, header, value)
+        rows = await _to_list(
+            self._messages.find(selector, {"_id": 0, "messageId": 1, "ts": 1, "messageKey": 1})
+            .sort([("ts", 1), ("messageKey", 1)])
+            .hint(hint)
+        )
+        return [r["messageId"] for r in rows]
+
+    async def walk_thread(self, message_id: str) -> list[str]:
+        """Every stored message reachable from ``message_id`` by References / In-Reply-To, oldest first.
+
+        Seed 003's walk: the root is the first References entry when stored, else the earliest
+        stored ancestor along In-Reply-To; then breadth-first over replies. Gaps end a branch.
+        """
+        start = await self._messages.find_one(
+            {"_id": self._id_for(message_id)},
+            {"messageId": 1, "references": 1, "inReplyTo": 1, "ts": 1, "messageKey": 1},
+        )
+        if start is None:
+            raise NotFoundError(f"no message {strip_message_id(message_id)!r} in mailbox {self.mailbox_id!r}")
+        root = start
+        references = start.get("references") or []
+        first = await self._messages.find_one({"_id": self._id_for(references[0])}) if references else None
+        if first is not None:
+            root = first
+        else:
+            seen = {root["messageKey"]}
+            while root.get("inReplyTo"):
+                parent = await self._messages.find_one({"_id": self._id_for(root["inReplyTo"])})
+                if parent is None or parent["messageKey"] in seen:
+                    break
+                seen.add(parent["messageKey"])
+                root = parent
+        found = {root["messageKey"]: root, start["messageKey"]: start}
+        frontier = [root["messageId"]]
+        while frontier:
+            replies = await _to_list(
+                self._messages.find(
+                    {"mailboxId": self.mailbox_id, "inReplyTo": {"$in": frontier}},
+                    {"messageId": 1, "ts": 1, "messageKey": 1},
+                ).hint("aecs_messages_in_reply_to")
+            )
+            frontier = [r["messageId"] for r in replies if r["messageKey"] not in found]
+            found.update((r["messageKey"], r) for r in replies)
+        ordered = sorted(found.values(), key=lambda m: (m["ts"], m["messageKey"]))
+        return [m["messageId"] for m in ordered]
+
+    async def reindex(self) -> dict[str, int]:
+        """Rebuild every derived document from the primary ``messages`` documents (seed 003).
+
+        Thread summaries are recomputed, lookup fields re-derived, a UIDL record restored for
+        every message that names one, and UIDL records of vanished messages removed. Records of
+        duplicates (a second UIDL of a stored message) are kept: they are downloads, not caches.
+        """
+        report = {"threads": 0, "messagesFixed": 0, "uidlsAdded": 0, "uidlsRemoved": 0}
+        thread_keys: set[str] = set()
+        keys: set[str] = set()
+        async for message in self._messages.find({"mailboxId": self.mailbox_id}):
+            keys.add(message["messageKey"])
+            thread_keys.add(message["threadKey"])
+            body = await self._bodies.find_one({"_id": message["_id"]})
+            derived = derived_fields(message, body)
+            changed = {k: v for k, v in derived.items() if message.get(k) != v}
+            if changed:
+                await self._messages.update_one({"_id": message["_id"]}, {"$set": changed})
+                report["messagesFixed"] += 1
+            if message.get("uidl") is not None:
+                outcome = await self._uidls.update_one(
+                    {"_id": self._uidl_id(message["uidl"])},
+                    {
+                        "$setOnInsert": {
+                            "mailboxId": self.mailbox_id,
+                            "uidl": message["uidl"],
+                            "messageId": message["messageId"],
+                            "messageKey": message["messageKey"],
+                        }
+                    },
+                    upsert=True,
+                )
+                report["uidlsAdded"] += 1 if outcome.upserted_id is not None else 0
+        async for record in self._uidls.find({"mailboxId": self.mailbox_id}, {"messageKey": 1}):
+            if record.get("messageKey") not in keys:
+                await self._uidls.delete_one({"_id": record["_id"]})
+                report["uidlsRemoved"] += 1
+        await self._threads.delete_many({"mailboxId": self.mailbox_id})
+        for tkey in sorted(thread_keys):
+            await self._recompute_thread(tkey)
+            report["threads"] += 1
+        return report
 
 
 def _parse_raw(raw: bytes, for_ai_max_chars: int) -> Any:

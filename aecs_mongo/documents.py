@@ -54,6 +54,7 @@ __all__ = [
     "MessageDocuments",
     "build_documents",
     "date_to_iso",
+    "derived_fields",
     "message_summary",
     "raw_full_from_bytes",
     "raw_full_to_bytes",
@@ -355,6 +356,11 @@ def _largest_field(doc: Mapping[str, Any]) -> tuple[str, int]:
     return key, sizes[key]
 
 
+def _address_keys(addresses: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Lowercased emails, first occurrence kept, order preserved."""
+    return list(dict.fromkeys(address_key(a["email"]) for a in addresses))
+
+
 def _ts(meta: Mapping[str, Any], processing: Mapping[str, Any]) -> int:
     if meta["timestamp"] is not None:
         return int(meta["timestamp"])
@@ -397,13 +403,7 @@ def build_documents(
     keep_bcc = sender_email is not None and sender_email in owner_addresses
     bcc = meta["bcc"] if keep_bcc else []
 
-    participants: list[str] = []
-    seen: set[str] = set()
-    for addr in ([sender] if sender else []) + meta["to"] + meta["cc"] + bcc:
-        key = address_key(addr["email"])
-        if key not in seen:
-            seen.add(key)
-            participants.append(key)
+    participants = _address_keys(([sender] if sender else []) + meta["to"] + meta["cc"] + bcc)
 
     blobs: list[Blob] = []
     blob_names: list[str] = []
@@ -474,6 +474,7 @@ def build_documents(
             "timestamp": None if meta["timestamp"] is None else Int64(meta["timestamp"]),
             "from": {"email": sender_email, "name": sender["name"]} if sender else None,
             "participants": participants,
+            "recipients": _address_keys(meta["to"] + meta["cc"]),
             "subject": meta["subject"],
             "subjectKey": subject_key(meta["subject"]),
             "inReplyTo": thread["inReplyTo"],
@@ -525,6 +526,24 @@ def build_documents(
         blobs.append(Blob(body["spill"], data, "application/json"))
         message["blobs"].append("body.json")
     return MessageDocuments(mid, mkey, tid, tkey, tuple(blobs), body, message)
+
+
+def derived_fields(message: Mapping[str, Any], body: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The lookup fields of a ``messages`` document, recomputed from what it and its body hold.
+
+    ``reindex`` compares these with the stored ones and rewrites what differs (seed 003: the
+    indices are caches of the primary record).
+    """
+    body = body or {}
+    sender = body.get("from") or message.get("from")
+    to, cc, bcc = (list(body.get(k) or ()) for k in ("to", "cc", "bcc"))
+    return {
+        "subjectKey": subject_key(message.get("subject")),
+        "from": None if not sender else {"email": address_key(sender["email"]), "name": sender.get("name")},
+        "participants": _address_keys(([sender] if sender else []) + to + cc + bcc),
+        "recipients": _address_keys(to + cc),
+        "listId": list_id_key(message.get("listId")),
+    }
 
 
 # --- thread summaries ------------------------------------------------------------------------

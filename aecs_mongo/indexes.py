@@ -9,6 +9,7 @@ only on an empty bucket; creating them up front makes a bootstrap complete.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +55,11 @@ INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("messages", "aecs_messages_subject", (("mailboxId", 1), ("subjectKey", 1), ("ts", 1), ("messageKey", 1))),
     IndexSpec("messages", "aecs_messages_list_id", (("mailboxId", 1), ("listId", 1), ("ts", 1), ("messageKey", 1))),
     IndexSpec("messages", "aecs_messages_spec_version", (("mailboxId", 1), ("specVersion", 1), ("messageKey", 1))),
+    IndexSpec(
+        "messages", "aecs_messages_recipients", (("mailboxId", 1), ("recipients", 1), ("ts", 1), ("messageKey", 1))
+    ),
     IndexSpec("uidls", "aecs_uidls_mailbox", (("mailboxId", 1), ("uidl", 1)), {"unique": True}),
+    IndexSpec("uidls", "aecs_uidls_message", (("mailboxId", 1), ("messageKey", 1))),
 )
 
 
@@ -83,3 +88,97 @@ class IndexReport:
     def ok(self) -> bool:
         """True when every index exists, or only the optional text index was refused."""
         return all(name == "aecs_bodies_search" for name in self.skipped)
+
+
+# --- Atlas Search and Atlas Vector Search (Atlas only; created by indexes.js with `var atlas=true`) ---
+
+__all__ += [  # additions: kept apart from the list above, which is left as it was
+    "ATLAS_SEARCH_INDEX",
+    "ATLAS_VECTOR_INDEX_NAME",
+    "MAX_VECTOR_DIMENSIONS",
+    "VECTORS_COLLECTION",
+    "SearchIndexSpec",
+    "atlas_search_commands",
+    "atlas_search_indexes",
+    "atlas_vector_index",
+]
+
+VECTORS_COLLECTION = "vectors"
+"""One document per message: ``_id`` and ``mailboxId`` as in ``messages``, ``threadKey``, ``embedding``."""
+
+ATLAS_VECTOR_INDEX_NAME = "aecs_vectors_atlas"
+MAX_VECTOR_DIMENSIONS = 8192
+"""The largest ``numDimensions`` Atlas Vector Search accepts."""
+
+
+@dataclass(frozen=True)
+class SearchIndexSpec:
+    """One Atlas Search (``type="search"``) or Atlas Vector Search (``"vectorSearch"``) index."""
+
+    collection: str
+    name: str
+    type: str
+    definition: dict[str, Any]
+
+    def model(self) -> dict[str, Any]:
+        """The index document of a ``createSearchIndexes`` command (``type`` only when not the default)."""
+        doc: dict[str, Any] = {"name": self.name}
+        if self.type != "search":
+            doc["type"] = self.type
+        doc["definition"] = copy.deepcopy(self.definition)
+        return doc
+
+    def command(self) -> dict[str, Any]:
+        """The ``createSearchIndexes`` command document for this index alone."""
+        return {"createSearchIndexes": self.collection, "indexes": [self.model()]}
+
+
+ATLAS_SEARCH_INDEX = SearchIndexSpec(
+    "bodies",
+    "aecs_bodies_atlas",
+    "search",
+    {
+        "mappings": {
+            "dynamic": False,
+            "fields": {
+                "clean": {"type": "string", "analyzer": "lucene.standard"},
+                "mailboxId": {"type": "token"},
+            },
+        },
+    },
+)
+"""Full-text search over the cleaned body; ``mailboxId`` as a token so every query filters on it."""
+
+
+def atlas_vector_index(num_dimensions: int = 1536) -> SearchIndexSpec:
+    """The vector index on ``vectors.embedding`` (cosine), with ``mailboxId`` and ``threadKey`` as filters."""
+    if isinstance(num_dimensions, bool) or not isinstance(num_dimensions, int):
+        raise TypeError(f"num_dimensions must be an int, not {type(num_dimensions).__name__}")
+    if not 1 <= num_dimensions <= MAX_VECTOR_DIMENSIONS:
+        raise ValueError(f"num_dimensions must be between 1 and {MAX_VECTOR_DIMENSIONS}, not {num_dimensions}")
+    return SearchIndexSpec(
+        VECTORS_COLLECTION,
+        ATLAS_VECTOR_INDEX_NAME,
+        "vectorSearch",
+        {
+            "fields": [
+                {"type": "vector", "path": "embedding", "numDimensions": num_dimensions, "similarity": "cosine"},
+                {"type": "filter", "path": "mailboxId"},
+                {"type": "filter", "path": "threadKey"},
+            ],
+        },
+    )
+
+
+def atlas_search_indexes(num_dimensions: int = 1536) -> tuple[SearchIndexSpec, ...]:
+    """Every Atlas search index of a store, in creation order."""
+    return (ATLAS_SEARCH_INDEX, atlas_vector_index(num_dimensions))
+
+
+def atlas_search_commands(num_dimensions: int = 1536) -> list[tuple[str, dict[str, Any]]]:
+    """``(collection, createSearchIndexes command)`` per Atlas index, for ``db.command(...)``.
+
+    Each command is a fresh copy. Atlas builds search indexes asynchronously: poll
+    ``$listSearchIndexes`` until ``queryable`` before relying on one.
+    """
+    return [(spec.collection, spec.command()) for spec in atlas_search_indexes(num_dimensions)]

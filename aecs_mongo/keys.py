@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from email.utils import getaddresses
 
 __all__ = [
     "address_key",
+    "address_query_key",
     "blob_prefix",
     "check_mailbox_id",
     "check_str",
@@ -100,6 +102,18 @@ def subject_key(subject: str | None) -> str:
 def address_key(address: str) -> str:
     """An address as the indexes store it: trimmed and lowercased (C.2)."""
     return check_str(address, "address").strip().lower()
+
+
+def address_query_key(value: str) -> str:
+    """A From/To lookup value as seed 003 reads it: display name and comments dropped, lowercased.
+
+    ``"Joe <Joe@Example.com> (work)"`` and ``joe@example.com`` give the same key.
+    """
+    text = check_str(value, "address")
+    for _, addr in getaddresses([text]):
+        if addr:
+            return address_key(addr)
+    return address_key(text)
 
 
 def list_id_key(value: str | None) -> str | None:

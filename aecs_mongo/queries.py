@@ -24,14 +24,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidCursorError
-from .keys import address_key, check_str
+from .keys import address_key, address_query_key, check_str, list_id_key, strip_message_id, subject_key
 
 __all__ = [
+    "FIND_HEADERS",
     "LIST_PROJECTION",
     "THREAD_CONTEXT_PROJECTION",
     "KeysetQuery",
     "decode_cursor",
     "encode_cursor",
+    "find_query",
     "inbox_query",
     "keyset_filter",
     "participant_query",
@@ -218,3 +220,46 @@ def utc_day_range(day: str) -> tuple[int, int]:
         raise ValueError(f"a Date lookup takes a UTC day as YYYY-MM-DD, got {day!r}") from None
     first = int(start.timestamp())
     return first, first + 86400
+
+
+#: The headers ``find`` looks up (seed 003), case-insensitive, and the index behind each.
+FIND_HEADERS: dict[str, str] = {
+    "subject": "aecs_messages_subject",
+    "from": "aecs_messages_from",
+    "to": "aecs_messages_recipients",
+    "date": "aecs_messages_inbox",
+    "in-reply-to": "aecs_messages_in_reply_to",
+    "references": "aecs_messages_references",
+    "list-id": "aecs_messages_list_id",
+}
+
+
+def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any], str]:
+    """Seed 003's ``find(header, value)``: the filter (value normalized like the stored key) and index.
+
+    Subject: ``subject_key``; From and To (To and Cc): addr-spec, lowercased; Date: a UTC day
+    ``YYYY-MM-DD``; In-Reply-To and References: a Message-ID in either form; List-Id: lowercased,
+    angle brackets stripped.
+    """
+    name = check_str(header, "header").strip().lower()
+    check_str(value, "value")
+    if name not in FIND_HEADERS:
+        raise ValueError(f"find() looks up {', '.join(sorted(FIND_HEADERS))}; not {header!r}")
+    selector: dict[str, Any] = {"mailboxId": mailbox_id}
+    if name == "subject":
+        selector["subjectKey"] = subject_key(value)
+    elif name == "from":
+        selector["from.email"] = address_query_key(value)
+    elif name == "to":
+        selector["recipients"] = address_query_key(value)
+    elif name == "date":
+        first, end = utc_day_range(value.strip())
+        selector["ts"] = {"$gte": first, "$lt": end}
+        selector["date"] = {"$ne": None}
+    elif name == "in-reply-to":
+        selector["inReplyTo"] = strip_message_id(value)
+    elif name == "references":
+        selector["references"] = strip_message_id(value)
+    else:
+        selector["listId"] = list_id_key(value)
+    return selector, FIND_HEADERS[name]
