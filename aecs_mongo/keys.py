@@ -76,8 +76,8 @@ def blob_prefix(mailbox_id: str, message_key_: str) -> str:
 
 
 _REPLY_PREFIX = re.compile(
-    r"^\s*(?:re|fwd?|aw|sv|vs|wg|antw|tr|rif|odp|enc|res|ynt|回复|转发|答复)"
-    r"\s*(?:\[\d+\]|\(\d+\))?\s*[:：]\s*",
+    r"^\s*(?:re|fwd?|aw|sv|vs|wg|antw|tr|rif|odp|enc|vb|res|ynt|回复|转发|答复)"
+    r"\s*(?:\[\d+\]|\(\d+\)|\^\d+)?\s*[:：]\s*",
     re.IGNORECASE,
 )
 _WHITESPACE = re.compile(r"\s+")
@@ -117,12 +117,16 @@ def address_query_key(value: str) -> str:
 
 
 def list_id_key(value: str | None) -> str | None:
-    """List-Id as seed 003 keys it: lowercased, display phrase and angle brackets stripped."""
+    """List-Id as seed 003 keys it: the part in the last angle brackets, lowercased, no whitespace.
+
+    ``Debian <debian-announce.lists.debian.org>`` -> ``debian-announce.lists.debian.org``.
+    """
     if value is None:
         return None
-    text = check_str(value, "list_id").strip()
-    match = re.search(r"<([^<>]*)>", text)
-    if match:
-        text = match.group(1)
-    text = text.strip().lower()
+    text = check_str(value, "list_id")
+    start = text.rfind("<")
+    if start >= 0:
+        end = text.find(">", start)
+        text = text[start + 1 : end if end >= 0 else len(text)]
+    text = _WHITESPACE.sub("", text).lower()
     return text or None

@@ -1,0 +1,481 @@
+"""Raw RFC 5322 bytes -> AECS-1 ``NormalizedEmail`` (plus attachment bytes and parse defects).
+
+MIME work is done by the standard library's ``email`` package with the ``compat32`` policy:
+its feed parser never raises on malformed input (it records defects instead), header values
+stay raw so this package decodes them itself (RFC 2047 whitespace, 8-bit headers, unknown
+charsets), and it is about twice as fast as ``email.policy.default`` on the corpus (see
+``scripts/bench_normalize.py``).
+
+Which parts are what (where AECS-1 is silent, like the TypeScript reference on postal-mime):
+
+* Every ``text/plain`` and ``text/html`` leaf whose ``Content-Disposition`` is not
+  ``attachment`` is body. Leaves under one ``multipart/alternative`` form one group; a group
+  contributes its plain text (or, when it has none, its HTML converted to text) to ``text``
+  and its HTML (or its plain text as minimal HTML) to ``html``; groups are joined with
+  ``"\\n"`` in MIME order. ``html`` is null when no HTML part exists.
+* A multipart whose boundary is missing or never appears is read as one ``text/plain`` body
+  part (what mail clients display for it), with a defect noted.
+* Every other leaf is an attachment, in MIME order: ``message/rfc822``, delivery-status and
+  other ``message/*`` parts are one attachment each (not descended into). A part without a
+  filename has filename ``""``. ``size`` is the length of the decoded bytes (the line break
+  before the next boundary belongs to the boundary, RFC 2046 §5.1.1); ``message/*`` parts
+  are re-serialized with the message's own line ending.
+* ``cid`` is the Content-ID without brackets for inline parts; for a part whose disposition
+  is ``attachment`` it is null unless the HTML body references it (``cid:...``), because
+  then it is in fact shown inline.
+
+Content levels: ``raw`` is the body text before normalization (line endings and spacing as
+decoded; for HTML-only mail the converted text), ``text`` is ``raw`` normalized (LF, blanks
+collapsed, NUL and other C0 controls except tab removed), ``clean``/``forAI`` follow
+:mod:`aecs_mongo.normalize.content`. A message with no text or HTML part at all has null
+text levels; a body part that is empty gives empty strings.
+
+``rawFull`` is the original octets as text: UTF-8 when they are valid UTF-8, else latin-1
+(one character per byte). :func:`raw_full_to_bytes` inverts the UTF-8 case exactly; the
+latin-1 case is ambiguous as text, so keep the original bytes when you need them.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.generator import BytesGenerator
+from email.message import Message
+from email.parser import BytesParser
+from email.policy import Compat32
+from typing import Any
+
+from ..documents import raw_full_from_bytes, raw_full_to_bytes
+from ..errors import InputTooLargeError
+from .charsets import decode_bytes
+from .content import clean_text, make_for_ai, normalize_text
+from .dates import format_utc, parse_date
+from .headers import header_text, normalize_list_id, parse_addresses, unfold
+from .html_text import html_to_text, text_to_html
+from .threading import (
+    compute_thread_id,
+    generated_message_id,
+    is_valid_message_id,
+    normalize_message_id,
+    parse_references,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "SPEC_VERSION",
+    "ParsedEmail",
+    "format_processed_at",
+    "normalize",
+    "parse_email",
+    "raw_full_from_bytes",
+    "raw_full_to_bytes",
+]
+
+SPEC_VERSION = "1.1"
+DEFAULT_MAX_BODY_BYTES = 50 * 1024 * 1024
+
+
+class _RawCompat32(Compat32):
+    """``compat32`` that hands out header values as raw strings.
+
+    Plain ``compat32`` wraps values holding 8-bit octets in ``Header`` objects whose ``str()``
+    replaces those octets; this package decodes them itself (UTF-8, else the body charset).
+    """
+
+    def header_fetch_parse(self, name: str, value: str) -> str:
+        # Unfolded, so a parameter folded without ";" (boundary="foo\r\n bar") still reads.
+        return unfold(value)
+
+
+_POLICY = _RawCompat32()
+
+
+class _VerbatimCompat32(_RawCompat32):
+    """Serializes headers exactly as they were read (original folding and octets)."""
+
+    def fold_binary(self, name: str, value: str) -> bytes:
+        return f"{name}: {value}".encode("ascii", errors="surrogateescape").rstrip(b"\r\n") + self.linesep.encode()
+
+
+_SERIALIZE_POLICIES = {sep: _VerbatimCompat32(linesep=sep, max_line_length=0) for sep in ("\r\n", "\n")}
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_MAX_PARTS = 10_000
+
+
+@dataclass(frozen=True)
+class ParsedEmail:
+    """One normalized message.
+
+    ``email`` is the AECS-1 NormalizedEmail dict; ``attachment_data[i]`` holds the decoded
+    bytes of ``email["attachments"][i]``; ``defects`` lists every parse problem noticed
+    (malformed MIME, bad charsets, invalid or missing Message-ID, unreadable Date, address
+    entries without an addr-spec, ...); ``list_id`` is the ``List-Id`` header normalized
+    (lowercased, brackets and display phrase removed), which AECS-1 has no field for.
+    """
+
+    email: dict[str, Any]
+    attachment_data: list[bytes] = field(default_factory=list)
+    defects: list[str] = field(default_factory=list)
+    list_id: str | None = None
+
+
+def format_processed_at(value: datetime | str | None) -> str:
+    """``processing.processedAt``: ISO 8601 UTC with second precision and ``Z``.
+
+    A naive datetime is taken as UTC; a string must be ISO 8601 (a missing offset means UTC).
+    """
+    if value is None:
+        moment = datetime.now(UTC)
+    elif isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError as exc:
+            raise ValueError(f"processed_at is not an ISO 8601 timestamp: {value!r}") from exc
+    else:
+        raise TypeError(f"processed_at must be a datetime, an ISO 8601 string or None, not {type(value).__name__}")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return format_utc(delta.days * 86400 + delta.seconds)
+
+
+class _Headers:
+    """Raw header values by lowercased name, in message order."""
+
+    def __init__(self, message: Message) -> None:
+        self.values: dict[str, list[str]] = {}
+        for name, value in message.raw_items():
+            key = name.strip().lower()
+            self.values.setdefault(key, []).append(value if isinstance(value, str) else str(value))
+
+    def first(self, name: str) -> str | None:
+        values = self.values.get(name)
+        return values[0] if values else None
+
+    def all(self, name: str) -> list[str]:
+        return self.values.get(name, [])
+
+
+def _defect_names(part: Message, where: str) -> Iterator[str]:
+    for defect in getattr(part, "defects", ()):
+        yield f"{where}: {type(defect).__name__}"
+
+
+def _payload_bytes(part: Message, where: str, defects: list[str]) -> bytes:
+    try:
+        data = part.get_payload(decode=True)
+    except Exception as exc:
+        defects.append(f"{where}: payload not decodable ({type(exc).__name__})")
+        payload = part.get_payload()
+        if isinstance(payload, str):
+            return payload.encode("utf-8", errors="surrogateescape")
+        return b""
+    if isinstance(data, bytes):
+        return data
+    return b""
+
+
+def _serialize(part: Message, linesep: str) -> bytes:
+    buffer = io.BytesIO()
+    generator = BytesGenerator(buffer, mangle_from_=False, policy=_SERIALIZE_POLICIES[linesep])
+    payload = part.get_payload()
+    if isinstance(payload, list):
+        for index, sub in enumerate(payload):
+            if index:
+                buffer.write(linesep.encode("ascii"))
+            if isinstance(sub, Message):
+                generator.flatten(sub, unixfrom=False, linesep=linesep)
+    return buffer.getvalue()
+
+
+def _raw_header(part: Message, name: str) -> str | None:
+    for key, value in part.raw_items():
+        if key.strip().lower() == name:
+            return value if isinstance(value, str) else str(value)
+    return None
+
+
+def _charset(part: Message) -> str | None:
+    try:
+        charset = part.get_content_charset()
+    except Exception:
+        return None
+    return charset if isinstance(charset, str) else None
+
+
+def _filename(part: Message, hint: str | None, defects: list[str]) -> str:
+    try:
+        name = part.get_filename()
+    except Exception:
+        name = None
+    if not name:
+        return ""
+    text = header_text(str(name), hint_charset=hint, defects=defects) or ""
+    return _CONTROL_RE.sub("", text)
+
+
+def _disposition(part: Message) -> str | None:
+    try:
+        value = part.get_content_disposition()
+    except Exception:
+        return None
+    return value
+
+
+def _content_type(part: Message) -> str:
+    try:
+        ctype = part.get_content_type()
+    except Exception:
+        return "application/octet-stream"
+    ctype = _CONTROL_RE.sub("", ctype.strip().lower())
+    ctype = ctype.split(None, 1)[0] if ctype else ctype
+    if "/" in ctype and len(ctype) <= 255 and ctype.isascii():
+        return ctype
+    return "application/octet-stream"
+
+
+@dataclass
+class _Attachment:
+    part: Message
+    content_type: str
+    disposition: str | None
+    data: bytes
+
+
+def parse_email(
+    raw: bytes,
+    *,
+    for_ai_max_chars: int = 8000,
+    max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES,
+    processed_at: datetime | str | None = None,
+) -> ParsedEmail:
+    """Normalize one raw RFC 5322 message.
+
+    Raises :class:`~aecs_mongo.errors.InputTooLargeError` when ``raw`` is longer than
+    ``max_body_bytes`` (``None``: no limit), ``TypeError`` when ``raw`` is not bytes-like and
+    ``ValueError`` for a bad option value; any content, however broken, is normalized and
+    its problems are listed in :attr:`ParsedEmail.defects`.
+    """
+    if isinstance(raw, (bytearray, memoryview)):
+        raw = bytes(raw)
+    if not isinstance(raw, bytes):
+        raise TypeError(f"raw must be bytes, not {type(raw).__name__}")
+    if max_body_bytes is not None and len(raw) > max_body_bytes:
+        raise InputTooLargeError(f"message is {len(raw)} bytes, over max_body_bytes={max_body_bytes}")
+    if for_ai_max_chars < 12:
+        raise ValueError("for_ai_max_chars must be at least 12")
+    processed = format_processed_at(processed_at)
+    defects: list[str] = []
+
+    try:
+        message = BytesParser(policy=_POLICY).parsebytes(raw)
+    except Exception as exc:
+        defects.append(f"message: MIME structure not parseable ({type(exc).__name__}); headers only")
+        message = _headers_only(raw)
+    headers = _Headers(message)
+    linesep = "\r\n" if b"\r\n" in raw[:65536] else "\n"
+
+    # --- walk the MIME tree: body groups and attachments, in MIME order -------------------
+    groups: dict[int, dict[str, list[str]]] = {}
+    found: list[_Attachment] = []
+    stack: list[tuple[Message, Message | None, str]] = [(message, None, "message")]
+    first_charset: str | None = _charset(message)
+    parts_seen = 0
+    while stack:
+        part, alternative, where = stack.pop()
+        parts_seen += 1
+        defects.extend(_defect_names(part, where))
+        ctype = _content_type(part)
+        if part.is_multipart() and not ctype.startswith("message/"):
+            children = part.get_payload()
+            if not isinstance(children, list):
+                continue
+            group = part if ctype == "multipart/alternative" else alternative
+            if parts_seen + len(children) > _MAX_PARTS:
+                defects.append(f"{where}: more than {_MAX_PARTS} MIME parts; the rest is ignored")
+                children = children[: max(0, _MAX_PARTS - parts_seen)]
+            prefix = "" if where == "message" else f"{where}."
+            for number in range(len(children), 0, -1):
+                child = children[number - 1]
+                if isinstance(child, Message):
+                    stack.append((child, group, f"{prefix}{number}"))
+            continue
+        disposition = _disposition(part)
+        if ctype.startswith("message/") and part.is_multipart():
+            found.append(_Attachment(part, ctype, disposition, _serialize(part, linesep)))
+            continue
+        broken_multipart = ctype.startswith("multipart/")
+        if broken_multipart:
+            defects.append(f"{where}: {ctype} without usable boundary read as text/plain")
+        if (broken_multipart or ctype in ("text/plain", "text/html")) and disposition != "attachment":
+            charset = _charset(part)
+            if charset and first_charset is None:
+                first_charset = charset
+            part_text = decode_bytes(_payload_bytes(part, where, defects), charset, defects, where=where)
+            key = id(alternative if alternative is not None else part)
+            slot = groups.setdefault(key, {"plain": [], "html": []})
+            slot["html" if ctype == "text/html" else "plain"].append(part_text)
+            continue
+        found.append(_Attachment(part, ctype, disposition, _payload_bytes(part, where, defects)))
+
+    hint = first_charset
+
+    # --- headers -------------------------------------------------------------------------
+    own_id_header = headers.first("message-id")
+    own_id = normalize_message_id(unfold(own_id_header)) if own_id_header is not None else None
+    own_id = _text_id(own_id, hint, defects)
+    if own_id is not None and is_valid_message_id(own_id):
+        message_id = own_id
+    else:
+        problem = "missing" if own_id_header is None else "invalid"
+        defects.append(f"header: Message-ID {problem}; synthetic id used")
+        message_id = generated_message_id(raw)
+    in_reply_to_header = headers.first("in-reply-to")
+    in_reply_to = _text_id(
+        normalize_message_id(unfold(in_reply_to_header)) if in_reply_to_header is not None else None, hint, defects
+    )
+    references: list[str] = []
+    for token in parse_references([unfold(value) for value in headers.all("references")]):
+        reference = _text_id(token, hint, defects)
+        if reference:
+            references.append(reference)
+    from_values = headers.all("from")[:1]
+    senders = parse_addresses(from_values, hint_charset=hint, defects=defects)
+    subject = header_text(headers.first("subject"), hint_charset=hint, defects=defects)
+    date_header = header_text(headers.first("date"), hint_charset=hint, defects=None)
+    date = parse_date(date_header)
+    if date_header is not None and date.date is None:
+        defects.append(f"header: Date not parseable: {date_header[:80]!r}")
+    thread_id = compute_thread_id(
+        message_id=own_id,
+        in_reply_to=in_reply_to,
+        references=references,
+        from_email=senders[0]["email"] if senders else None,
+        subject=subject,
+        date=date.date,
+    )
+    metadata: dict[str, Any] = {}
+    if senders:
+        metadata["from"] = senders[0]
+    metadata["to"] = parse_addresses(headers.all("to"), hint_charset=hint, defects=defects)
+    metadata["cc"] = parse_addresses(headers.all("cc"), hint_charset=hint, defects=defects)
+    metadata["bcc"] = parse_addresses(headers.all("bcc"), hint_charset=hint, defects=defects)
+    metadata["subject"] = subject
+    metadata["date"] = date.date
+    metadata["timestamp"] = date.timestamp
+
+    # --- content levels --------------------------------------------------------------------
+    raw_parts: list[str] = []
+    html_parts: list[str] = []
+    has_html = any(entry["html"] for entry in groups.values())
+    for entry in groups.values():
+        if entry["plain"]:
+            raw_parts.extend(entry["plain"])
+        else:
+            raw_parts.extend(html_to_text(markup) for markup in entry["html"])
+        if has_html:
+            html_parts.extend(entry["html"] if entry["html"] else [text_to_html(t) for t in entry["plain"]])
+    body_raw = "\n".join(raw_parts) if groups else None
+    html = "\n".join(html_parts) if has_html else None
+    text: str | None = None
+    if body_raw is not None:
+        lf_text = body_raw.replace("\r\n", "\n").replace("\r", "\n")
+        if _CONTROL_RE.search(lf_text):
+            lf_text = _CONTROL_RE.sub("", lf_text)
+            defects.append("body: control characters removed from text")
+        text = normalize_text(lf_text)
+    clean, clean_fallback = clean_text(text)
+    for_ai = make_for_ai(clean, for_ai_max_chars)
+
+    # --- attachments ---------------------------------------------------------------------------
+    html_lower = html.lower() if html else ""
+    attachments: list[dict[str, Any]] = []
+    attachment_data: list[bytes] = []
+    for index, item in enumerate(found):
+        cid_header = _raw_header(item.part, "content-id")
+        cid = normalize_message_id(unfold(cid_header)) if cid_header is not None else None
+        cid = _text_id(cid, hint, defects)
+        if cid is not None and item.disposition == "attachment" and f"cid:{cid.lower()}" not in html_lower:
+            cid = None
+        attachments.append(
+            {
+                "id": f"{message_id}:{index}",
+                "filename": _filename(item.part, hint, defects),
+                "contentType": item.content_type,
+                "size": len(item.data),
+                "cid": cid,
+            }
+        )
+        attachment_data.append(item.data)
+
+    email: dict[str, Any] = {
+        "messageId": message_id,
+        "threadId": thread_id,
+        "metadata": metadata,
+        "content": {
+            "rawFull": raw_full_from_bytes(raw),
+            "raw": body_raw,
+            "html": html,
+            "text": text,
+            "clean": clean,
+            "forAI": for_ai,
+        },
+        "thread": {"position": None, "inReplyTo": in_reply_to, "references": references},
+        "attachments": attachments,
+        "processing": {"processedAt": processed, "specVersion": SPEC_VERSION, "cleanFallback": clean_fallback},
+    }
+    return ParsedEmail(
+        email=email,
+        attachment_data=attachment_data,
+        defects=[_safe_text(defect) for defect in defects],
+        list_id=normalize_list_id(headers.first("list-id")),
+    )
+
+
+def _text_id(value: str | None, hint: str | None, defects: list[str]) -> str | None:
+    """An id token as clean text (8-bit octets decoded, control characters removed)."""
+    if value is None:
+        return None
+    decoded = header_text(value, hint_charset=hint, defects=defects) if not value.isascii() else value
+    if decoded is not None and _CONTROL_RE.search(decoded):
+        decoded = _CONTROL_RE.sub("", decoded)
+    return decoded or None
+
+
+def _safe_text(value: str) -> str:
+    """``value`` as valid Unicode: stray surrogate escapes become U+FFFD."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+    return value
+
+
+def _headers_only(raw: bytes) -> Message:
+    """A message holding just the header block, for input the MIME parser cannot take."""
+    end = raw.find(b"\r\n\r\n")
+    if end < 0:
+        end = raw.find(b"\n\n")
+    head = raw if end < 0 else raw[:end]
+    try:
+        return BytesParser(policy=_POLICY).parsebytes(head, headersonly=True)
+    except Exception:
+        return Message(policy=_POLICY)
+
+
+def normalize(
+    raw: bytes,
+    *,
+    for_ai_max_chars: int = 8000,
+    max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES,
+    processed_at: datetime | str | None = None,
+) -> dict[str, Any]:
+    """The AECS-1 NormalizedEmail dict for ``raw`` (see :func:`parse_email`)."""
+    return parse_email(
+        raw, for_ai_max_chars=for_ai_max_chars, max_body_bytes=max_body_bytes, processed_at=processed_at
+    ).email
