@@ -9,15 +9,15 @@ calls in the other go through ``_resolve``.
 
 from __future__ import annotations
 
-import contextlib
 import email
 import email.policy
 import inspect
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from email.message import EmailMessage
 from typing import Any
 
+from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from . import blobs, queries
@@ -55,6 +55,19 @@ async def _resolve(value: Any) -> Any:
 async def _to_list(cursor: Any) -> list[Any]:
     """Drain a cursor (``to_list`` is missing from mongomock; iteration works everywhere)."""
     return [doc async for doc in cursor]
+
+
+async def _insert_ignoring_duplicates(collection: Any, documents: Sequence[Mapping[str, Any]]) -> set[int]:
+    """One unordered ``insert_many``; returns the indexes refused as duplicates (already stored)."""
+    if not documents:
+        return set()
+    try:
+        await collection.insert_many(documents, ordered=False)
+    except BulkWriteError as exc:
+        if not _only_duplicates(exc):
+            raise
+        return {e["index"] for e in exc.details["writeErrors"]}
+    return set()
 
 
 def _check_limit(limit: object) -> int:
@@ -96,6 +109,8 @@ class AsyncMessageStore:
         self.owner_addresses = frozenset(check_str(a, "owner address").strip().lower() for a in owner_addresses)
         self.for_ai_max_chars = for_ai_max_chars
         self.db = db
+        # mongomock (the unit tier) cannot take current PyMongo's bulk update operations
+        self._no_bulk_updates = type(db).__module__.startswith("mongomock")
         self._messages = db["messages"]
         self._bodies = db["bodies"]
         self._threads = db["threads"]
@@ -140,9 +155,8 @@ class AsyncMessageStore:
         uidl: str | None = None,
     ) -> StoreResult:
         """Store one message; a message already in the mailbox is left as it is (``inserted=False``)."""
-        docs = self._build(email, attachments, uidl)
-        inserted = await self._write(docs)
-        return StoreResult(docs.message_id, docs.message_key, docs.thread_id, docs.thread_key, inserted)
+        (result,) = await self._write_batch([self._build(email, attachments, uidl)])
+        return result
 
     def _build(
         self, email: Mapping[str, Any] | bytes, attachments: Sequence[bytes | None] | None, uidl: str | None
@@ -170,18 +184,99 @@ class AsyncMessageStore:
             uidl=uidl,
         )
 
-    async def _write(self, docs: MessageDocuments) -> bool:
-        """C.4 order: blobs, body, message insert (the commit point), then the thread summary."""
-        for blob in docs.blobs:
-            await self._put_blob(blob, docs.message_key)
-        with contextlib.suppress(DuplicateKeyError):
-            await self._bodies.insert_one(docs.body)
+    async def store_many(
+        self,
+        items: Iterable[Mapping[str, Any] | bytes],
+        batch_size: int = 100,
+        on_error: Callable[[int, Any, Exception], None] | None = None,
+    ) -> list[StoreResult]:
+        """Store many messages in batches; the same end state as storing them one by one.
+
+        Without ``on_error`` a message that cannot be stored (``AecsMongoError``) raises, after
+        the batches before it were written and before its own batch is. With ``on_error(index,
+        item, exc)`` it is reported there and skipped. ``store_iter`` streams the results.
+        """
+        return [r async for r in self.store_iter(items, batch_size, on_error)]
+
+    async def store_iter(
+        self,
+        items: Iterable[Mapping[str, Any] | bytes],
+        batch_size: int = 100,
+        on_error: Callable[[int, Any, Exception], None] | None = None,
+    ) -> AsyncIterator[StoreResult]:
+        """``store_many`` as a stream: memory is bounded by the batch, not by the input."""
+        _check_limit(batch_size)
+        batch: list[MessageDocuments] = []
+        for index, item in enumerate(items):
+            try:
+                batch.append(self._build(item, None, None))
+            except AecsMongoError as exc:
+                if on_error is None:
+                    raise
+                on_error(index, item, exc)
+            if len(batch) >= batch_size:
+                for result in await self._write_batch(batch):
+                    yield result
+                batch = []
+        if batch:
+            for result in await self._write_batch(batch):
+                yield result
+
+    async def _write_batch(self, batch: Sequence[MessageDocuments]) -> list[StoreResult]:
+        """C.4 order, batched: blobs, bodies, messages (one unordered insert), thread updates."""
+        first: dict[str, MessageDocuments] = {}
+        for docs in batch:
+            first.setdefault(docs.message["_id"], docs)
+        unique = list(first.values())
+        await self._put_blobs([(blob, d.message_key) for d in unique for blob in d.blobs])
+        await _insert_ignoring_duplicates(self._bodies, [d.body for d in unique])
+        rejected = await _insert_ignoring_duplicates(self._messages, [d.message for d in unique])
+        inserted = [d for i, d in enumerate(unique) if i not in rejected]
+        await self._fold_many([d.message for d in inserted])
+        created = {d.message["_id"] for d in inserted}
+        results = []
+        for docs in batch:
+            is_new = docs.message["_id"] in created
+            created.discard(docs.message["_id"])  # a repeat within the batch is "already stored"
+            results.append(StoreResult(docs.message_id, docs.message_key, docs.thread_id, docs.thread_key, is_new))
+        return results
+
+    async def _fold_many(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        if len(messages) <= 1 or self._no_bulk_updates:
+            for message in messages:
+                await self._fold_into_thread(message)
+            return
+        ops = [UpdateOne(*thread_update(m), upsert=True) for m in messages]
         try:
-            await self._messages.insert_one(docs.message)
-        except DuplicateKeyError:
-            return False
-        await self._fold_into_thread(docs.message)
-        return True
+            await self._threads.bulk_write(ops, ordered=True)
+        except BulkWriteError as exc:
+            if not _only_duplicates(exc):
+                raise
+            # a concurrent writer created a thread first: redo the failed op and the ones after it
+            failed = exc.details["writeErrors"][0]["index"]
+            for message in messages[failed:]:
+                await self._fold_into_thread(message)
+
+    async def _put_blobs(self, items: Sequence[tuple[Blob, str]]) -> None:
+        if not items:
+            return
+        keys = [blob.key for blob, _ in items]
+        done = {f["_id"] async for f in self._files.find({"_id": {"$in": keys}}, {"_id": 1})}
+        todo = [(blob, mkey) for blob, mkey in items if blob.key not in done]
+        if not todo:
+            return
+        chunks = [c for blob, _ in todo for c in blobs.chunk_documents(blob.key, blob.data)]
+        await _insert_ignoring_duplicates(self._chunks, chunks)
+        await self._chunks.delete_many(
+            {"$or": [{"files_id": blob.key, "n": {"$gte": blobs.chunk_count(len(blob.data))}} for blob, _ in todo]}
+        )
+        files = [
+            blobs.file_document(
+                blob.key, len(blob.data), blob.content_type, {"mailboxId": self.mailbox_id, "messageKey": mkey}
+            )
+            for blob, mkey in todo
+        ]
+        await _insert_ignoring_duplicates(self._files, files)
 
     async def _fold_into_thread(self, message: Mapping[str, Any]) -> None:
         selector, pipeline = thread_update(message)
@@ -193,22 +288,6 @@ class AsyncMessageStore:
                 # two writers upserted the same new thread at once; the loser retries as an update
                 if attempt == _THREAD_UPSERT_RETRIES - 1:
                     raise
-
-    async def _put_blob(self, blob: Blob, mkey: str) -> None:
-        if await self._files.find_one({"_id": blob.key}, {"_id": 1}) is not None:
-            return
-        chunks = blobs.chunk_documents(blob.key, blob.data)
-        if chunks:
-            try:
-                await self._chunks.insert_many(chunks, ordered=False)
-            except BulkWriteError as exc:
-                if not _only_duplicates(exc):
-                    raise
-        # leftovers of an interrupted upload of a longer blob under the same key
-        await self._chunks.delete_many({"files_id": blob.key, "n": {"$gte": len(chunks)}})
-        metadata = {"mailboxId": self.mailbox_id, "messageKey": mkey}
-        with contextlib.suppress(DuplicateKeyError):
-            await self._files.insert_one(blobs.file_document(blob.key, len(blob.data), blob.content_type, metadata))
 
     # --- blobs ---------------------------------------------------------------------------
 
@@ -491,8 +570,7 @@ class AsyncMessageStore:
         if raw is None:
             return False
         docs = self._build(raw, None, old.get("uidl"))
-        for blob in docs.blobs:
-            await self._put_blob(blob, docs.message_key)
+        await self._put_blobs([(blob, docs.message_key) for blob in docs.blobs])
         await self._bodies.replace_one({"_id": _id}, docs.body, upsert=True)
         await self._messages.replace_one({"_id": _id}, docs.message)
         await self._recompute_thread(old["threadKey"])

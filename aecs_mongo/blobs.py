@@ -23,6 +23,7 @@ from .errors import AecsMongoError
 __all__ = [
     "CHUNK_SIZE",
     "assemble",
+    "chunk_count",
     "chunk_documents",
     "file_document",
     "prefix_filter",
@@ -38,6 +39,11 @@ def chunk_documents(key: str, data: bytes, chunk_size: int = CHUNK_SIZE) -> list
         {"_id": f"{key}#{n}", "files_id": key, "n": n, "data": Binary(data[start : start + chunk_size])}
         for n, start in enumerate(range(0, len(data), chunk_size))
     ]
+
+
+def chunk_count(length: int, chunk_size: int = CHUNK_SIZE) -> int:
+    """How many chunks a blob of ``length`` bytes has."""
+    return -(-length // chunk_size)
 
 
 def file_document(
@@ -56,7 +62,7 @@ def file_document(
 
 def assemble(file_doc: Mapping[str, Any], chunks: Sequence[Mapping[str, Any]]) -> bytes:
     """Join a blob's chunks (sorted by ``n``), checking them against its ``files`` document."""
-    expected = -(-int(file_doc["length"]) // int(file_doc["chunkSize"]))
+    expected = chunk_count(int(file_doc["length"]), int(file_doc["chunkSize"]))
     if [c["n"] for c in chunks] != list(range(expected)):
         raise AecsMongoError(f"GridFS file {file_doc['_id']!r} is missing chunks")
     data = b"".join(bytes(c["data"]) for c in chunks)

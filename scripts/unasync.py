@@ -36,6 +36,8 @@ REPLACEMENTS: list[tuple[str, str]] = [
     (r"\b__anext__\b", "__next__"),
     (r"\bStopAsyncIteration\b", "StopIteration"),
     (r"\basyncio\.sleep\b", "time.sleep"),
+    (r"\bAsyncIterator\b", "Iterator"),
+    (r"\bAsyncIterable\b", "Iterable"),
 ]
 
 
