@@ -499,6 +499,7 @@ def build_documents(
     body: dict[str, Any] = {
         "_id": _id,
         "mailboxId": mailbox_id,
+        "subject": meta["subject"],  # searched with clean (C.3); the hot copy stays in messages
         "text": content["text"],
         "clean": content["clean"],
         "from": sender,

@@ -45,7 +45,8 @@ INDEXES: tuple[IndexSpec, ...] = (
         (("mailboxId", 1), ("participants", 1), ("ts", -1), ("messageKey", -1)),
     ),
     IndexSpec("messages", "aecs_messages_references", (("mailboxId", 1), ("references", 1))),
-    IndexSpec("bodies", "aecs_bodies_search", (("mailboxId", 1), ("clean", "text"))),
+    # C.3: full-text search covers subject and clean (not forAI, not html)
+    IndexSpec("bodies", "aecs_bodies_search", (("mailboxId", 1), ("subject", "text"), ("clean", "text"))),
     IndexSpec("threads", "aecs_threads_recent", (("mailboxId", 1), ("lastTs", -1), ("_id", -1))),
     # lookups: list_messages(sender=...), seed 003 find(), replies, stale rows, UIDLs
     IndexSpec("messages", "aecs_messages_from", (("mailboxId", 1), ("from.email", 1), ("ts", -1), ("messageKey", -1))),

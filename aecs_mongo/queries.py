@@ -27,18 +27,25 @@ from .errors import InvalidCursorError
 from .keys import address_key, address_query_key, check_str, list_id_key, strip_message_id, subject_key
 
 __all__ = [
+    "ATLAS_SEARCH_INDEX_NAME",
+    "ATLAS_VECTOR_INDEX_NAME",
     "FIND_HEADERS",
     "LIST_PROJECTION",
     "THREAD_CONTEXT_PROJECTION",
     "KeysetQuery",
+    "atlas_search_pipeline",
     "decode_cursor",
     "encode_cursor",
+    "fallback_search_pipeline",
     "find_query",
     "inbox_query",
     "keyset_filter",
     "participant_query",
+    "snippet",
+    "text_search_filter",
     "threads_query",
     "utc_day_range",
+    "vector_search_pipeline",
 ]
 
 #: Fields list reads fetch from ``messages`` (never bodies, never blobs).
@@ -263,3 +270,88 @@ def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any]
     else:
         selector["listId"] = list_id_key(value)
     return selector, FIND_HEADERS[name]
+
+
+# --- search ---------------------------------------------------------------------------------
+
+#: The Atlas Search index on ``bodies`` (defined in indexes.py) and the vector index.
+ATLAS_SEARCH_INDEX_NAME = "aecs_bodies_atlas"
+ATLAS_VECTOR_INDEX_NAME = "aecs_vectors_atlas"
+
+
+def _id_range(mailbox_id: str) -> dict[str, str]:
+    """Every ``_id`` of one mailbox (``<mailboxId>:<key>``) as a range on the ``_id`` index."""
+    return {"$gte": mailbox_id + ":", "$lt": mailbox_id + ";"}
+
+
+def text_search_filter(mailbox_id: str, query: str) -> dict[str, Any]:
+    """``$text`` on ``aecs_bodies_search``; the query is a ``$search`` string, never an operator."""
+    return {"mailboxId": mailbox_id, "$text": {"$search": check_str(query, "query")}}
+
+
+def fallback_search_pipeline(mailbox_id: str, query: str, limit: int, scan_limit: int) -> list[dict[str, Any]]:
+    """The bounded search where no text index exists: at most ``scan_limit`` bodies examined.
+
+    The query is matched literally (``re.escape``), case-insensitively, in subject and clean.
+    """
+    pattern = {"$regex": re.escape(check_str(query, "query")), "$options": "i"}
+    return [
+        {"$match": {"_id": _id_range(mailbox_id)}},
+        {"$sort": {"_id": 1}},
+        {"$limit": scan_limit},
+        {"$match": {"mailboxId": mailbox_id, "$or": [{"subject": pattern}, {"clean": pattern}]}},
+        {"$limit": limit},
+        {"$project": {"_id": 1, "subject": 1, "clean": 1}},
+    ]
+
+
+def atlas_search_pipeline(mailbox_id: str, query: str, limit: int) -> list[dict[str, Any]]:
+    """``$search`` on the Atlas Search index, filtered to one mailbox (``mailboxId`` is a token)."""
+    return [
+        {
+            "$search": {
+                "index": ATLAS_SEARCH_INDEX_NAME,
+                "compound": {
+                    "must": [{"text": {"query": check_str(query, "query"), "path": ["subject", "clean"]}}],
+                    "filter": [{"equals": {"path": "mailboxId", "value": mailbox_id}}],
+                },
+            }
+        },
+        {"$limit": limit},
+        {"$project": {"_id": 1, "subject": 1, "clean": 1, "score": {"$meta": "searchScore"}}},
+    ]
+
+
+def vector_search_pipeline(
+    mailbox_id: str, vector: list[float], limit: int, thread_key: str | None = None
+) -> list[dict[str, Any]]:
+    """``$vectorSearch`` over one vector per message, pre-filtered by mailbox (and thread)."""
+    selector: dict[str, Any] = {"mailboxId": {"$eq": mailbox_id}}
+    if thread_key is not None:
+        selector["threadKey"] = {"$eq": thread_key}
+    return [
+        {
+            "$vectorSearch": {
+                "index": ATLAS_VECTOR_INDEX_NAME,
+                "path": "embedding",
+                "queryVector": vector,
+                "numCandidates": max(limit * 10, 100),
+                "limit": limit,
+                "filter": selector,
+            }
+        },
+        {"$project": {"_id": 1, "messageKey": 1, "threadKey": 1, "score": {"$meta": "vectorSearchScore"}}},
+    ]
+
+
+def snippet(text: str | None, query: str, width: int = 160) -> str:
+    """About ``width`` characters of ``text`` around the first query term found (whitespace folded)."""
+    if not text:
+        return ""
+    flat = " ".join(text.split())
+    lowered = flat.lower()
+    positions = [lowered.find(term) for term in [query.lower(), *query.lower().split()] if term]
+    found = [p for p in positions if p >= 0]
+    start = max(min(found) - width // 3, 0) if found else 0
+    piece = flat[start : start + width]
+    return ("…" if start > 0 else "") + piece + ("…" if start + width < len(flat) else "")

@@ -11,6 +11,7 @@ import email
 import email.policy
 import inspect
 import json
+import logging
 from collections.abc import Iterator, Callable, Iterable, Mapping, Sequence
 from email.message import EmailMessage
 from typing import Any
@@ -30,11 +31,15 @@ from .documents import (
     to_normalized_email,
 )
 from .errors import AecsMongoError, NotFoundError
-from .indexes import IndexReport, index_specs
+from .indexes import VECTORS_COLLECTION, IndexReport, index_specs
 from .keys import blob_prefix, check_mailbox_id, check_str, doc_id, message_key, strip_message_id, thread_key
 from .results import MessagePage, StoreResult, ThreadPage
 
-__all__ = ["MessageStore"]
+__all__ = ["SEARCH_ENGINES", "MessageStore"]
+
+#: ``search_engine`` values: Atlas Search, ``$text``, the bounded scan, or pick (text, else scan).
+SEARCH_ENGINES = ("auto", "atlas", "text", "scan")
+log = logging.getLogger("aecs_mongo")
 
 _DUPLICATE_KEY = 11000
 _THREAD_UPSERT_RETRIES = 5
@@ -99,6 +104,8 @@ class MessageStore:
         bucket_name: str = "aecs",
         owner_addresses: Iterable[str] = (),
         for_ai_max_chars: int = 8000,
+        search_engine: str = "auto",
+        scan_limit: int = 5000,
     ) -> None:
         self.mailbox_id = check_mailbox_id(mailbox_id)
         self.bucket_name = check_str(bucket_name, "bucket_name")
@@ -106,13 +113,19 @@ class MessageStore:
             raise TypeError("owner_addresses must be a collection of addresses, not one str")
         self.owner_addresses = frozenset(check_str(a, "owner address").strip().lower() for a in owner_addresses)
         self.for_ai_max_chars = for_ai_max_chars
+        if search_engine not in SEARCH_ENGINES:
+            raise ValueError(f"search_engine must be one of {', '.join(SEARCH_ENGINES)}")
+        self.search_engine = search_engine
+        self.scan_limit = scan_limit
+        self._text_index: bool | None = None  # learned on first search
         self.db = db
-        # mongomock (the unit tier) cannot take current PyMongo's bulk update operations
-        self._no_bulk_updates = type(db).__module__.startswith("mongomock")
+        # mongomock (the unit tier) cannot take current PyMongo's bulk updates, nor run $text
+        self._mongomock = type(db).__module__.startswith("mongomock")
         self._messages = db["messages"]
         self._bodies = db["bodies"]
         self._threads = db["threads"]
         self._uidls = db["uidls"]
+        self._vectors = db[VECTORS_COLLECTION]
         self._files = db[f"{bucket_name}.files"]
         self._chunks = db[f"{bucket_name}.chunks"]
 
@@ -240,7 +253,7 @@ class MessageStore:
         return results
 
     def _fold_many(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        if len(messages) <= 1 or self._no_bulk_updates:
+        if len(messages) <= 1 or self._mongomock:
             for message in messages:
                 self._fold_into_thread(message)
             return
@@ -523,6 +536,7 @@ class MessageStore:
         self._bodies.delete_one({"_id": _id})
         self._delete_blobs(message["blobPrefix"])
         self._uidls.delete_many({"mailboxId": self.mailbox_id, "messageKey": message["messageKey"]})
+        self._vectors.delete_one({"_id": _id})
         self._recompute_thread(message["threadKey"])
         return True
 
@@ -534,6 +548,120 @@ class MessageStore:
             self._threads.delete_one({"_id": doc_id(self.mailbox_id, tkey)})
         else:
             self._threads.replace_one({"_id": summary["_id"]}, summary, upsert=True)
+
+    # --- search -------------------------------------------------------------------------------
+
+    def search(self, query: str, limit: int = 20) -> list[dict[str, Any]]:
+        """Full-text search of subject and clean text: messageId, subject, ts, snippet (best first).
+
+        The engine is ``search_engine``: Atlas Search, ``$text`` on ``aecs_bodies_search``, or
+        (``auto`` without a text index) a bounded literal scan of at most ``scan_limit`` bodies,
+        which logs a warning because it is not an index. The query is always data.
+        """
+        check_str(query, "query")
+        _check_limit(limit)
+        if not query.strip():
+            return []
+        engine = self.search_engine
+        if engine == "auto":
+            engine = "text" if self._has_text_index() else "scan"
+        if engine == "atlas":
+            cursor = _resolve(
+                self._bodies.aggregate(queries.atlas_search_pipeline(self.mailbox_id, query, limit))
+            )
+            hits = _to_list(cursor)
+        elif engine == "text":
+            hits = _to_list(
+                self._bodies.find(
+                    queries.text_search_filter(self.mailbox_id, query),
+                    {"subject": 1, "clean": 1, "score": {"$meta": "textScore"}},
+                )
+                .sort([("score", {"$meta": "textScore"})])
+                .limit(limit)
+            )
+        else:
+            log.warning(
+                "search in mailbox %r scans at most %d bodies: no text index (not an index)",
+                self.mailbox_id,
+                self.scan_limit,
+            )
+            pipeline = queries.fallback_search_pipeline(self.mailbox_id, query, limit, self.scan_limit)
+            hits = _to_list(_resolve(self._bodies.aggregate(pipeline)))
+        rows = {
+            m["_id"]: m
+            for m in self._messages.find(
+                {"_id": {"$in": [h["_id"] for h in hits]}}, {"messageId": 1, "subject": 1, "ts": 1, "messageKey": 1}
+            )
+        }
+        results = []
+        for hit in hits:
+            message = rows.get(hit["_id"])
+            if message is None:  # a body whose message insert never happened (an interrupted store)
+                continue
+            results.append(
+                {
+                    "messageId": message["messageId"],
+                    "subject": message.get("subject"),
+                    "ts": int(message["ts"]),
+                    "snippet": queries.snippet(hit.get("clean") or hit.get("subject"), query),
+                    "score": hit.get("score"),
+                }
+            )
+        if engine == "scan":
+            results.sort(key=lambda r: (-r["ts"], r["messageId"]))
+        return results
+
+    def _has_text_index(self) -> bool:
+        if self._text_index is None and self._mongomock:
+            self._text_index = False
+        if self._text_index is None:
+            cursor = _resolve(self._bodies.list_indexes())
+            self._text_index = any([ix["name"] == "aecs_bodies_search" for ix in cursor])
+        return self._text_index
+
+    def set_embedding(self, message_id: str, vector: Sequence[float]) -> None:
+        """Keep one vector per message (C.3) for ``semantic_search``; replaces an earlier one."""
+        if isinstance(vector, (str, bytes)) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in vector
+        ):
+            raise TypeError("vector must be a sequence of numbers")
+        _id = self._id_for(message_id)
+        message = self._messages.find_one({"_id": _id}, {"threadKey": 1, "messageKey": 1})
+        if message is None:
+            raise NotFoundError(f"no message {strip_message_id(message_id)!r} in mailbox {self.mailbox_id!r}")
+        document = {
+            "_id": _id,
+            "mailboxId": self.mailbox_id,
+            "messageKey": message["messageKey"],
+            "threadKey": message["threadKey"],
+            "embedding": [float(v) for v in vector],
+        }
+        self._vectors.replace_one({"_id": _id}, document, upsert=True)
+
+    def semantic_search(
+        self, vector: Sequence[float], limit: int = 10, thread_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Nearest messages by vector (Atlas Vector Search): messageId, subject, ts, score."""
+        _check_limit(limit)
+        tkey = None if thread_id is None else thread_key(check_str(thread_id, "thread_id"))
+        pipeline = queries.vector_search_pipeline(self.mailbox_id, [float(v) for v in vector], limit, tkey)
+        hits = _to_list(_resolve(self._vectors.aggregate(pipeline)))
+        rows = {
+            m["_id"]: m
+            for m in self._messages.find(
+                {"_id": {"$in": [h["_id"] for h in hits]}}, {"messageId": 1, "subject": 1, "ts": 1}
+            )
+        }
+        return [
+            {
+                "messageId": rows[h["_id"]]["messageId"],
+                "subject": rows[h["_id"]].get("subject"),
+                "ts": int(rows[h["_id"]]["ts"]),
+                "score": h.get("score"),
+            }
+            for h in hits
+            if h["_id"] in rows
+        ]
 
     # --- re-parsing (C.4) ----------------------------------------------------------------------
 

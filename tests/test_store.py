@@ -342,3 +342,49 @@ def test_ensure_indexes_is_idempotent(store: MessageStore, db: Any, backend: str
     assert "aecs_threads_recent" in {ix["name"] for ix in db.threads.list_indexes()}
     search = {ix["name"] for ix in db.bodies.list_indexes()}
     assert ("aecs_bodies_search" in search) == ("aecs_bodies_search" not in second.skipped)
+
+
+def collection_state(db: Any, mailbox: str) -> dict[str, Any]:
+    def rows(coll: str) -> list[Any]:
+        return sorted((strip_volatile(d) for d in db[coll].find({"mailboxId": mailbox})), key=repr)
+
+    return {c: rows(c) for c in ("messages", "bodies", "threads")}
+
+
+def test_store_many_equals_one_by_one(make_store: Any, db: Any) -> None:
+    import random
+
+    mails = [email(n, thread=f"t{n % 4}@x", ts=BASE_TS + (n % 5) * 60) for n in range(40)]
+    mails[3]["attachments"] = [{"id": None, "filename": "a", "contentType": "text/plain", "size": 3, "cid": None}]
+    one = make_store("one")
+    for m in mails:
+        one.store(m)
+    delivered = mails + mails[::3]  # re-deliveries, some inside the same batch
+    random.Random(7).shuffle(delivered)
+    bulk = make_store("bulk")
+    results = bulk.store_many(delivered, batch_size=16)
+    assert [r.message_id for r in results] == [m["messageId"].strip("<>") for m in delivered]
+    assert sum(r.inserted for r in results) == 40
+    first_seen: set[str] = set()
+    for r in results:
+        assert r.inserted == (r.message_id not in first_seen)
+        first_seen.add(r.message_id)
+    assert collection_state(db, "bulk") == collection_state(db, "one")
+    assert stored_threads(db, "bulk") == recomputed_threads(db, "bulk")
+    again = bulk.store_many(mails, batch_size=7)
+    assert not any(r.inserted for r in again)
+
+
+def test_store_many_reports_or_raises_on_bad_items(make_store: Any, db: Any) -> None:
+    s = make_store("alice")
+    items = [email(1), {"messageId": "bad"}, email(2), {"threadId": "x"}, email(3)]
+    failures: list[tuple[int, str]] = []
+    results = s.store_many(items, batch_size=2, on_error=lambda i, item, exc: failures.append((i, type(exc).__name__)))
+    assert [r.message_id for r in results] == ["m1@example.com", "m2@example.com", "m3@example.com"]
+    assert failures == [(1, "InvalidEmailError"), (3, "InvalidEmailError")]
+    s2 = make_store("bob")
+    with pytest.raises(InvalidEmailError):
+        s2.store_many([email(1), email(2), {"messageId": "bad"}, email(3)], batch_size=2)
+    assert db.messages.count_documents({"mailboxId": "bob"}) == 2  # the batch before the bad item landed
+    with pytest.raises(ValueError):
+        s2.store_many([email(1)], batch_size=0)

@@ -1,0 +1,114 @@
+"""search(): the bounded fallback and $text on real servers; Atlas and vector pipelines by shape."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import pytest
+from pymongo.errors import OperationFailure
+
+from aecs_mongo import MessageStore, NotFoundError
+from aecs_mongo.queries import atlas_search_pipeline, fallback_search_pipeline, snippet, vector_search_pipeline
+
+from .factories import email
+
+
+def mail(n: int, subject: str, body: str, mailbox_thread: str = "t@x") -> dict[str, Any]:
+    e = email(n, thread=mailbox_thread, subject=subject)
+    e["content"].update(text=body, clean=body, forAI=body)
+    return e
+
+
+def test_fallback_search_finds_literal_case_insensitive(make_store: Any, caplog: Any) -> None:
+    s = make_store("alice", search_engine="scan")
+    s.store(mail(1, "Quarterly Planning", "meet on Thursday about the budget"))
+    s.store(mail(2, "Lunch", "the BUDGET (draft) is attached: a+b=c"))
+    s.store(mail(3, "Other", "nothing to see"))
+    make_store("bob", search_engine="scan").store(mail(4, "budget", "budget in another mailbox"))
+    with caplog.at_level(logging.WARNING, logger="aecs_mongo"):
+        hits = s.search("Budget")
+    assert "not an index" in caplog.text
+    assert {h["messageId"] for h in hits} == {"m1@example.com", "m2@example.com"}
+    assert all(set(h) >= {"messageId", "subject", "ts", "snippet"} for h in hits)
+    assert "budget" in hits[0]["snippet"].lower()
+    assert [h["messageId"] for h in s.search("planning")] == ["m1@example.com"]  # subject counts
+    assert [h["messageId"] for h in s.search("a+b=c")] == ["m2@example.com"]  # regex characters are literal
+    assert s.search(".*") == [] and s.search("(draft") != []
+    assert s.search("   ") == []
+    with pytest.raises(TypeError):
+        s.search({"$regex": ".*"})
+
+
+def test_fallback_search_is_bounded(make_store: Any) -> None:
+    s = make_store("alice", search_engine="scan", scan_limit=5)
+    for n in range(12):
+        s.store(mail(n, f"needle {n}", "hay"))
+    assert len(s.search("needle", limit=50)) == 5  # only five bodies examined
+    assert len(s.search("needle", limit=3)) == 3
+
+
+def test_auto_engine_picks_what_the_server_has(make_store: Any, db: Any, backend: str) -> None:
+    s = make_store("alice")
+    s.store(mail(1, "Storage", "indexes that sort"))
+    has_text = "aecs_bodies_search" in {ix["name"] for ix in db.bodies.list_indexes()}
+    assert [h["messageId"] for h in s.search("indexes")] == ["m1@example.com"]
+    if backend in ("rs", "standalone"):
+        assert not has_text  # SecantusDB refuses text indexes: the bounded scan answered
+
+
+@pytest.mark.server
+def test_text_engine_where_the_server_has_text_indexes(make_store: Any, db: Any, backend: str) -> None:
+    s = make_store("alice", search_engine="text")
+    if "aecs_bodies_search" not in {ix["name"] for ix in db.bodies.list_indexes()}:
+        pytest.skip(f"the {backend} server refuses text indexes ($text runs where MONGODB_URI names one that has them)")
+    s.store(mail(1, "Quarterly planning", "meet about the storage budget"))
+    s.store(mail(2, "Budget", "budget budget budget"))
+    s.store(mail(3, "Other", "nothing"))
+    make_store("bob", search_engine="text").store(mail(4, "budget", "budget"))
+    hits = s.search("budget")
+    assert [h["messageId"] for h in hits] == ["m2@example.com", "m1@example.com"]  # by relevance
+    assert hits[0]["score"] > hits[1]["score"]
+
+
+def test_atlas_and_vector_pipelines_have_the_documented_shape() -> None:
+    search = atlas_search_pipeline("alice", 'budget "draft" $where', 5)
+    stage = search[0]["$search"]
+    assert stage["index"] == "aecs_bodies_atlas"
+    assert stage["compound"]["filter"] == [{"equals": {"path": "mailboxId", "value": "alice"}}]
+    assert stage["compound"]["must"][0]["text"] == {"query": 'budget "draft" $where', "path": ["subject", "clean"]}
+    assert search[1] == {"$limit": 5}
+    vector = vector_search_pipeline("alice", [0.1, 0.2], 3, thread_key="k")[0]["$vectorSearch"]
+    assert vector["filter"] == {"mailboxId": {"$eq": "alice"}, "threadKey": {"$eq": "k"}}
+    assert vector["limit"] == 3 and vector["numCandidates"] >= 30 and vector["path"] == "embedding"
+    scan = fallback_search_pipeline("alice", "a.b", 5, 100)
+    assert scan[0] == {"$match": {"_id": {"$gte": "alice:", "$lt": "alice;"}}}
+    assert scan[2] == {"$limit": 100}
+    assert scan[3]["$match"]["$or"][0]["subject"] == {"$regex": r"a\.b", "$options": "i"}
+    assert snippet("x " * 200 + "the Needle here", "needle").startswith("…")
+
+
+def test_embeddings_are_kept_per_message_and_deleted_with_it(store: MessageStore, db: Any) -> None:
+    store.store(email(1))
+    store.set_embedding("m1@example.com", [0.5, 0.25, 1])
+    store.set_embedding("<m1@example.com>", [0.5, 0.25, 2])
+    (vector,) = db.vectors.find()
+    assert vector["embedding"] == [0.5, 0.25, 2.0] and vector["mailboxId"] == "alice"
+    assert vector["threadKey"] == db.messages.find_one()["threadKey"]
+    with pytest.raises(NotFoundError):
+        store.set_embedding("missing@x", [1.0])
+    with pytest.raises(TypeError):
+        store.set_embedding("m1@example.com", ["a"])
+    store.delete("m1@example.com")
+    assert db.vectors.count_documents({}) == 0
+
+
+@pytest.mark.server
+def test_semantic_search_needs_atlas(store: MessageStore, backend: str) -> None:
+    if backend == "uri" and os.environ.get("AECS_URI_IS_ATLAS"):
+        pytest.skip("covered by the Atlas run")
+    store.store(email(1))
+    store.set_embedding("m1@example.com", [1.0, 0.0])
+    with pytest.raises(OperationFailure):  # $vectorSearch exists only on Atlas: a clear server error
+        store.semantic_search([1.0, 0.0], limit=3)
