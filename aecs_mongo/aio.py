@@ -9,6 +9,7 @@ calls in the other go through ``_resolve``.
 
 from __future__ import annotations
 
+import asyncio
 import email
 import email.policy
 import inspect
@@ -18,8 +19,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from email.message import EmailMessage
 from typing import Any
 
-from pymongo import UpdateOne
-from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+from pymongo import ReplaceOne, UpdateOne
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, PyMongoError
 
 from . import blobs, queries
 from .documents import (
@@ -45,6 +46,7 @@ log = logging.getLogger("aecs_mongo")
 
 _DUPLICATE_KEY = 11000
 _THREAD_UPSERT_RETRIES = 5
+_TXN_ATTEMPTS = 5
 _MAX_PAGE = 1000
 _WALK_FIELDS = {"messageId": 1, "references": 1, "inReplyTo": 1, "ts": 1, "messageKey": 1}
 _SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "messageKey": 1, "subject": 1}
@@ -73,6 +75,16 @@ async def _insert_ignoring_duplicates(collection: Any, documents: Sequence[Mappi
             raise
         return {e["index"] for e in exc.details["writeErrors"]}
     return set()
+
+
+def _is_transient(exc: PyMongoError) -> bool:
+    """Worth retrying the whole transaction: labelled transient, or a duplicate key because a
+    concurrent writer committed the same message or thread after this transaction began."""
+    if exc.has_error_label("TransientTransactionError"):
+        return True
+    if isinstance(exc, DuplicateKeyError):
+        return True
+    return isinstance(exc, BulkWriteError) and _only_duplicates(exc)
 
 
 def _check_limit(limit: object) -> int:
@@ -108,6 +120,7 @@ class AsyncMessageStore:
         for_ai_max_chars: int = 8000,
         search_engine: str = "auto",
         scan_limit: int = 5000,
+        transactions: bool | None = None,
     ) -> None:
         self.mailbox_id = check_mailbox_id(mailbox_id)
         self.bucket_name = check_str(bucket_name, "bucket_name")
@@ -120,6 +133,7 @@ class AsyncMessageStore:
         self.search_engine = search_engine
         self.scan_limit = scan_limit
         self._text_index: bool | None = None  # learned on first search
+        self._transactions = transactions  # None: detected on first write
         self.db = db
         # mongomock (the unit tier) cannot take current PyMongo's bulk updates, nor run $text
         self._mongomock = type(db).__module__.startswith("mongomock")
@@ -242,17 +256,77 @@ class AsyncMessageStore:
             first.setdefault(docs.message["_id"], docs)
         unique = list(first.values())
         await self._put_blobs([(blob, d.message_key) for d in unique for blob in d.blobs])
-        await _insert_ignoring_duplicates(self._bodies, [d.body for d in unique])
-        rejected = await _insert_ignoring_duplicates(self._messages, [d.message for d in unique])
-        inserted = [d for i, d in enumerate(unique) if i not in rejected]
-        await self._fold_many([d.message for d in inserted])
-        created = {d.message["_id"] for d in inserted}
+        if await self._use_transactions():
+            created = await self._commit_in_transaction(unique)
+        else:
+            # no transactions: the insert is the commit point; a crash after it leaves the
+            # thread summary short by one until reindex() (README, "Recovery")
+            await _insert_ignoring_duplicates(self._bodies, [d.body for d in unique])
+            rejected = await _insert_ignoring_duplicates(self._messages, [d.message for d in unique])
+            inserted = [d for i, d in enumerate(unique) if i not in rejected]
+            await self._fold_many([d.message for d in inserted])
+            created = {d.message["_id"] for d in inserted}
         results = []
         for docs in batch:
             is_new = docs.message["_id"] in created
             created.discard(docs.message["_id"])  # a repeat within the batch is "already stored"
             results.append(StoreResult(docs.message_id, docs.message_key, docs.thread_id, docs.thread_key, is_new))
         return results
+
+    async def _use_transactions(self) -> bool:
+        """Transactions where the deployment has them: a replica set or a sharded cluster."""
+        if self._transactions is None:
+            if self._mongomock:
+                self._transactions = False
+            else:
+                hello = await self.db.client.admin.command("hello")
+                self._transactions = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
+        return self._transactions
+
+    async def _commit_in_transaction(self, unique: Sequence[MessageDocuments]) -> set[str]:
+        """Body, message and thread summary of each new message in one transaction (C.4).
+
+        Transient errors (a write conflict with a concurrent writer, a failover) retry the whole
+        transaction, an unknown commit result retries the commit; both at most
+        ``_TXN_ATTEMPTS`` times. Returns the ``_id`` of every message this call created.
+        """
+        session = await _resolve(self.db.client.start_session())
+        async with session:
+            for attempt in range(1, _TXN_ATTEMPTS + 1):
+                await _resolve(session.start_transaction())
+                try:
+                    created = await self._transaction_writes(unique, session)
+                    await self._commit(session)
+                    return created
+                except PyMongoError as exc:
+                    if session.in_transaction:
+                        await session.abort_transaction()
+                    if attempt == _TXN_ATTEMPTS or not _is_transient(exc):
+                        raise
+                    await asyncio.sleep(0.01 * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _commit(self, session: Any) -> None:
+        for attempt in range(1, _TXN_ATTEMPTS + 1):
+            try:
+                await session.commit_transaction()
+                return
+            except PyMongoError as exc:
+                if attempt == _TXN_ATTEMPTS or not exc.has_error_label("UnknownTransactionCommitResult"):
+                    raise
+
+    async def _transaction_writes(self, unique: Sequence[MessageDocuments], session: Any) -> set[str]:
+        ids = [d.message["_id"] for d in unique]
+        stored = {m["_id"] async for m in self._messages.find({"_id": {"$in": ids}}, {"_id": 1}, session=session)}
+        new = [d for d in unique if d.message["_id"] not in stored]
+        if not new:
+            return set()
+        bodies = [ReplaceOne({"_id": d.body["_id"]}, d.body, upsert=True) for d in new]
+        await self._bodies.bulk_write(bodies, ordered=True, session=session)
+        await self._messages.insert_many([d.message for d in new], ordered=True, session=session)
+        folds = [UpdateOne(*thread_update(d.message), upsert=True) for d in new]
+        await self._threads.bulk_write(folds, ordered=True, session=session)
+        return {d.message["_id"] for d in new}
 
     async def _fold_many(self, messages: Sequence[Mapping[str, Any]]) -> None:
         if len(messages) <= 1 or self._mongomock:

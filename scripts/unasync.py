@@ -36,6 +36,7 @@ REPLACEMENTS: list[tuple[str, str]] = [
     (r"\b__anext__\b", "__next__"),
     (r"\bStopAsyncIteration\b", "StopIteration"),
     (r"\basyncio\.sleep\b", "time.sleep"),
+    (r"^import asyncio$", "import time"),
     (r"\bAsyncIterator\b", "Iterator"),
     (r"\bAsyncIterable\b", "Iterable"),
 ]
@@ -45,7 +46,7 @@ def generate(source: str) -> str:
     """The sync module for an async source text."""
     body = source.split('"""', 2)[2]  # drop the source's docstring
     for pattern, replacement in REPLACEMENTS:
-        body = re.sub(pattern, replacement, body)
+        body = re.sub(pattern, replacement, body, flags=re.MULTILINE)
     return HEADER + body
 
 
