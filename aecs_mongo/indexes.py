@@ -142,6 +142,7 @@ ATLAS_SEARCH_INDEX = SearchIndexSpec(
         "mappings": {
             "dynamic": False,
             "fields": {
+                "subject": {"type": "string", "analyzer": "lucene.standard"},
                 "clean": {"type": "string", "analyzer": "lucene.standard"},
                 "mailboxId": {"type": "token"},
             },
