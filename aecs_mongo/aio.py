@@ -108,6 +108,9 @@ class AsyncMessageStore:
     """One mailbox's mail in one database: ``messages``, ``bodies``, ``threads``, GridFS blobs.
 
     ``owner_addresses`` are the mailbox owner's addresses: bcc is stored only on mail they sent.
+    ``shared_view=True`` is for a store whose reads other people see: bcc is never returned, and
+    ``with_participant`` does not match bcc recipients. ``transactions`` (default: detect) writes
+    each batch's documents in one transaction. ``search_engine`` and ``scan_limit``: ``search``.
     """
 
     def __init__(
@@ -121,6 +124,7 @@ class AsyncMessageStore:
         search_engine: str = "auto",
         scan_limit: int = 5000,
         transactions: bool | None = None,
+        shared_view: bool = False,
     ) -> None:
         self.mailbox_id = check_mailbox_id(mailbox_id)
         self.bucket_name = check_str(bucket_name, "bucket_name")
@@ -134,6 +138,7 @@ class AsyncMessageStore:
         self.scan_limit = scan_limit
         self._text_index: bool | None = None  # learned on first search
         self._transactions = transactions  # None: detected on first write
+        self.shared_view = bool(shared_view)
         self.db = db
         # mongomock (the unit tier) cannot take current PyMongo's bulk updates, nor run $text
         self._mongomock = type(db).__module__.startswith("mongomock")
@@ -448,7 +453,14 @@ class AsyncMessageStore:
             if message.get("rawFromFull") and raw_full is not None:
                 raw = _parse_raw(raw_full, self.for_ai_max_chars).email.get("content", {}).get("raw")
         return to_normalized_email(
-            message, body, raw_full=raw_full, raw=raw, html=html, spilled=spilled, position=position
+            message,
+            body,
+            raw_full=raw_full,
+            raw=raw,
+            html=html,
+            spilled=spilled,
+            position=position,
+            shared=self.shared_view,
         )
 
     # --- threads ---------------------------------------------------------------------------
@@ -543,7 +555,7 @@ class AsyncMessageStore:
 
     async def with_participant(self, address: str, cursor: str | None = None, limit: int = 50) -> MessagePage:
         """Mail to or from one address (from, to, cc, stored bcc), newest first."""
-        query = queries.participant_query(self.mailbox_id, address)
+        query = queries.participant_query(self.mailbox_id, address, shared=self.shared_view)
         rows, next_cursor = await self._page(query, cursor, limit, queries.LIST_PROJECTION)
         return MessagePage([message_summary(r) for r in rows], next_cursor)
 

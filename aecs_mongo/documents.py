@@ -645,8 +645,12 @@ def to_normalized_email(
     html: str | None = None,
     spilled: Mapping[str, Any] | None = None,
     position: int | None = None,
+    shared: bool = False,
 ) -> dict[str, Any]:
-    """Rebuild the AECS-1 object from the hot and warm documents (and cold blobs, if given)."""
+    """Rebuild the AECS-1 object from the hot and warm documents (and cold blobs, if given).
+
+    ``shared`` marks a view other people see: bcc is left out of it (C.6).
+    """
     body = body or {}
     spilled = spilled or {}
     x = message.get("x") or {}
@@ -658,7 +662,7 @@ def to_normalized_email(
         "from": dict(sender) if sender else None,
         "to": [dict(a) for a in body.get("to") or ()],
         "cc": [dict(a) for a in body.get("cc") or ()],
-        "bcc": [dict(a) for a in body.get("bcc") or ()],
+        "bcc": [] if shared else [dict(a) for a in body.get("bcc") or ()],
         "subject": message.get("subject"),
         "date": _iso_or_none(message),
         "timestamp": None if timestamp is None else int(timestamp),

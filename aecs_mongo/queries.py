@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidCursorError
+from .indexes import ATLAS_SEARCH_INDEX, ATLAS_VECTOR_INDEX_NAME
 from .keys import address_key, address_query_key, check_str, list_id_key, strip_message_id, subject_key
 
 __all__ = [
@@ -151,17 +152,24 @@ def inbox_query(
     )
 
 
-def participant_query(mailbox_id: str, address: str) -> KeysetQuery:
-    """Mail with one person, newest first, on the participant index."""
+def participant_query(mailbox_id: str, address: str, *, shared: bool = False) -> KeysetQuery:
+    """Mail with one person, newest first, on the participant index.
+
+    ``shared``: a view other people see must not reveal bcc recipients, so only From, To and Cc
+    count (a residual filter on the same index scan).
+    """
     key = address_key(check_str(address, "address"))
+    base: dict[str, Any] = {"mailboxId": mailbox_id, "participants": key}
+    if shared:
+        base["$or"] = [{"from.email": key}, {"recipients": key}]
     return KeysetQuery(
         "messages",
-        {"mailboxId": mailbox_id, "participants": key},
+        base,
         "ts",
         "messageKey",
         True,
         "aecs_messages_participant",
-        _fingerprint(mailbox_id, "participant", {"address": key}),
+        _fingerprint(mailbox_id, "participant", {"address": key, "shared": shared}),
     )
 
 
@@ -274,9 +282,8 @@ def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any]
 
 # --- search ---------------------------------------------------------------------------------
 
-#: The Atlas Search index on ``bodies`` (defined in indexes.py) and the vector index.
-ATLAS_SEARCH_INDEX_NAME = "aecs_bodies_atlas"
-ATLAS_VECTOR_INDEX_NAME = "aecs_vectors_atlas"
+#: The Atlas Search index on ``bodies`` and the vector index (both defined in indexes.py).
+ATLAS_SEARCH_INDEX_NAME = ATLAS_SEARCH_INDEX.name
 
 
 def _id_range(mailbox_id: str) -> dict[str, str]:

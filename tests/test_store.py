@@ -388,3 +388,18 @@ def test_store_many_reports_or_raises_on_bad_items(make_store: Any, db: Any) -> 
     assert db.messages.count_documents({"mailboxId": "bob"}) == 2  # the batch before the bad item landed
     with pytest.raises(ValueError):
         s2.store_many([email(1)], batch_size=0)
+
+
+def test_shared_views_never_show_bcc(make_store: Any) -> None:
+    mine = email(1, sender="alice@example.com")
+    mine["metadata"]["bcc"] = [{"name": None, "email": "secret@example.net"}]
+    owner = make_store("alice", owner_addresses=["alice@example.com"])
+    owner.store(mine)
+    shared = make_store("alice", owner_addresses=["alice@example.com"], shared_view=True)
+    assert owner.get_message("m1@example.com")["metadata"]["bcc"] != []
+    assert shared.get_message("m1@example.com")["metadata"]["bcc"] == []
+    assert shared.get_thread(THREAD)[0]["metadata"]["bcc"] == []
+    assert shared.get_message("m1@example.com", include_raw=True)["metadata"]["bcc"] == []
+    assert shared.with_participant("secret@example.net").messages == []
+    assert len(shared.with_participant("alice@example.com").messages) == 1
+    assert len(owner.with_participant("secret@example.net").messages) == 1
