@@ -1,0 +1,227 @@
+"""A real POP3 server for the mailbox tests: Dovecot run in the foreground on loopback ports.
+
+``DovecotServer`` writes a self-contained configuration (its own base_dir, state_dir and log, a
+passwd-file user database, a maildir) into a fresh directory and runs ``dovecot -F -c <conf>``
+as a child process, so nothing of the system's Dovecot setup is used or touched. It listens on
+two free loopback ports: POP3 (plain, STLS offered) and POP3S; a self-signed certificate for
+127.0.0.1/localhost is generated with ``openssl`` (``cert_path`` is the CA to trust).
+
+Dovecot refuses to run mail processes as root and its login processes must not be root, so
+when the tests run as root the mail user is ``nobody`` and the login user ``dovenull`` (created
+by dovecot-core) or ``nobody``; the working directory is then created outside pytest's
+private tmp (which is 0700) and the maildir is chowned to the mail user. As a normal user,
+everything runs as that user (Dovecot's rootless mode).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+REQUIRE_ENV = "AECS_REQUIRE_DOVECOT"
+
+
+def dovecot_binary() -> str | None:
+    return shutil.which("dovecot") or next(
+        (p for p in ("/usr/sbin/dovecot", "/usr/local/sbin/dovecot") if os.access(p, os.X_OK)), None
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class DovecotServer:
+    """One Dovecot instance with one POP3 user (``user``/``password``) and its maildir."""
+
+    user = "alice"
+    password = "s3cret pass"
+
+    def __init__(self, binary: str) -> None:
+        self.binary = binary
+        self.root = Path(tempfile.mkdtemp(prefix="aecs-dovecot-"))
+        self.root.chmod(0o755)
+        self.maildir = self.root / "home" / "Maildir"
+        for sub in ("new", "cur", "tmp"):
+            (self.maildir / sub).mkdir(parents=True)
+        self.pop3_port = free_port()
+        self.pop3s_port = free_port()
+        self.cert_path = self.root / "cert.pem"
+        self.log_path = self.root / "dovecot.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._counter = 0
+        if os.geteuid() == 0:
+            mail = pwd.getpwnam("nobody")
+            self.mail_uid, self.mail_gid = mail.pw_uid, mail.pw_gid
+            login = "dovenull" if _user_exists("dovenull") else "nobody"
+            internal = "dovecot" if _user_exists("dovecot") else "root"
+        else:
+            me = pwd.getpwuid(os.geteuid())
+            self.mail_uid, self.mail_gid = me.pw_uid, me.pw_gid
+            login = internal = me.pw_name
+        self._make_cert()
+        (self.root / "passwd").write_text(f"{self.user}:{{PLAIN}}{self.password}::::::\n")
+        (self.root / "passwd").chmod(0o644)
+        self.conf_path = self.root / "dovecot.conf"
+        self.conf_path.write_text(self._config(login, internal))
+        self._chown_maildir()
+
+    def _make_cert(self) -> None:
+        key = self.root / "key.pem"
+        subprocess.run(
+            [
+                "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                "-nodes", "-keyout", str(key), "-out", str(self.cert_path), "-days", "2",
+                "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            ],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+        key.chmod(0o644)
+
+    def _config(self, login_user: str, internal_user: str) -> str:
+        r = self.root
+        return f"""
+base_dir = {r}/run
+state_dir = {r}/state
+log_path = {self.log_path}
+protocols = pop3
+listen = 127.0.0.1
+ssl = yes
+ssl_cert = <{self.cert_path}
+ssl_key = <{r}/key.pem
+disable_plaintext_auth = no
+auth_mechanisms = plain
+auth_failure_delay = 0
+login_trusted_networks = 127.0.0.0/8
+default_internal_user = {internal_user}
+default_login_user = {login_user}
+first_valid_uid = 1
+mail_location = maildir:{self.maildir}
+passdb {{
+  driver = passwd-file
+  args = scheme=PLAIN {r}/passwd
+}}
+userdb {{
+  driver = static
+  args = uid={self.mail_uid} gid={self.mail_gid} home={r}/home
+}}
+service pop3-login {{
+  inet_listener pop3 {{
+    address = 127.0.0.1
+    port = {self.pop3_port}
+  }}
+  inet_listener pop3s {{
+    address = 127.0.0.1
+    port = {self.pop3s_port}
+    ssl = yes
+  }}
+}}
+service anvil {{
+  unix_listener anvil-auth-penalty {{
+    mode = 0
+  }}
+}}
+service imap-login {{
+  inet_listener imap {{
+    port = 0
+  }}
+  inet_listener imaps {{
+    port = 0
+  }}
+}}
+"""
+
+    def _chown_maildir(self) -> None:
+        if os.geteuid() != 0:
+            return
+        for path in [self.root / "home", *(self.root / "home").rglob("*")]:
+            os.chown(path, self.mail_uid, self.mail_gid)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self, timeout: float = 15.0) -> None:
+        self.proc = subprocess.Popen(
+            [self.binary, "-F", "-c", str(self.conf_path)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                raise RuntimeError(f"dovecot exited with {self.proc.returncode}: {err}\n{self.log()}")
+            if all(_accepts(p) for p in (self.pop3_port, self.pop3s_port)):
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"dovecot did not listen within {timeout}s\n{self.log()}")
+
+    def stop(self) -> None:
+        """Stop Dovecot and every process it started (its own process group)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if self.proc.stderr:
+            self.proc.stderr.close()
+        self.proc = None
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    # --- the maildir --------------------------------------------------------------------------
+
+    def deliver(self, raw: bytes) -> str:
+        """Put one message into ``new/``; returns its maildir base name (stable across flags)."""
+        self._counter += 1
+        name = f"1700000000.M{self._counter:06d}P{os.getpid()}.aecs-test"
+        path = self.maildir / "new" / name
+        path.write_bytes(raw)
+        if os.geteuid() == 0:
+            os.chown(path, self.mail_uid, self.mail_gid)
+        return name
+
+    def messages(self) -> dict[str, bytes]:
+        """Every message still in the maildir, by base name (Dovecot moves new/ to cur/:2,S)."""
+        found = {}
+        for sub in ("new", "cur"):
+            for path in (self.maildir / sub).iterdir():
+                found[path.name.split(":", 1)[0]] = path.read_bytes()
+        return found
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
