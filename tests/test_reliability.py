@@ -1,0 +1,151 @@
+"""Concurrency and crash consistency on the real test server (both modes).
+
+- 8 worker processes store an overlapping set of 2,000 messages, each delivered 3 times,
+  shuffled: every message is stored once and every thread summary equals a recomputation.
+- A child process ingesting a mailbox is killed with SIGKILL at seeded random moments until 25
+  kills per mode have landed mid-ingest (50 over both modes); re-running the ingest (and ``reindex()`` where there are no
+  transactions) gives a database equal to a clean ingest, document for document, and no
+  document points at a missing GridFS file.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aecs_mongo import MessageStore
+
+from .factories import recomputed_threads, stored_threads
+from .reliability_workers import concurrent_worker, generated_mail, ingest
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+MESSAGES = int(os.environ.get("AECS_CONCURRENCY_MESSAGES", "2000"))
+WORKERS = 8
+CRASH_RUNS_PER_MODE = int(os.environ.get("AECS_CRASH_RUNS", "25"))
+
+
+def test_eight_workers_store_every_message_once(servers: Any, backend: str, db: Any) -> None:
+    MessageStore(db, mailbox_id="shared").ensure_indexes()
+    deliveries = [n for n in range(MESSAGES) for _ in range(3)]
+    random.Random(2026).shuffle(deliveries)
+    shares = [deliveries[i::WORKERS] for i in range(WORKERS)]
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(WORKERS) as pool:
+        stats = pool.starmap(
+            concurrent_worker, [(servers.uri(backend), db.name, share, i) for i, share in enumerate(shares)]
+        )
+    assert sum(s["inserted"] for s in stats) == MESSAGES
+    assert sum(s["inserted"] + s["present"] for s in stats) == 3 * MESSAGES
+    assert db.messages.count_documents({"mailboxId": "shared"}) == MESSAGES
+    assert db.bodies.count_documents({"mailboxId": "shared"}) == MESSAGES
+    stored = {m["messageId"] for m in db.messages.find({}, {"messageId": 1})}
+    assert stored == {generated_mail(n)["messageId"].strip("<>") for n in range(MESSAGES)}
+    assert stored_threads(db, "shared") == recomputed_threads(db, "shared")
+    print(f"\n{backend}: {WORKERS} workers, {3 * MESSAGES} deliveries, retries {sum(s['retried'] for s in stats)}")
+
+
+@pytest.fixture(scope="module")
+def crash_mailbox(tmp_path_factory: Any) -> Path:
+    """The sample mailbox plus messages with multi-chunk attachments, so blobs are on the path."""
+    folder: Path = tmp_path_factory.mktemp("crash-mailbox")
+    for path in sorted((ROOT / "samples" / "mailbox").glob("*.eml")):
+        (folder / path.name).write_bytes(path.read_bytes())
+    for n in range(6):
+        payload = bytes(random.Random(n).randbytes(300_000)).hex()[: 400_000 + n]  # two chunks once decoded
+        raw = (
+            f"From: sender{n}@example.com\r\nTo: crash@example.com\r\nSubject: big {n}\r\n"
+            f"Date: Mon, 09 Nov 2026 10:{n:02d}:00 +0000\r\nMessage-ID: <big{n}@example.com>\r\n"
+            f"In-Reply-To: <big{max(n - 1, 0)}@example.com>\r\n"
+            "MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n"
+            "--b\r\nContent-Type: text/plain\r\n\r\nsee attached\r\n"
+            f"--b\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment; filename=x{n}.txt\r\n\r\n"
+            f"{payload}\r\n--b--\r\n"
+        ).encode()
+        (folder / f"big-{n}.eml").write_bytes(raw)
+    return folder
+
+
+def database_state(db: Any) -> dict[str, Any]:
+    """Every document of the store, minus what depends on when it was written."""
+    volatile = {"processedAt", "uploadDate"}
+
+    def rows(coll: str) -> list[Any]:
+        return sorted(({k: v for k, v in d.items() if k not in volatile} for d in db[coll].find()), key=repr)
+
+    return {c: rows(c) for c in ("messages", "bodies", "threads", "uidls", "aecs.files", "aecs.chunks")}
+
+
+def assert_no_dangling_blobs(db: Any) -> None:
+    files = {f["_id"]: f for f in db["aecs.files"].find()}
+    for m in db.messages.find():
+        for name in m["blobs"]:
+            assert m["blobPrefix"] + name in files, (m["messageId"], name)
+    for key, f in files.items():
+        assert db["aecs.chunks"].count_documents({"files_id": key}) == -(-f["length"] // f["chunkSize"])
+    assert set(db["aecs.chunks"].distinct("files_id")) <= set(files)
+
+
+def test_crash_anywhere_then_rerun_equals_a_clean_ingest(
+    servers: Any, backend: str, client: Any, crash_mailbox: Path
+) -> None:
+    uri = servers.uri(backend)
+    clean_name = f"aecs_crash_clean_{backend}"
+    client.drop_database(clean_name)
+    ingest(uri, clean_name, crash_mailbox)
+    clean = database_state(client[clean_name])
+    transactions = bool(client.admin.command("hello").get("setName"))
+    rng = random.Random(f"crash-{backend}")
+
+    def start_child(name: str) -> subprocess.Popen[str]:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.reliability_workers", uri, name, str(crash_mailbox)],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout.readline().strip() == "ready"
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        return child
+
+    # how long the child takes to ingest, so the kills spread over the whole write path
+    calibration = start_child(f"aecs_crash_{backend}_calibration")
+    child_duration = float(calibration.communicate()[0].split()[-1])
+    client.drop_database(f"aecs_crash_{backend}_calibration")
+    killed_midway = run = 0
+    while killed_midway < CRASH_RUNS_PER_MODE and run < 3 * CRASH_RUNS_PER_MODE:
+        run += 1
+        name = f"aecs_crash_{backend}_{run}"
+        client.drop_database(name)
+        child = start_child(name)
+        time.sleep(rng.uniform(0, child_duration * 0.9))
+        child.send_signal(signal.SIGKILL)
+        out = child.communicate()[0]
+        killed_midway += "done" not in out
+        db = client[name]
+        if transactions:
+            # a killed worker's open transaction holds its writes until the server reaps it
+            # (transactionLifetimeLimitSeconds, 60 s on mongod); skip that wait
+            client.admin.command("killAllSessions", [])
+        ingest(uri, name, crash_mailbox)  # the worker comes back and delivers everything again
+        if not transactions:
+            MessageStore(db, mailbox_id="crash").reindex()
+        assert database_state(db) == clean, f"run {run}"
+        assert_no_dangling_blobs(db)
+        client.drop_database(name)
+    client.drop_database(clean_name)
+    assert killed_midway == CRASH_RUNS_PER_MODE  # that many kills landed inside the ingest
+    print(f"\n{backend}: {run} kills, {killed_midway} mid-ingest; child ingest {child_duration:.2f}s")
