@@ -12,10 +12,19 @@ cursor) rather than the driver's or the server's. Argument type mistakes are pla
     ├── DocumentTooLargeError       a hot document over its budget (names the field)
     ├── InvalidCursorError          a pagination cursor that is malformed, forged or foreign
     ├── NotFoundError               an operation that needs a stored message that is absent
-    └── ServerFeatureError          the server lacks something required (e.g. GridFS, text index)
+    ├── ServerFeatureError          the server lacks something required (e.g. the embedded server)
+    ├── MailboxError                the POP3 server or the old GDBM store failed as a whole
+    │   ├── MailboxConnectionError  unreachable, TLS failed, connection dropped
+    │   └── MailboxAuthError        user name or password refused
+    └── DispatchError               one or more dispatch handlers raised (the others still ran)
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .mailbox import DispatchReport, DownloadReport
 
 
 class AecsMongoError(Exception):
@@ -54,3 +63,37 @@ class NotFoundError(AecsMongoError, LookupError):
 
 class ServerFeatureError(AecsMongoError):
     """The server refused a feature the operation requires."""
+
+
+class MailboxError(AecsMongoError):
+    """The mail server or the old GDBM store failed as a whole (not one message).
+
+    ``report`` holds what a download did before it failed (None when it failed before any
+    message was looked at): everything counted there as downloaded is safely in the store, so a
+    re-run simply continues.
+    """
+
+    def __init__(self, message: str, *, report: DownloadReport | None = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class MailboxConnectionError(MailboxError):
+    """The POP3 server is unreachable, TLS failed, or the connection dropped or broke protocol."""
+
+
+class MailboxAuthError(MailboxError):
+    """The POP3 server refused the user name or password."""
+
+
+class DispatchError(AecsMongoError):
+    """One or more handlers raised; the others still ran. ``errors`` maps route to exception.
+
+    ``report`` is the full ``DispatchReport``: every batch was handed out, and the messages of a
+    failed handler are still in the store (only handlers delete), ready for the next dispatch.
+    """
+
+    def __init__(self, message: str, *, report: DispatchReport, errors: dict[str, Exception]) -> None:
+        super().__init__(message)
+        self.report = report
+        self.errors = errors

@@ -39,7 +39,7 @@ from os import PathLike, fspath
 from types import ModuleType
 from typing import IO, Any, BinaryIO, Literal, Protocol, TypeVar
 
-from .errors import AecsMongoError
+from .errors import AecsMongoError, DispatchError, MailboxAuthError, MailboxConnectionError, MailboxError
 
 __all__ = [
     "DispatchError",
@@ -82,40 +82,6 @@ class MailboxStore(Protocol):
 
 
 # --- errors --------------------------------------------------------------------------------------
-
-
-class MailboxError(AecsMongoError):
-    """The mail server or the old GDBM store failed as a whole (not one message).
-
-    ``report`` holds what a download did before it failed (None when it failed before any
-    message was looked at): everything counted there as downloaded is safely in the store, so a
-    re-run simply continues.
-    """
-
-    def __init__(self, message: str, *, report: DownloadReport | None = None) -> None:
-        super().__init__(message)
-        self.report = report
-
-
-class MailboxConnectionError(MailboxError):
-    """The POP3 server is unreachable, TLS failed, or the connection dropped or broke protocol."""
-
-
-class MailboxAuthError(MailboxError):
-    """The POP3 server refused the user name or password."""
-
-
-class DispatchError(AecsMongoError):
-    """One or more handlers raised; the others still ran. ``errors`` maps route to exception.
-
-    ``report`` is the full ``DispatchReport``: every batch was handed out, and the messages of a
-    failed handler are still in the store (only handlers delete), ready for the next dispatch.
-    """
-
-    def __init__(self, message: str, *, report: DispatchReport, errors: dict[str, Exception]) -> None:
-        super().__init__(message)
-        self.report = report
-        self.errors = errors
 
 
 # --- reports -------------------------------------------------------------------------------------
