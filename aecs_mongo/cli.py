@@ -1,0 +1,1158 @@
+"""``aecs-mongo``: store mail in MongoDB and read it back from the command line.
+
+Global options (before or after the command): ``--uri`` (default ``$MONGODB_URI``), ``--db``
+(default ``aecs``), ``--mailbox`` (default ``default``), ``--data-dir`` (default ``./aecs-data``)
+and ``--json``. Without a URI the embedded SecantusDB server is started on a free loopback port
+with its data in ``--data-dir`` (kept between runs) and stopped when the command ends, also on
+Ctrl-C, SIGTERM or an error; it needs ``pip install 'aecs-mongo[embedded]'``.
+
+Exit codes: 0 success; 1 the command ran but something failed (an input that could not be
+stored, a message that is not there, a database error); 2 usage errors (bad options, no
+embedded server installed, a feature this version lacks); 130 interrupted.
+
+``ingest`` decisions, where the issue left them open:
+
+- Inputs: ``.eml`` files, directories (recursive; ``*.eml`` and ``*.mbox`` files are read, other
+  files are listed as ignored, hidden entries skipped), Maildir folders (a directory with ``cur``
+  and ``new``: every file in them, ``tmp`` skipped; Maildir++ sub-folders ``.Name`` too) and mbox
+  files. A file named on the command line is an mbox when it ends in ``.mbox``, or when it does
+  not end in ``.eml`` and starts with ``From ``; an ``.eml`` file is always one message, byte for
+  byte (many real ``.eml`` files start with a ``From `` line).
+- mbox is read as **mboxrd**, streamed line by line (memory is bounded by one message and one
+  store batch, never the file): a message starts at a line beginning ``From `` at the start of
+  the file or after an empty line; the empty line before it is the separator and is dropped;
+  one ``>`` is removed from every ``>From `` / ``>>From `` ... line. For an mboxo file (which
+  quotes ``From `` but not ``>From ``) this turns an original ``>From `` body line into
+  ``From ``: the two formats cannot be told apart, and mboxrd is what current writers produce.
+  ``Content-Length`` (mboxcl) is not used.
+- A failure is an input that is not stored: a file or directory that cannot be read, an empty
+  file or mbox entry, data that is not a mail message (no header field before the first empty
+  line), bytes before the first ``From `` line of an mbox, or a message the store refuses (too
+  large, unstorable). Every failure is listed with its input (the file, or the mbox file with the
+  message number and byte offset) and its reason. Messages already in the mailbox (same
+  Message-ID) count as "already present", not as failures.
+- Exit code 0 when every message was stored or already present, 1 when anything failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any, NoReturn
+
+from .errors import AecsMongoError
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+_MAX_LIMIT = 1000
+_HEADER_LINE = re.compile(rb"^[\x21-\x39\x3b-\x7e]+[ \t]*:")
+_BLANK_LINES = (b"\n", b"\r\n")
+_HEADER_SCAN_BYTES = 256 * 1024
+
+
+class CliError(Exception):
+    """A failure to report as ``aecs-mongo: error: ...`` with an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# --- output -----------------------------------------------------------------------------------
+
+
+def _json_default(value: object) -> Any:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    return str(value)
+
+
+def _out() -> IO[str]:
+    return sys.stdout
+
+
+def _err() -> IO[str]:
+    return sys.stderr
+
+
+def _say(text: str = "") -> None:
+    print(text, file=_out())
+
+
+def _note(text: str) -> None:
+    print(f"aecs-mongo: {text}", file=_err())
+
+
+def _emit_json(data: object) -> None:
+    json.dump(data, _out(), default=_json_default, ensure_ascii=False, indent=2)
+    _out().write("\n")
+
+
+def _sender(message: dict[str, Any]) -> str:
+    sender = message.get("from")
+    if not sender:
+        return "?"
+    name, address = sender.get("name"), sender.get("email") or "?"
+    return f"{name} <{address}>" if name else str(address)
+
+
+def _one_line(text: object, width: int) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+# --- arguments --------------------------------------------------------------------------------
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= value <= _MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {_MAX_LIMIT}")
+    return value
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """The options every command takes; sub-parsers get them without defaults (SUPPRESS), so
+    they can be given before or after the command without one position overriding the other."""
+
+    def default(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
+
+    group = parser.add_argument_group("connection and output")
+    group.add_argument(
+        "--uri",
+        default=default(os.environ.get("MONGODB_URI")),
+        help="MongoDB URI (default: $MONGODB_URI; none: start the embedded server)",
+    )
+    group.add_argument("--db", default=default("aecs"), help="database name (default: aecs)")
+    group.add_argument("--mailbox", default=default("default"), help="mailbox id (default: default)")
+    group.add_argument(
+        "--data-dir",
+        default=default("./aecs-data"),
+        help="data directory of the embedded server, kept between runs (default: ./aecs-data)",
+    )
+    group.add_argument(
+        "--json", action="store_true", default=default(False), help="print one JSON document instead of text"
+    )
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default(False),
+        help="show the normalizer's warnings about odd mail",
+    )
+
+
+@dataclass
+class Context:
+    """What a command handler gets: the parsed arguments and an open store."""
+
+    args: argparse.Namespace
+    store: Any
+    db: Any
+
+    @property
+    def json(self) -> bool:
+        return bool(self.args.json)
+
+
+Handler = Callable[[Context], int]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    handler: Handler
+    configure: Callable[[argparse.ArgumentParser], None]
+
+
+def _page_options(parser: argparse.ArgumentParser, default_limit: int = 20) -> None:
+    parser.add_argument(
+        "--limit", type=_limit, default=default_limit, help=f"page size (default: {default_limit}, at most 1000)"
+    )
+    parser.add_argument("--cursor", default=None, help="continue after a page: the next_cursor it printed")
+
+
+# --- ingest: inputs -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input file: a single message (``eml``, also Maildir files) or an ``mbox``."""
+
+    kind: str
+    path: Path
+    size: int
+
+
+@dataclass
+class Failure:
+    input: str
+    reason: str
+    message: int | None = None
+    offset: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"input": self.input, "message": self.message, "offset": self.offset, "reason": self.reason}
+
+    def describe(self) -> str:
+        where = self.input
+        if self.message is not None:
+            where += f" (message {self.message} at byte {self.offset})"
+        return f"{where}: {self.reason}"
+
+
+@dataclass
+class IngestReport:
+    inputs: int = 0
+    stored: int = 0
+    present: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    aborted: str | None = None
+    interrupted: bool = False
+    seconds: float = 0.0
+
+    @property
+    def processed(self) -> int:
+        return self.stored + self.present + len(self.failures)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "stored": self.stored,
+            "present": self.present,
+            "failed": len(self.failures),
+            "total": self.processed,
+            "failures": [f.as_dict() for f in self.failures],
+            "ignored": self.ignored,
+            "aborted": self.aborted,
+            "interrupted": self.interrupted,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _is_maildir(path: Path) -> bool:
+    return (path / "cur").is_dir() and (path / "new").is_dir()
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _sniff_mbox(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(5) == b"From "
+    except OSError:
+        return False  # read as a single message, which reports the error
+
+
+def _collect(paths: Sequence[str], report: IngestReport) -> list[Source]:
+    """Every input file, in a stable order; unreadable paths become failures."""
+    sources: list[Source] = []
+
+    def scan_error(exc: OSError) -> None:
+        report.failures.append(Failure(str(exc.filename or "?"), f"cannot read directory: {exc.strerror or exc}"))
+
+    def add_maildir(folder: Path) -> None:
+        for sub in ("new", "cur"):
+            try:
+                entries = sorted(os.scandir(folder / sub), key=lambda e: e.name)
+            except OSError as exc:
+                scan_error(exc)
+                continue
+            for entry in entries:
+                if not entry.name.startswith("."):
+                    path = Path(entry.path)
+                    sources.append(Source("eml", path, _file_size(path)))
+        # Maildir++ folders (.Sent, .Archive, ...) live inside the top-level Maildir
+        try:
+            subfolders = sorted(e.name for e in os.scandir(folder) if e.name.startswith(".") and e.is_dir())
+        except OSError as exc:
+            scan_error(exc)
+            return
+        for name in subfolders:
+            if name not in (".", "..") and _is_maildir(folder / name):
+                add_maildir(folder / name)
+
+    def add_directory(folder: Path) -> None:
+        if _is_maildir(folder):
+            add_maildir(folder)
+            return
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            scan_error(exc)
+            return
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = Path(entry.path)
+            if entry.is_dir(follow_symlinks=False):
+                add_directory(path)
+            elif path.suffix.lower() == ".eml":
+                sources.append(Source("eml", path, _file_size(path)))
+            elif path.suffix.lower() == ".mbox":
+                sources.append(Source("mbox", path, _file_size(path)))
+            else:
+                report.ignored.append(str(path))
+
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            add_directory(path)
+        elif path.exists() or path.is_symlink():
+            suffix = path.suffix.lower()
+            is_mbox = suffix == ".mbox" or (suffix != ".eml" and _sniff_mbox(path))
+            sources.append(Source("mbox" if is_mbox else "eml", path, _file_size(path)))
+        else:
+            report.failures.append(Failure(name, "no such file or directory"))
+    return sources
+
+
+def _not_mail(data: bytes) -> str | None:
+    """Why ``data`` is not a mail message, or None. The normalizer accepts anything, so this is
+    the CLI's own floor: something, and at least one header field before the first empty line."""
+    if not data.strip():
+        return "empty: no message"
+    for line in data[:_HEADER_SCAN_BYTES].splitlines():
+        if not line:  # the empty line that ends the header (a line of blanks does not)
+            break
+        if _HEADER_LINE.match(line):
+            return None
+    return "not an email message: no header field before the first empty line"
+
+
+def _unquote(line: bytes) -> bytes:
+    """mboxrd: ``>From `` -> ``From ``, ``>>From `` -> ``>From ``, ..."""
+    if line.startswith(b">") and line.lstrip(b">").startswith(b"From "):
+        return line[1:]
+    return line
+
+
+@dataclass(frozen=True)
+class MboxEntry:
+    number: int  # 1-based
+    offset: int  # byte offset of its From_ line (of the stray data for number 0)
+    data: bytes
+    size: int  # bytes of the file this entry spans
+
+
+def iter_mbox(path: Path) -> Iterator[MboxEntry]:
+    """Stream an mbox (mboxrd rules, see the module docstring) one message at a time.
+
+    Data before the first ``From `` line that is not blank comes back as entry number 0.
+    """
+    with open(path, "rb") as f:
+        lines: list[bytes] = []
+        number = 0
+        start = 0
+        pos = 0
+        previous_blank = True
+
+        def finish() -> MboxEntry:
+            if lines and lines[-1] in _BLANK_LINES:
+                lines.pop()  # the separator's empty line
+            data = b"".join(lines)
+            return MboxEntry(number, start, data, pos - start)
+
+        for line in f:
+            if previous_blank and line.startswith(b"From "):
+                if number > 0 or any(x.strip() for x in lines):
+                    yield finish()
+                lines = []
+                number += 1
+                start = pos
+            else:
+                lines.append(_unquote(line) if number else line)
+            previous_blank = line in _BLANK_LINES
+            pos += len(line)
+        if number > 0 or any(x.strip() for x in lines):
+            yield finish()
+
+
+class Progress:
+    """A one-line progress display on stderr, only when stderr is a terminal."""
+
+    def __init__(self, total_messages: int | None, total_bytes: int, enabled: bool) -> None:
+        self.total_messages = total_messages
+        self.total_bytes = total_bytes
+        self.enabled = enabled
+        self.bytes_done = 0
+        self._last = 0.0
+        self._shown = False
+
+    def update(self, report: IngestReport, *, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < 0.1:
+            return
+        self._last = now
+        parts = []
+        if self.total_bytes:
+            parts.append(f"{min(100, 100 * self.bytes_done // self.total_bytes):3d}%")
+        count = f"{report.processed}" + (f"/{self.total_messages}" if self.total_messages is not None else "")
+        parts.append(f"{count} messages")
+        parts.append(f"{report.stored} stored, {report.present} present, {len(report.failures)} failed")
+        _err().write("\r\x1b[Kingest " + " | ".join(parts))
+        _err().flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            _err().write("\r\x1b[K")
+            _err().flush()
+
+
+@dataclass
+class _Pending:
+    """Labels of the messages handed to the store and not yet answered, in order."""
+
+    labels: dict[int, Failure] = field(default_factory=dict)
+    next_index: int = 0
+
+
+def _items(sources: Sequence[Source], report: IngestReport, pending: _Pending, progress: Progress) -> Iterator[bytes]:
+    """The messages to store, streamed; what cannot be a message becomes a failure here."""
+
+    def offer(label: Failure, data: bytes) -> Iterator[bytes]:
+        problem = _not_mail(data)
+        if problem is not None:
+            label.reason = problem
+            report.failures.append(label)
+            return
+        pending.labels[pending.next_index] = label
+        pending.next_index += 1
+        yield data
+
+    for source in sources:
+        if source.kind == "eml":
+            label = Failure(str(source.path), "")
+            try:
+                data = source.path.read_bytes()
+            except OSError as exc:
+                label.reason = f"cannot read: {exc.strerror or exc}"
+                report.failures.append(label)
+                continue
+            finally:
+                progress.bytes_done += source.size
+            yield from offer(label, data)
+            progress.update(report)
+            continue
+        try:
+            for entry in iter_mbox(source.path):
+                progress.bytes_done += entry.size
+                label = Failure(str(source.path), "", entry.number, entry.offset)
+                if entry.number == 0:
+                    label.reason = "data before the first 'From ' line (not an mbox message)"
+                    report.failures.append(label)
+                    continue
+                yield from offer(label, entry.data)
+                progress.update(report)
+        except OSError as exc:
+            report.failures.append(Failure(str(source.path), f"cannot read: {exc.strerror or exc}"))
+
+
+def _ingest(ctx: Context) -> int:
+    args = ctx.args
+    started = time.monotonic()
+    report = IngestReport(inputs=len(args.paths))
+    sources = _collect(args.paths, report)
+    total = None if any(s.kind == "mbox" for s in sources) else len(sources) + len(report.failures)
+    progress = Progress(total, sum(s.size for s in sources), enabled=_err().isatty() and not args.no_progress)
+    ctx.store.ensure_indexes()
+    pending = _Pending()
+
+    def refused(index: int, item: object, exc: Exception) -> None:
+        label = pending.labels.pop(index)
+        label.reason = f"refused by the store: {exc}"
+        report.failures.append(label)
+
+    try:
+        for result in ctx.store.store_iter(
+            _items(sources, report, pending, progress), batch_size=args.batch_size, on_error=refused
+        ):
+            pending.labels.pop(next(iter(pending.labels)))
+            if result.inserted:
+                report.stored += 1
+            else:
+                report.present += 1
+            progress.update(report)
+    except KeyboardInterrupt:
+        report.interrupted = True
+    except Exception as exc:  # a database error: report what was done, then fail
+        report.aborted = f"{type(exc).__name__}: {exc}"
+    finally:
+        progress.update(report, force=True)
+        progress.close()
+    report.seconds = time.monotonic() - started
+    _ingest_summary(ctx, report, pending)
+    if report.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if report.failures or report.aborted else EXIT_OK
+
+
+def _ingest_summary(ctx: Context, report: IngestReport, pending: _Pending) -> None:
+    unanswered = len(pending.labels)
+    if ctx.json:
+        data = report.as_dict()
+        data["unconfirmed"] = [f.input if f.message is None else f.describe() for f in pending.labels.values()]
+        _emit_json(data)
+        return
+    for failure in report.failures:
+        _say(f"failed: {failure.describe()}")
+    for path in report.ignored:
+        _say(f"ignored (not .eml or .mbox): {path}")
+    line = (
+        f"{report.processed} messages in {report.seconds:.1f} s: {report.stored} stored, "
+        f"{report.present} already present, {len(report.failures)} failed"
+    )
+    if report.ignored:
+        line += f"; {len(report.ignored)} other files ignored"
+    _say(line)
+    if report.processed and report.stored == 0 and not report.failures:
+        _say("nothing new: every message was already in the mailbox")
+    if report.interrupted:
+        _say(f"interrupted: the inputs after these were not read ({unanswered} handed to the store unconfirmed)")
+    if report.aborted:
+        _say(f"aborted: {report.aborted} ({unanswered} messages of the last batch unconfirmed)")
+
+
+def _configure_ingest(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help=".eml files, directories, Maildir folders or mbox files")
+    p.add_argument(
+        "--batch-size", type=_limit, default=100, help="messages per write batch (default: 100, at most 1000)"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")
+    p.add_argument(
+        "--owner",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="the mailbox owner's address (repeatable): bcc is stored only on mail they sent",
+    )
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+
+def _print_messages(messages: Sequence[dict[str, Any]]) -> None:
+    for m in messages:
+        _say(f"{m.get('date') or '-':20}  {_one_line(_sender(m), 36):36}  {_one_line(m.get('subject'), 50)}")
+        _say(f"{'':20}  <{m['messageId']}>")
+
+
+def _print_next(cursor: str | None) -> None:
+    _say(f"next_cursor: {cursor}" if cursor else "next_cursor: none (last page)")
+
+
+def _page_json(key: str, items: list[dict[str, Any]], cursor: str | None) -> dict[str, Any]:
+    return {key: items, "next_cursor": cursor}
+
+
+def _inbox(ctx: Context) -> int:
+    page = ctx.store.list_messages(cursor=ctx.args.cursor, limit=ctx.args.limit, sender=ctx.args.sender)
+    if ctx.json:
+        _emit_json(_page_json("messages", page.messages, page.next_cursor))
+    else:
+        _print_messages(page.messages)
+        _print_next(page.next_cursor)
+    return EXIT_OK
+
+
+def _configure_inbox(p: argparse.ArgumentParser) -> None:
+    _page_options(p)
+    p.add_argument("--sender", default=None, help="only mail from this address")
+
+
+def _threads(ctx: Context) -> int:
+    page = ctx.store.list_threads(cursor=ctx.args.cursor, limit=ctx.args.limit)
+    if ctx.json:
+        _emit_json(_page_json("threads", page.threads, page.next_cursor))
+    else:
+        for t in page.threads:
+            last = dt.datetime.fromtimestamp(t["lastTs"], dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            _say(f"{last:20}  {t['messageCount']:4d} msg  {_one_line(t.get('subject'), 50):50}  {t['threadId']}")
+        _print_next(page.next_cursor)
+    return EXIT_OK
+
+
+def _thread(ctx: Context) -> int:
+    thread_id = ctx.args.id
+    messages = ctx.store.thread_context(thread_id, limit=ctx.args.limit)
+    if not messages:
+        # a message id of the thread works too
+        message = ctx.store.get_message(thread_id)
+        if message is not None:
+            thread_id = message["threadId"]
+            messages = ctx.store.thread_context(thread_id, limit=ctx.args.limit)
+    if not messages:
+        raise CliError(f"no thread and no message {ctx.args.id!r} in mailbox {ctx.args.mailbox!r}")
+    if ctx.json:
+        _emit_json({"threadId": thread_id, "messages": messages})
+        return EXIT_OK
+    for m in messages:
+        _say(f"[{m['position']}] {m.get('date') or '-'}  {_sender(m)}  <{m['messageId']}>")
+        if m.get("subject"):
+            _say(f"Subject: {m['subject']}")
+        _say((m.get("forAI") or "").rstrip())
+        _say()
+    return EXIT_OK
+
+
+def _configure_thread(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", metavar="ID", help="thread id (or the Message-ID of any message in the thread)")
+    p.add_argument("--limit", type=_limit, default=20, help="the newest N messages (default: 20)")
+
+
+def _show(ctx: Context) -> int:
+    mid = ctx.args.id
+    if ctx.args.raw or ctx.args.html:
+        if ctx.json:
+            raise CliError("--raw and --html print the content itself; leave out --json", EXIT_USAGE)
+        if ctx.args.raw:
+            raw = ctx.store.get_raw(mid)
+            if raw is None:
+                raise CliError(_absent(ctx, mid, "raw.eml"))
+            _out().flush()
+            buffer = getattr(_out(), "buffer", None)
+            if buffer is None:
+                raise CliError("stdout takes no bytes here; use a terminal or a pipe", EXIT_USAGE)
+            buffer.write(raw)
+            buffer.flush()
+            return EXIT_OK
+        html = ctx.store.get_html(mid)
+        if html is None:
+            raise CliError(_absent(ctx, mid, "HTML body"))
+        _out().write(html)
+        return EXIT_OK
+    message = ctx.store.get_message(mid)
+    if message is None:
+        raise CliError(f"no message {mid!r} in mailbox {ctx.args.mailbox!r}")
+    if ctx.json:
+        _emit_json(message)
+        return EXIT_OK
+    meta = message.get("metadata") or {}
+
+    def addresses(items: Sequence[dict[str, Any]]) -> str:
+        return ", ".join(_sender({"from": a}) for a in items)
+
+    _say(f"Message-ID: <{message['messageId']}>")
+    _say(f"Thread:     {message['threadId']}")
+    _say(f"From:       {_sender({'from': meta.get('from')})}")
+    for key in ("to", "cc", "bcc"):
+        if meta.get(key):
+            _say(f"{key.capitalize() + ':':11} {addresses(meta[key])}")
+    _say(f"Subject:    {meta.get('subject') or ''}")
+    _say(f"Date:       {meta.get('date') or '-'}")
+    for a in message.get("attachments") or ():
+        _say(f"Attachment: {a.get('filename') or '(no name)'} ({a.get('contentType')}, {a.get('size')} bytes)")
+    _say()
+    content = message.get("content") or {}
+    _say((content.get("text") or content.get("clean") or "").rstrip())
+    return EXIT_OK
+
+
+def _absent(ctx: Context, mid: str, what: str) -> str:
+    if ctx.store.get_message(mid) is None:
+        return f"no message {mid!r} in mailbox {ctx.args.mailbox!r}"
+    return f"message {mid!r} has no {what} stored"
+
+
+def _configure_show(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", metavar="ID", help="Message-ID, with or without <>")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--raw", action="store_true", help="write the message exactly as received (raw.eml bytes)")
+    what.add_argument("--html", action="store_true", help="write the HTML body")
+
+
+def _with(ctx: Context) -> int:
+    page = ctx.store.with_participant(ctx.args.address, cursor=ctx.args.cursor, limit=ctx.args.limit)
+    if ctx.json:
+        _emit_json(_page_json("messages", page.messages, page.next_cursor))
+    else:
+        _print_messages(page.messages)
+        _print_next(page.next_cursor)
+    return EXIT_OK
+
+
+def _configure_with(p: argparse.ArgumentParser) -> None:
+    p.add_argument("address", metavar="ADDRESS", help="an email address (from, to, cc)")
+    _page_options(p)
+
+
+def _replies(ctx: Context) -> int:
+    replies = ctx.store.replies_to(ctx.args.id)
+    if ctx.json:
+        _emit_json({"messageId": ctx.args.id.strip().strip("<>"), "replies": replies})
+    else:
+        _print_messages(replies)
+        if not replies:
+            _say("no replies stored")
+    return EXIT_OK
+
+
+def _find(ctx: Context) -> int:
+    ids = ctx.store.find(ctx.args.header, ctx.args.value)
+    if ctx.json:
+        _emit_json({"header": ctx.args.header, "value": ctx.args.value, "messageIds": ids})
+    else:
+        for mid in ids:
+            _say(mid)
+    return EXIT_OK
+
+
+def _configure_find(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "header",
+        metavar="HEADER",
+        help="Subject, From, To (To and Cc), Date (YYYY-MM-DD), In-Reply-To, References, or List-Id",
+    )
+    p.add_argument("value", metavar="VALUE", help="the value, normalized like the stored one")
+
+
+def _search(ctx: Context) -> int:
+    search = getattr(ctx.store, "search", None)
+    if search is None:
+        raise CliError("search is not available in this version of aecs-mongo", EXIT_USAGE)
+    results = search(ctx.args.query, limit=ctx.args.limit)
+    if ctx.json:
+        _emit_json({"query": ctx.args.query, "results": results})
+    else:
+        for r in results:
+            when = dt.datetime.fromtimestamp(int(r.get("ts") or 0), dt.UTC).strftime("%Y-%m-%d")
+            _say(f"{when}  {_one_line(r.get('subject'), 60):60}  <{r.get('messageId')}>")
+            if r.get("snippet"):
+                _say(f"            {_one_line(r['snippet'], 100)}")
+        if not results:
+            _say("no matches")
+    return EXIT_OK
+
+
+def _configure_search(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", metavar="QUERY", help="words to look for in message bodies")
+    p.add_argument("--limit", type=_limit, default=20, help="at most N results (default: 20)")
+
+
+def _delete(ctx: Context) -> int:
+    deleted = bool(ctx.store.delete(ctx.args.id))
+    if ctx.json:
+        _emit_json({"messageId": ctx.args.id.strip().strip("<>"), "deleted": deleted})
+    else:
+        _say("deleted" if deleted else f"no message {ctx.args.id!r} in mailbox {ctx.args.mailbox!r}")
+    return EXIT_OK if deleted else EXIT_FAILED
+
+
+def _id_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", metavar="ID", help="Message-ID, with or without <>")
+
+
+def _reindex(ctx: Context) -> int:
+    ctx.store.ensure_indexes()
+    report = ctx.store.reindex()
+    if ctx.json:
+        _emit_json(report)
+    else:
+        _say(", ".join(f"{k}: {v}" for k, v in report.items()))
+    return EXIT_OK
+
+
+def _indexes(ctx: Context) -> int:
+    report = ctx.store.ensure_indexes()
+    if ctx.json:
+        _emit_json({"created": report.created, "existing": report.existing, "skipped": report.skipped, "ok": report.ok})
+    else:
+        _say(f"created:  {', '.join(report.created) or '-'}")
+        _say(f"existing: {', '.join(report.existing) or '-'}")
+        for name, reason in report.skipped.items():
+            _say(f"skipped:  {name}: {reason}")
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _storage(db: Any, name: str) -> tuple[dict[str, Any] | None, str | None]:
+    """Sizes of one collection: ``collStats``, else ``$collStats``, else None (and why)."""
+    from pymongo.errors import PyMongoError
+
+    keys = ("size", "storageSize", "totalIndexSize")
+    try:
+        stats = db.command({"collStats": name})
+        return {k: stats.get(k) for k in keys}, "collStats"
+    except PyMongoError as first:
+        try:
+            rows = list(db[name].aggregate([{"$collStats": {"storageStats": {}}}]))
+            storage = rows[0].get("storageStats", {}) if rows else {}
+            return {k: storage.get(k) for k in keys}, "$collStats"
+        except PyMongoError:
+            return None, str(first)
+
+
+def _stats(ctx: Context) -> int:
+    from .blobs import prefix_filter
+    from .keys import blob_prefix
+
+    mailbox = ctx.args.mailbox
+    bucket = ctx.store.bucket_name
+    existing = set(ctx.db.list_collection_names())
+    mailbox_filters: dict[str, dict[str, Any]] = {
+        "messages": {"mailboxId": mailbox},
+        "bodies": {"mailboxId": mailbox},
+        "threads": {"mailboxId": mailbox},
+        "uidls": {"mailboxId": mailbox},
+        f"{bucket}.files": {"metadata.mailboxId": mailbox},
+        f"{bucket}.chunks": prefix_filter("files_id", blob_prefix(mailbox, "")[:-1]),
+    }
+    collections: dict[str, Any] = {}
+    sources: set[str] = set()
+    for name, selector in mailbox_filters.items():
+        if name not in existing:
+            collections[name] = {"mailbox": 0, "total": 0, "size": None, "storageSize": None, "totalIndexSize": None}
+            continue
+        sizes, source = _storage(ctx.db, name)
+        entry: dict[str, Any] = {
+            "mailbox": ctx.db[name].count_documents(selector),
+            "total": ctx.db[name].estimated_document_count(),
+        }
+        entry.update(sizes or {"size": None, "storageSize": None, "totalIndexSize": None})
+        if sizes is None:
+            entry["sizeError"] = source
+        elif source:
+            sources.add(source)
+        collections[name] = entry
+    spec_versions: dict[str, int] = {}
+    if "messages" in existing:
+        pipeline: list[dict[str, Any]] = [
+            {"$match": {"mailboxId": mailbox}},
+            {"$group": {"_id": "$specVersion", "count": {"$sum": 1}}},
+            {"$sort": {"_id": 1}},
+        ]
+        for row in ctx.db["messages"].aggregate(pipeline):
+            spec_versions[str(row["_id"])] = int(row["count"])
+    data = {
+        "database": ctx.db.name,
+        "mailboxId": mailbox,
+        "collections": collections,
+        "sizesFrom": sorted(sources),
+        "specVersions": spec_versions,
+    }
+    if ctx.json:
+        _emit_json(data)
+        return EXIT_OK
+    _say(f"database {ctx.db.name!r}, mailbox {mailbox!r}")
+    _say(f"{'collection':16} {'mailbox':>9} {'all':>9} {'data bytes':>12} {'storage':>12} {'indexes':>12}")
+    for name, e in collections.items():
+
+        def num(v: object) -> str:
+            return "-" if v is None else str(v)
+
+        _say(
+            f"{name:16} {e['mailbox']:>9} {e['total']:>9} {num(e['size']):>12} {num(e['storageSize']):>12} "
+            f"{num(e['totalIndexSize']):>12}"
+        )
+    if not sources:
+        _say("sizes: the server reports none (collStats and $collStats unavailable)")
+    _say("specVersion: " + (", ".join(f"{k}: {v}" for k, v in spec_versions.items()) or "-"))
+    return EXIT_OK
+
+
+# --- the POP3 pipeline (aecs_mongo.mailbox) --------------------------------------------------------
+
+
+def _mailbox_module() -> Any:
+    try:
+        from . import mailbox
+    except ImportError as exc:  # pragma: no cover - ships with the package
+        raise CliError(f"the POP3 pipeline is not available in this version: {exc}", EXIT_USAGE) from None
+    return mailbox
+
+
+def _failed_pairs(failed: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"uidl": uidl, "reason": reason} for uidl, reason in failed]
+
+
+def _pop3(ctx: Context) -> int:
+    args = ctx.args
+    mailbox = _mailbox_module()
+    password = os.environ.get(args.password_env)
+    if password is None:
+        if not sys.stdin.isatty():
+            raise CliError(f"no password: set ${args.password_env} (or run on a terminal to be asked)", EXIT_USAGE)
+        import getpass
+
+        password = getpass.getpass(f"POP3 password for {args.user}@{args.host}: ")
+    port = args.port or (995 if args.security == "ssl" else 110)
+    ctx.store.ensure_indexes()
+    try:
+        report = mailbox.download(
+            ctx.store,
+            args.host,
+            port,
+            args.user,
+            password,
+            security=args.security,
+            delete_on_server=args.delete_on_server,
+            timeout=args.timeout,
+        )
+    except mailbox.MailboxError as exc:
+        raise CliError(f"POP3: {exc}") from None
+    data = {
+        "downloaded": report.downloaded,
+        "skipped": report.skipped,
+        "deletedOnServer": report.deleted_on_server,
+        "failed": _failed_pairs(report.failed),
+    }
+    if ctx.json:
+        _emit_json(data)
+    else:
+        for uidl, reason in report.failed:
+            _say(f"failed: UIDL {uidl}: {reason}")
+        _say(
+            f"{report.downloaded} downloaded, {report.skipped} already stored, "
+            f"{report.deleted_on_server} deleted on the server, {len(report.failed)} failed"
+        )
+    return EXIT_FAILED if report.failed else EXIT_OK
+
+
+def _configure_pop3(p: argparse.ArgumentParser) -> None:
+    p.add_argument("host", metavar="HOST", help="POP3 server host name")
+    p.add_argument("--port", type=int, default=None, help="port (default: 995 with --security ssl, else 110)")
+    p.add_argument("--user", required=True, help="POP3 user name")
+    p.add_argument(
+        "--password-env",
+        default="AECS_POP3_PASSWORD",
+        metavar="VAR",
+        help="environment variable holding the password (default: AECS_POP3_PASSWORD; unset: ask on the terminal)",
+    )
+    p.add_argument(
+        "--security",
+        choices=("ssl", "starttls", "plain"),
+        default="ssl",
+        help="ssl (POP3S), starttls (STLS, never downgraded) or plain (default: ssl)",
+    )
+    p.add_argument("--delete-on-server", action="store_true", help="delete on the server what the store has confirmed")
+    p.add_argument("--timeout", type=float, default=30.0, help="socket timeout in seconds (default: 30)")
+
+
+def _migrate_gdbm(ctx: Context) -> int:
+    mailbox = _mailbox_module()
+    ctx.store.ensure_indexes()
+    try:
+        report = mailbox.migrate_from_uidl_store(ctx.store, ctx.args.path)
+    except mailbox.MailboxError as exc:
+        raise CliError(f"migrate-gdbm: {exc}") from None
+    data = {
+        "added": report.added,
+        "duplicates": report.duplicates,
+        "skipped": report.skipped,
+        "failed": _failed_pairs(report.failed),
+    }
+    if ctx.json:
+        _emit_json(data)
+    else:
+        for uidl, reason in report.failed:
+            _say(f"failed: UIDL {uidl}: {reason}")
+        _say(
+            f"{report.added} UIDLs added ({report.duplicates} of them duplicates of stored messages), "
+            f"{report.skipped} already known, {len(report.failed)} failed"
+        )
+    return EXIT_FAILED if report.failed else EXIT_OK
+
+
+def _configure_migrate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", metavar="PATH", help="the old UIDL-keyed GDBM file")
+
+
+# --- the command table ------------------------------------------------------------------------
+
+
+def _nothing(p: argparse.ArgumentParser) -> None:
+    return None
+
+
+def _commands() -> list[Command]:
+    return [
+        Command("ingest", "store .eml files, directories, Maildir folders and mbox files", _ingest, _configure_ingest),
+        Command("inbox", "a page of messages, newest first", _inbox, _configure_inbox),
+        Command("threads", "a page of conversations, most recent activity first", _threads, _page_options),
+        Command(
+            "thread", "a thread as LLM context: newest N, oldest first, with positions", _thread, _configure_thread
+        ),
+        Command("show", "one message (--raw: exact bytes, --html: the HTML body)", _show, _configure_show),
+        Command("with", "mail to or from one address, newest first", _with, _configure_with),
+        Command("replies", "messages that reply to (or reference) a Message-ID", _replies, _id_argument),
+        Command("find", "message ids by header value (seed 003 lookups), oldest first", _find, _configure_find),
+        Command("search", "full-text search over message bodies", _search, _configure_search),
+        Command("delete", "delete a message from every tier", _delete, _id_argument),
+        Command("reindex", "rebuild thread summaries and lookup fields from the messages", _reindex, _nothing),
+        Command("indexes", "create the store's indexes (idempotent) and report them", _indexes, _nothing),
+        Command("stats", "document counts, storage sizes and specVersion mix", _stats, _nothing),
+        Command("pop3", "download new mail from a POP3 server into the mailbox", _pop3, _configure_pop3),
+        Command(
+            "migrate-gdbm",
+            "copy an old UIDL-keyed GDBM message store into the mailbox",
+            _migrate_gdbm,
+            _configure_migrate,
+        ),
+    ]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aecs-mongo",
+        description="Store email in MongoDB and read it back: ingest mail, list the inbox and threads, "
+        "show a thread as LLM context. Without --uri or $MONGODB_URI the embedded server is used.",
+        epilog="exit codes: 0 ok, 1 something failed, 2 usage error, 130 interrupted",
+    )
+    _add_global_options(parser, defaults=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in _commands():
+        p = sub.add_parser(command.name, help=command.help, description=command.help)
+        command.configure(p)
+        _add_global_options(p, defaults=False)
+        p.set_defaults(handler=command.handler)
+    return parser
+
+
+def command_names() -> list[str]:
+    """Every sub-command (the tests loop over them)."""
+    return [c.name for c in _commands()]
+
+
+# --- running ----------------------------------------------------------------------------------------
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so the embedded server is stopped (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _server_uri(args: argparse.Namespace) -> Iterator[str]:
+    if args.uri:
+        yield args.uri
+        return
+    from .embedded import INSTALL_HINT, EmbeddedServer, embedded_available
+
+    if not embedded_available():
+        raise CliError(
+            f"no --uri or $MONGODB_URI, and the embedded server is not installed; install it with: {INSTALL_HINT}",
+            EXIT_USAGE,
+        )
+    data_dir = Path(args.data_dir).resolve()
+    server = EmbeddedServer(data_dir=data_dir)
+    _note(f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}")
+    with _sigterm_as_interrupt():
+        try:
+            server.start()
+        except AecsMongoError as exc:
+            raise CliError(f"the embedded server did not start: {exc}") from None
+        try:
+            yield server.uri
+        finally:
+            server.stop()
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pymongo import MongoClient
+    from pymongo.errors import OperationFailure, PyMongoError, ServerSelectionTimeoutError
+
+    from .store import MessageStore
+
+    with _server_uri(args) as uri:
+        client: MongoClient[dict[str, Any]] = MongoClient(uri, serverSelectionTimeoutMS=10_000)
+        try:
+            db = client[args.db]
+            store = MessageStore(db, mailbox_id=args.mailbox, owner_addresses=getattr(args, "owner", None) or ())
+            handler: Handler = args.handler
+            return handler(Context(args, store, db))
+        except ServerSelectionTimeoutError as exc:
+            raise CliError(f"cannot reach the MongoDB server: {exc}") from None
+        except OperationFailure as exc:
+            message = str(exc.details.get("errmsg") if exc.details else exc)
+            if "hint" in message.lower() and "index" in message.lower():
+                message += " (no indexes yet: run 'aecs-mongo indexes' or 'aecs-mongo ingest' first)"
+            raise CliError(f"database: {message}") from None
+        except PyMongoError as exc:
+            raise CliError(f"database: {exc}") from None
+        except AecsMongoError as exc:
+            raise CliError(str(exc)) from None
+        finally:
+            client.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``aecs-mongo`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error argparse already printed
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    normalizer_log = logging.getLogger("aecs_mongo.normalize")
+    previous_level = normalizer_log.level
+    if not args.verbose:
+        normalizer_log.setLevel(logging.ERROR)
+    try:
+        return _run(args)
+    except CliError as exc:
+        _note(f"error: {exc}")
+        return exc.code
+    except (TypeError, ValueError) as exc:  # bad input values the store rejects
+        _note(f"error: {exc}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _note("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader went away (| head): silence the flush at exit
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FAILED
+    finally:
+        normalizer_log.setLevel(previous_level)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

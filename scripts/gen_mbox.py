@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Write an mbox (mboxrd) of about a given size for the ingest memory benchmark.
+
+Each round is the sample mailbox with every Message-ID made unique for the round (``<id>`` ->
+``<r<round>.id>``, also in In-Reply-To and References, so threads stay threads), the message
+without a Message-ID given a unique ``X-Gen-Round`` header, plus one synthetic message with a
+body line that starts with ``From `` (quoted ``>From `` in the file) and a base64 attachment of
+``--attachment-kb`` random bytes. Rounds are appended until the file reaches ``--size-mb``.
+
+    python scripts/gen_mbox.py --size-mb 200 --out /tmp/bench-200.mbox
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import random
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "samples" / "mailbox"
+_ID = re.compile(rb"<([^<>@\s]+@[^<>\s]+)>")
+_ID_HEADERS = (b"message-id:", b"in-reply-to:", b"references:")
+FROM_LINE = b"From sender@example.com Mon Nov  2 09:15:00 2026\n"
+
+
+def _unique(raw: bytes, round_: int) -> bytes:
+    """Prefix the Message-IDs in the id headers with the round; mark id-less mail with a header."""
+    head, sep, body = raw.partition(b"\n\n")
+    lines = head.split(b"\n")
+    has_id = False
+    for i, line in enumerate(lines):
+        lower = line.lower()
+        if lower.startswith(_ID_HEADERS):
+            has_id = has_id or lower.startswith(b"message-id:")
+            lines[i] = _ID.sub(lambda m: b"<r%d.%s>" % (round_, m.group(1)), line)
+    if not has_id:
+        lines.insert(0, b"X-Gen-Round: %d" % round_)
+    return b"\n".join(lines) + sep + body
+
+
+def _synthetic(round_: int, rng: random.Random, attachment_kb: int) -> bytes:
+    payload = base64.encodebytes(rng.randbytes(attachment_kb * 1024))
+    return (
+        b"From: Generator <gen@example.com>\n"
+        b"To: alice@example.com\n"
+        b"Subject: Synthetic report %d\n"
+        b"Date: Tue, 03 Nov 2026 10:00:00 +0000\n"
+        b"Message-ID: <synthetic-%d@gen.example.com>\n"
+        b"MIME-Version: 1.0\n"
+        b'Content-Type: multipart/mixed; boundary="b%d"\n'
+        b"\n"
+        b"--b%d\n"
+        b"Content-Type: text/plain; charset=utf-8\n"
+        b"\n"
+        b"The report for round %d is attached.\n"
+        b"\n"
+        b"From the start this line looked like an mbox separator.\n"
+        b"--b%d\n"
+        b"Content-Type: application/octet-stream\n"
+        b'Content-Disposition: attachment; filename="report-%d.bin"\n'
+        b"Content-Transfer-Encoding: base64\n"
+        b"\n" % ((round_,) * 7) + payload + b"--b%d--\n" % round_
+    )
+
+
+def _mboxrd(raw: bytes) -> bytes:
+    """One mbox entry: the From_ line, ``>``-quoted ``From `` lines, a trailing empty line."""
+    raw = raw.replace(b"\r\n", b"\n")
+    body = b"".join(
+        b">" + line if line.lstrip(b">").startswith(b"From ") else line for line in raw.splitlines(keepends=True)
+    )
+    if not body.endswith(b"\n"):
+        body += b"\n"
+    return FROM_LINE + body + b"\n"
+
+
+def messages(attachment_kb: int, seed: int = 1) -> Iterator[bytes]:
+    """An endless stream of unique messages, round after round."""
+    samples = [p.read_bytes() for p in sorted(SAMPLES.glob("*.eml"))]
+    rng = random.Random(seed)
+    round_ = 0
+    while True:
+        for raw in samples:
+            yield _unique(raw, round_)
+        yield _synthetic(round_, rng, attachment_kb)
+        round_ += 1
+
+
+def write_mbox(path: Path, size_mb: float, attachment_kb: int = 64) -> int:
+    """Write the mbox; returns the number of messages written."""
+    target = int(size_mb * 1024 * 1024)
+    count = 0
+    with open(path, "wb") as out:
+        for raw in messages(attachment_kb):
+            out.write(_mboxrd(raw))
+            count += 1
+            if out.tell() >= target:
+                break
+    return count
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mb", type=float, required=True, help="stop once the file is this large")
+    parser.add_argument("--out", type=Path, required=True, help="the mbox file to write")
+    parser.add_argument(
+        "--attachment-kb", type=int, default=64, help="random attachment per round (default: 64; 0: none)"
+    )
+    args = parser.parse_args(argv)
+    count = write_mbox(args.out, args.size_mb, args.attachment_kb)
+    size = os.path.getsize(args.out)
+    print(f"{args.out}: {count} messages, {size / 1024 / 1024:.1f} MB", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

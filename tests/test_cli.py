@@ -1,0 +1,435 @@
+"""The ``aecs-mongo`` command line: in-process through ``main(argv)`` against the test servers,
+and once for real in a subprocess with no URI (the embedded server in a temporary data dir)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aecs_mongo.cli import command_names, iter_mbox, main
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples" / "mailbox"
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "eml"
+SAMPLE_COUNT = len(list(SAMPLES.glob("*.eml")))
+SAMPLE_IDS = {
+    "plan-1@example.com",
+    "plan-2@example.org",
+    "plan-3@example.net",
+}
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+Cli = Callable[..., Result]
+
+
+@pytest.fixture
+def cli(servers: Any, backend: str, capsys: pytest.CaptureFixture[str]) -> Iterator[Cli]:
+    """``main`` against the backend's URI with a database of its own (dropped afterwards)."""
+    uri = servers.uri(backend)
+    name = f"aecs_cli_{uuid.uuid4().hex[:12]}"
+
+    def run(*argv: str) -> Result:
+        capsys.readouterr()
+        code = main(["--uri", uri, "--db", name, *argv])
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    yield run
+    servers.client(backend).drop_database(name)
+
+
+def mbox_from(messages: list[bytes]) -> bytes:
+    """An mboxrd file: From_ lines, ``>``-quoted ``From `` lines, an empty line after each message."""
+    out = []
+    for raw in messages:
+        body = b"".join(
+            b">" + line if line.lstrip(b">").startswith(b"From ") else line for line in raw.splitlines(keepends=True)
+        )
+        if not body.endswith(b"\n"):
+            body += b"\n"
+        out.append(b"From sender@example.com Mon Nov  2 09:15:00 2026\n" + body + b"\n")
+    return b"".join(out)
+
+
+FROM_LINE_MESSAGE = (
+    b"From: Dave <dave@example.com>\n"
+    b"To: alice@example.com\n"
+    b"Subject: quoting\n"
+    b"Message-ID: <from-line@example.com>\n"
+    b"Date: Tue, 03 Nov 2026 10:00:00 +0000\n"
+    b"\n"
+    b"A body line that starts like a separator:\n"
+    b"\n"
+    b"From the start of the project we knew.\n"
+    b">From an already quoted line.\n"
+)
+
+
+# --- without a server ---------------------------------------------------------------------------
+
+
+def test_help_of_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert "usage: aecs-mongo" in capsys.readouterr().out
+    for name in command_names():
+        assert main([name, "--help"]) == 0, name
+        out = capsys.readouterr().out
+        assert f"usage: aecs-mongo {name}" in out
+        assert "--json" in out and "--uri" in out
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert main(["inbox", "--limit", "0"]) == 2
+    assert main(["no-such-command"]) == 2
+    capsys.readouterr()
+
+
+def test_no_embedded_server_prints_the_install_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import aecs_mongo.embedded
+
+    monkeypatch.delenv("MONGODB_URI", raising=False)
+    monkeypatch.setattr(aecs_mongo.embedded, "embedded_available", lambda: False)
+    assert main(["--data-dir", str(tmp_path / "data"), "inbox"]) == 2
+    assert aecs_mongo.embedded.INSTALL_HINT in capsys.readouterr().err
+
+
+def test_mbox_reader_splits_and_unquotes(tmp_path: Path) -> None:
+    originals = [p.read_bytes() for p in sorted(SAMPLES.glob("*.eml"))] + [FROM_LINE_MESSAGE]
+    path = tmp_path / "box.mbox"
+    path.write_bytes(mbox_from(originals))
+    entries = list(iter_mbox(path))
+    assert [e.number for e in entries] == list(range(1, len(originals) + 1))
+    # byte-exact back, but for line endings the samples may lack at the very end
+    for entry, original in zip(entries, originals, strict=True):
+        assert entry.data == original if original.endswith(b"\n") else original + b"\n"
+    assert b"\nFrom the start of the project" in entries[-1].data
+    assert b"\n>From an already quoted line" in entries[-1].data
+    assert entries[0].offset == 0 and sum(e.size for e in entries) == path.stat().st_size
+
+
+def test_mbox_reader_keeps_an_unquoted_from_inside_a_paragraph(tmp_path: Path) -> None:
+    path = tmp_path / "box"
+    path.write_bytes(
+        b"junk before\n\nFrom a b\nSubject: one\n\nline\nFrom here on, not a separator\n\nFrom c d\nSubject: two\n\nx\n"
+    )
+    entries = list(iter_mbox(path))
+    assert [e.number for e in entries] == [0, 1, 2]
+    assert entries[1].data == b"Subject: one\n\nline\nFrom here on, not a separator\n"
+    assert entries[2].data == b"Subject: two\n\nx\n"
+
+
+def test_what_counts_as_not_mail() -> None:
+    from aecs_mongo.cli import _not_mail
+
+    assert _not_mail(b"Subject: hi\n\nbody\n") is None
+    assert _not_mail(b"   \r\nDelivered-To: bob@example.com\r\n\r\nbody") is None  # a line of blanks first
+    assert _not_mail(b"From x Mon Nov  2 09:15:00 2026\nSubject: hi\n") is None
+    assert (_not_mail(b"") or "").startswith("empty")
+    assert (_not_mail(b" \n\t\n") or "").startswith("empty")
+    assert "not an email message" in (_not_mail(b"\nWhat does Thunderbird do?\n") or "")
+    assert "not an email message" in (_not_mail(b"\x89PNG\r\n\x1a\n") or "")
+
+
+# --- against the test servers --------------------------------------------------------------------
+
+
+@pytest.mark.server
+def test_ingest_twice_stores_nothing_new(cli: Cli) -> None:
+    first = cli("ingest", str(SAMPLES))
+    assert first.code == 0, first.err
+    assert f"{SAMPLE_COUNT} stored, 0 already present, 0 failed" in first.out
+    second = cli("ingest", str(SAMPLES), "--json")
+    assert second.code == 0
+    summary = second.json()
+    assert (summary["stored"], summary["present"], summary["failed"]) == (0, SAMPLE_COUNT, 0)
+    third = cli("ingest", str(SAMPLES))
+    assert "nothing new" in third.out
+
+
+@pytest.mark.server
+def test_ingest_mbox_streamed(cli: Cli, tmp_path: Path) -> None:
+    originals = [p.read_bytes() for p in sorted(SAMPLES.glob("*.eml"))] + [FROM_LINE_MESSAGE]
+    path = tmp_path / "mail"  # no extension: recognised by its first line
+    path.write_bytes(mbox_from(originals))
+    result = cli("ingest", str(path), "--batch-size", "3", "--json")
+    assert result.code == 0, result.out + result.err
+    summary = result.json()
+    assert (summary["stored"], summary["present"], summary["failed"]) == (len(originals), 0, 0)
+    raw = cli("show", "from-line@example.com", "--json").json()
+    assert "From the start of the project" in raw["content"]["text"]
+    assert ">From an already quoted line" in raw["content"]["text"]
+
+
+@pytest.mark.server
+def test_ingest_maildir(cli: Cli, tmp_path: Path) -> None:
+    maildir = tmp_path / "Maildir"
+    for sub in ("cur", "new", "tmp"):
+        (maildir / sub).mkdir(parents=True)
+    for i, sample in enumerate(sorted(SAMPLES.glob("*.eml"))):
+        sub, suffix = ("cur", ":2,S") if i % 2 else ("new", "")
+        shutil.copy(sample, maildir / sub / f"17000000{i}.M{i}P1.host{suffix}")
+    (maildir / "tmp" / "half-delivered").write_bytes(b"Subject: x\n")  # tmp is never read
+    sent = maildir / ".Sent"
+    for sub in ("cur", "new", "tmp"):
+        (sent / sub).mkdir(parents=True)
+    (sent / "cur" / "1.M1.host:2,S").write_bytes(FROM_LINE_MESSAGE)
+    result = cli("ingest", str(maildir), "--json")
+    assert result.code == 0, result.out
+    summary = result.json()
+    assert (summary["stored"], summary["failed"], summary["ignored"]) == (SAMPLE_COUNT + 1, 0, [])
+
+
+@pytest.mark.server
+def test_broken_inputs_are_listed_with_reasons(cli: Cli, tmp_path: Path) -> None:
+    folder = tmp_path / "box"
+    shutil.copytree(SAMPLES, folder)
+    (folder / "empty.eml").write_bytes(b"")
+    (folder / "picture.eml").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR binary, not mail\n")
+    (folder / "dangling.eml").symlink_to(tmp_path / "gone.eml")
+    (folder / "notes.txt").write_text("not an .eml\n")
+    missing = tmp_path / "missing.eml"
+    result = cli("ingest", str(folder), str(missing))
+    assert result.code == 1
+    lines = result.out.splitlines()
+    failed = {line.split(": ", 2)[1]: line for line in lines if line.startswith("failed: ")}
+    assert set(failed) == {str(folder / n) for n in ("empty.eml", "picture.eml", "dangling.eml")} | {str(missing)}
+    assert "empty" in failed[str(folder / "empty.eml")]
+    assert "not an email message" in failed[str(folder / "picture.eml")]
+    assert "cannot read" in failed[str(folder / "dangling.eml")]
+    assert "no such file" in failed[str(missing)]
+    assert any(line == f"ignored (not .eml or .mbox): {folder / 'notes.txt'}" for line in lines)
+    summary = cli("ingest", str(folder), "--json").json()
+    assert (summary["stored"], summary["present"], summary["failed"]) == (0, SAMPLE_COUNT, 3)
+    assert all(f["reason"] and f["input"] for f in summary["failures"])
+    assert summary["ignored"] == [str(folder / "notes.txt")]
+
+
+@pytest.mark.server
+def test_mbox_failures_name_message_and_offset(cli: Cli, tmp_path: Path) -> None:
+    good = (SAMPLES / "01-plan.eml").read_bytes()
+    data = mbox_from([good, b"", b"just words\nno headers\n"])
+    path = tmp_path / "box.mbox"
+    path.write_bytes(data)
+    summary = cli("ingest", str(path), "--json").json()
+    assert summary["stored"] == 1
+    failures = {f["message"]: f for f in summary["failures"]}
+    assert set(failures) == {2, 3}
+    assert failures[2]["reason"].startswith("empty") and failures[2]["input"] == str(path)
+    assert data[failures[3]["offset"] :].startswith(b"From ")
+    assert "not an email message" in failures[3]["reason"]
+
+
+@pytest.mark.server
+def test_show_raw_is_byte_exact(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli("ingest", str(SAMPLES)).code == 0
+    original = (SAMPLES / "07-latin1.eml").read_bytes()
+    message_id = _message_id_of("07-latin1.eml")
+    buffer = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(buffer, encoding="utf-8"))
+    code = cli("show", message_id, "--raw").code
+    assert code == 0
+    assert buffer.getvalue() == original
+    monkeypatch.undo()
+    html = cli("show", "plan-1@example.com", "--html")
+    assert html.code == 1 and "has no HTML body" in html.err
+    assert cli("show", "nobody@example.com").code == 1
+    assert cli("show", "plan-1@example.com", "--raw", "--json").code == 2
+
+
+def _message_id_of(sample: str) -> str:
+    for line in (SAMPLES / sample).read_bytes().splitlines():
+        if line.lower().startswith(b"message-id:"):
+            return line.split(b":", 1)[1].strip().decode()
+    raise AssertionError(f"{sample} has no Message-ID")
+
+
+@pytest.mark.server
+def test_pagination_visits_everything_once(cli: Cli) -> None:
+    assert cli("ingest", str(SAMPLES)).code == 0
+    for command, key, total in (("inbox", "messages", SAMPLE_COUNT), ("threads", "threads", None)):
+        seen: list[str] = []
+        cursor = None
+        pages = 0
+        while True:
+            argv = [command, "--limit", "3", "--json"] + (["--cursor", cursor] if cursor else [])
+            page = cli(*argv).json()
+            seen += [item.get("messageId") or item["threadId"] for item in page[key]]
+            pages += 1
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert len(seen) == len(set(seen)) and pages > 1
+        if total is not None:
+            assert len(seen) == total
+    assert len(seen) == len(cli("threads", "--json").json()["threads"])
+    # the text form prints the cursor too, and it continues
+    text = cli("inbox", "--limit", "5").out
+    cursor_line = [line for line in text.splitlines() if line.startswith("next_cursor: ")][-1]
+    rest = cli("inbox", "--limit", "5", "--cursor", cursor_line.split(": ", 1)[1], "--json").json()
+    assert len(rest["messages"]) == SAMPLE_COUNT - 5 and rest["next_cursor"] is None
+    assert cli("inbox", "--cursor", "forged").code == 1
+
+
+@pytest.mark.server
+def test_every_data_command_prints_one_json_document(cli: Cli) -> None:
+    assert cli("ingest", str(SAMPLES), "--json").code == 0
+    commands = [
+        ["inbox"],
+        ["inbox", "--sender", "alice@example.com"],
+        ["threads"],
+        ["thread", "plan-1@example.com"],
+        ["show", "plan-1@example.com"],
+        ["with", "bob@example.org"],
+        ["replies", "plan-1@example.com"],
+        ["find", "Subject", "Quarterly planning"],
+        ["search", "Thursday"],
+        ["reindex"],
+        ["indexes"],
+        ["stats"],
+        ["delete", "<plan-3@example.net>"],
+    ]
+    outputs = {}
+    for argv in commands:
+        result = cli(*argv, "--json")
+        assert result.code in (0, 1), (argv, result.err)
+        outputs[argv[0] + ("-sender" if "--sender" in argv else "")] = result.json()
+    assert [m["position"] for m in outputs["thread"]["messages"]] == [0, 1, 2]
+    assert {m["messageId"] for m in outputs["thread"]["messages"]} == SAMPLE_IDS
+    assert outputs["show"]["messageId"] == "plan-1@example.com"
+    assert {m["messageId"] for m in outputs["replies"]["replies"]} == {"plan-2@example.org", "plan-3@example.net"}
+    assert outputs["find"]["messageIds"][:1] == ["plan-1@example.com"]
+    assert "plan-2@example.org" in {r["messageId"] for r in outputs["search"]["results"]}
+    assert all(m["from"]["email"] == "alice@example.com" for m in outputs["inbox-sender"]["messages"])
+    assert outputs["stats"]["collections"]["messages"]["mailbox"] == SAMPLE_COUNT
+    assert sum(outputs["stats"]["specVersions"].values()) == SAMPLE_COUNT
+    assert outputs["indexes"]["ok"] is True
+    assert outputs["delete"] == {"messageId": "plan-3@example.net", "deleted": True}
+    after = cli("thread", "plan-1@example.com", "--json").json()
+    assert [m["messageId"] for m in after["messages"]] == ["plan-1@example.com", "plan-2@example.org"]
+    assert cli("delete", "plan-3@example.net").code == 1
+
+
+@pytest.mark.server
+def test_text_output_of_the_reads(cli: Cli) -> None:
+    assert cli("ingest", str(SAMPLES)).code == 0
+    thread = cli("thread", "plan-2@example.org", "--limit", "2")  # any message id of the thread works
+    assert thread.code == 0
+    assert thread.out.startswith("[1] ") and "\n[2] " in thread.out
+    assert "Thursday works for me" in thread.out
+    show = cli("show", "plan-1@example.com")
+    assert "Subject:    Quarterly planning" in show.out and "Bob Builder <bob@example.org>" in show.out
+    assert "planning" in cli("threads").out
+    stats = cli("stats").out
+    assert "messages" in stats and "specVersion" in stats
+    assert "aecs_messages_thread" in cli("indexes").out
+    assert cli("thread", "nothing@example.com").code == 1
+
+
+@pytest.mark.server
+def test_mailboxes_are_separate(cli: Cli) -> None:
+    assert cli("ingest", str(SAMPLES), "--mailbox", "alice").code == 0
+    assert cli("inbox", "--mailbox", "bob", "--json").json()["messages"] == []
+    assert len(cli("--mailbox", "alice", "inbox", "--json").json()["messages"]) == SAMPLE_COUNT
+
+
+@pytest.mark.server
+def test_search_missing_from_the_store(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aecs_mongo import MessageStore
+
+    monkeypatch.delattr(MessageStore, "search", raising=False)
+    result = cli("search", "anything")
+    assert result.code == 2 and "search is not available in this version" in result.err
+
+
+@pytest.mark.server
+def test_pop3_and_migration_report_errors(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("AECS_POP3_PASSWORD", "secret")
+    result = cli("pop3", "127.0.0.1", "--port", str(port), "--security", "plain", "--user", "u", "--timeout", "5")
+    assert result.code == 1 and "POP3" in result.err
+    bogus = tmp_path / "old.gdbm"
+    bogus.write_bytes(b"not a gdbm file")
+    migrated = cli("migrate-gdbm", str(bogus))
+    assert migrated.code == 1 and "migrate-gdbm" in migrated.err
+
+
+@pytest.mark.server
+def test_ingest_the_corpus(cli: Cli) -> None:
+    if not CORPUS.is_dir():
+        pytest.skip("../shared/corpus is absent")
+    files = [p for p in CORPUS.iterdir() if not p.name.startswith(".")]
+    result = cli("ingest", str(CORPUS), "--json")
+    summary = result.json()
+    assert summary["stored"] + summary["present"] + summary["failed"] == len(files)
+    assert summary["failed"] == len(summary["failures"])
+    assert all(f["reason"] for f in summary["failures"])
+    assert result.code == (1 if summary["failed"] else 0)
+
+
+# --- the real command, embedded server ------------------------------------------------------------
+
+
+def test_subprocess_with_the_embedded_server(tmp_path: Path) -> None:
+    from aecs_mongo.embedded import embedded_available
+
+    if not embedded_available():
+        pytest.skip("the embedded server is not installed")
+    env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
+    data_dir = tmp_path / "data"
+
+    def run(*argv: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "aecs_mongo", "--data-dir", str(data_dir), *argv],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            timeout=180,
+        )
+
+    ingest = run("ingest", str(SAMPLES))
+    assert ingest.returncode == 0, ingest.stderr.decode()
+    assert b"embedded" in ingest.stderr and str(data_dir).encode() in ingest.stderr
+    assert f"{SAMPLE_COUNT} stored".encode() in ingest.stdout
+    thread = run("thread", "plan-1@example.com", "--json")  # a second process: the data persisted
+    assert thread.returncode == 0, thread.stderr.decode()
+    assert b"using the embedded SecantusDB server" in thread.stderr
+    context = json.loads(thread.stdout)
+    assert context["threadId"] == "plan-1@example.com"
+    assert [m["position"] for m in context["messages"]] == [0, 1, 2]
+    assert [m["messageId"] for m in context["messages"]] == [
+        "plan-1@example.com",
+        "plan-2@example.org",
+        "plan-3@example.net",
+    ]
+    assert "Thursday" in context["messages"][1]["forAI"]
+    raw = run("show", "plan-1@example.com", "--raw")
+    assert raw.stdout == (SAMPLES / "01-plan.eml").read_bytes()
+    assert (data_dir / "db").is_dir()
