@@ -589,7 +589,9 @@ def thread_update(message: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict
         },
         {"$project": {"_aecsFirst": 0, "_aecsLast": 0}},
     ]
-    return {"_id": doc_id(message["mailboxId"], message["threadKey"])}, pipeline
+    # the filter carries the shard key ({mailboxId, _id}): an upsert on a sharded cluster needs it
+    selector = {"_id": doc_id(message["mailboxId"], message["threadKey"]), "mailboxId": message["mailboxId"]}
+    return selector, pipeline
 
 
 def thread_summary_from_messages(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:

@@ -1,7 +1,9 @@
 """Filters, sorts, projections and keyset cursors for every read. Pure: no I/O.
 
-Each read names the index that serves it (``hint``), so a test can check with ``explain`` that
-the server used it. Values from callers are only ever placed as values (never as operators):
+Where a read's only equality is the mailbox, many indexes share that prefix, so it names
+(``hint``) the one that provides its sort; where another equality field (thread, sender,
+participant, header key) selects the index, the planner is left to it. Tests check every read
+with ``explain``. Values from callers are only ever placed as values (never as operators):
 ``check_str`` turns a dict where a string belongs into a ``TypeError``.
 
 Keyset pagination (C.3): a page ends with the ``(ts, messageKey)`` of its last row (threads:
@@ -89,7 +91,7 @@ class KeysetQuery:
     ts_field: str
     key_field: str
     descending: bool
-    hint: str
+    hint: str | None
     fingerprint: str
 
     @property
@@ -132,18 +134,18 @@ def inbox_query(
     if order not in ("desc", "asc"):
         raise ValueError("order must be 'desc' or 'asc'")
     base: dict[str, Any] = {"mailboxId": mailbox_id}
-    hint = "aecs_messages_inbox"
+    hint: str | None = "aecs_messages_inbox"
     params: dict[str, Any] = {"order": order, "since": since, "until": until}
     if sender is not None:
         base["from.email"] = address_key(sender)
         params["sender"] = base["from.email"]
-        hint = "aecs_messages_from"
+        hint = None  # the sender equality selects aecs_messages_from
     if thread_key is not None:
         if sender is not None:
             raise ValueError("give sender or thread_id, not both")
         base["threadKey"] = thread_key
         params["thread"] = thread_key
-        hint = "aecs_messages_thread"
+        hint = None  # the thread equality selects aecs_messages_thread
     bounds = _ts_bounds(since, until)
     if bounds:
         base["ts"] = bounds
@@ -168,7 +170,7 @@ def participant_query(mailbox_id: str, address: str, *, shared: bool = False) ->
         "ts",
         "messageKey",
         True,
-        "aecs_messages_participant",
+        None,  # the participant equality selects aecs_messages_participant
         _fingerprint(mailbox_id, "participant", {"address": key, "shared": shared}),
     )
 
@@ -181,7 +183,7 @@ def threads_query(mailbox_id: str) -> KeysetQuery:
         "lastTs",
         "_id",
         True,
-        "aecs_threads_recent",
+        None,  # aecs_threads_recent is the only index of threads on mailboxId
         _fingerprint(mailbox_id, "threads", {}),
     )
 
@@ -237,7 +239,7 @@ def utc_day_range(day: str) -> tuple[int, int]:
     return first, first + 86400
 
 
-#: The headers ``find`` looks up (seed 003), case-insensitive, and the index behind each.
+#: The headers ``find`` looks up (seed 003), case-insensitive, and the index that serves each.
 FIND_HEADERS: dict[str, str] = {
     "subject": "aecs_messages_subject",
     "from": "aecs_messages_from",
@@ -249,8 +251,9 @@ FIND_HEADERS: dict[str, str] = {
 }
 
 
-def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any], str]:
-    """Seed 003's ``find(header, value)``: the filter (value normalized like the stored key) and index.
+def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any], str | None]:
+    """Seed 003's ``find(header, value)``: the filter (value normalized like the stored key) and
+    the hint (only for Date, a range whose only equality is the mailbox).
 
     Subject: ``subject_key``; From and To (To and Cc): addr-spec, lowercased; Date: a UTC day
     ``YYYY-MM-DD``; In-Reply-To and References: a Message-ID in either form; List-Id: lowercased,
@@ -277,7 +280,7 @@ def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any]
         selector["references"] = strip_message_id(value)
     else:
         selector["listId"] = list_id_key(value)
-    return selector, FIND_HEADERS[name]
+    return selector, (FIND_HEADERS[name] if name == "date" else None)
 
 
 # --- search ---------------------------------------------------------------------------------

@@ -109,6 +109,8 @@ class MessageStore:
     ``shared_view=True`` is for a store whose reads other people see: bcc is never returned, and
     ``with_participant`` does not match bcc recipients. ``transactions`` (default: detect) writes
     each batch's documents in one transaction. ``search_engine`` and ``scan_limit``: ``search``.
+    ``sharded=True`` on a cluster sharded by ``scripts/shard.js``: point reads then carry the
+    shard key and reach one shard.
     """
 
     def __init__(
@@ -123,6 +125,7 @@ class MessageStore:
         scan_limit: int = 5000,
         transactions: bool | None = None,
         shared_view: bool = False,
+        sharded: bool = False,
     ) -> None:
         self.mailbox_id = check_mailbox_id(mailbox_id)
         self.bucket_name = check_str(bucket_name, "bucket_name")
@@ -137,6 +140,7 @@ class MessageStore:
         self._text_index: bool | None = None  # learned on first search
         self._transactions = transactions  # None: detected on first write
         self.shared_view = bool(shared_view)
+        self.sharded = bool(sharded)
         self.db = db
         # mongomock (the unit tier) cannot take current PyMongo's bulk updates, nor run $text
         self._mongomock = type(db).__module__.startswith("mongomock")
@@ -320,11 +324,11 @@ class MessageStore:
 
     def _transaction_writes(self, unique: Sequence[MessageDocuments], session: Any) -> set[str]:
         ids = [d.message["_id"] for d in unique]
-        stored = {m["_id"] for m in self._messages.find({"_id": {"$in": ids}}, {"_id": 1}, session=session)}
+        stored = {m["_id"] for m in self._messages.find(self._by_ids(ids), {"_id": 1}, session=session)}
         new = [d for d in unique if d.message["_id"] not in stored]
         if not new:
             return set()
-        bodies = [ReplaceOne({"_id": d.body["_id"]}, d.body, upsert=True) for d in new]
+        bodies = [ReplaceOne(self._upsert_key(d.body["_id"]), d.body, upsert=True) for d in new]
         self._bodies.bulk_write(bodies, ordered=True, session=session)
         self._messages.insert_many([d.message for d in new], ordered=True, session=session)
         folds = [UpdateOne(*thread_update(d.message), upsert=True) for d in new]
@@ -412,6 +416,19 @@ class MessageStore:
 
     # --- reading one message -----------------------------------------------------------------
 
+    def _by_id(self, _id: str) -> dict[str, Any]:
+        """A point read by ``_id`` (which embeds the mailbox). On a sharded cluster it also names
+        the mailbox, the shard key's prefix, so mongos sends it to one shard."""
+        return {"_id": _id, "mailboxId": self.mailbox_id} if self.sharded else {"_id": _id}
+
+    def _by_ids(self, ids: list[str]) -> dict[str, Any]:
+        return {"_id": {"$in": ids}, "mailboxId": self.mailbox_id} if self.sharded else {"_id": {"$in": ids}}
+
+    def _upsert_key(self, _id: str) -> dict[str, Any]:
+        """The filter of every upsert: the whole shard key (``mailboxId``, ``_id``), as a sharded
+        cluster requires, and harmless elsewhere."""
+        return {"_id": _id, "mailboxId": self.mailbox_id}
+
     def _id_for(self, message_id: str) -> str:
         # the _id embeds the mailbox, so an _id lookup never crosses mailboxes
         return doc_id(self.mailbox_id, message_key(message_id))
@@ -419,10 +436,10 @@ class MessageStore:
     def get_message(self, message_id: str, include_raw: bool = False) -> dict[str, Any] | None:
         """The AECS-1 object as stored (hot + warm; the cold tier too with ``include_raw``)."""
         _id = self._id_for(message_id)
-        message = self._messages.find_one({"_id": _id})
+        message = self._messages.find_one(self._by_id(_id))
         if message is None:
             return None
-        body = self._bodies.find_one({"_id": _id})
+        body = self._bodies.find_one(self._by_id(_id))
         return self._assemble(message, body, include_raw=include_raw)
 
     def _assemble(
@@ -469,12 +486,10 @@ class MessageStore:
     def get_thread(self, thread_id: str) -> list[dict[str, Any]]:
         """Every message of a thread, oldest first, each with ``thread.position`` set."""
         messages = _to_list(
-            self._messages.find(self._thread_filter(thread_id))
-            .sort([("ts", 1), ("messageKey", 1)])
-            .hint("aecs_messages_thread")
+            self._messages.find(self._thread_filter(thread_id)).sort([("ts", 1), ("messageKey", 1)])
         )
         ids = [m["_id"] for m in messages]
-        bodies = {b["_id"]: b for b in self._bodies.find({"_id": {"$in": ids}})}
+        bodies = {b["_id"]: b for b in self._bodies.find(self._by_ids(ids))}
         return [
             self._assemble(m, bodies.get(m["_id"]), include_raw=False, position=i) for i, m in enumerate(messages)
         ]
@@ -486,14 +501,13 @@ class MessageStore:
         newest = _to_list(
             self._messages.find(selector, queries.THREAD_CONTEXT_PROJECTION)
             .sort([("ts", -1), ("messageKey", -1)])
-            .hint("aecs_messages_thread")
             .limit(limit)
         )
         if not newest:
             return []
         total = len(newest)
         if total == limit:
-            total = self._messages.count_documents(selector, hint="aecs_messages_thread")
+            total = self._messages.count_documents(selector)
         first_position = max(total - len(newest), 0)
         result = []
         for offset, m in enumerate(reversed(newest)):
@@ -518,13 +532,9 @@ class MessageStore:
     ) -> tuple[list[dict[str, Any]], str | None]:
         _check_limit(limit)
         after = queries.decode_cursor(query, cursor, self.mailbox_id)
-        rows = _to_list(
-            self.db[query.collection]
-            .find(queries.keyset_filter(query, after), projection)
-            .sort(query.sort)
-            .hint(query.hint)
-            .limit(limit + 1)
-        )
+        found = self.db[query.collection].find(queries.keyset_filter(query, after), projection)
+        found = found.sort(query.sort).limit(limit + 1)
+        rows = _to_list(found if query.hint is None else found.hint(query.hint))
         next_cursor = None
         if len(rows) > limit:
             rows = rows[:limit]
@@ -579,14 +589,10 @@ class MessageStore:
         """Messages whose References (or In-Reply-To) name ``message_id``, oldest first."""
         mid = strip_message_id(message_id)
         by_references = _to_list(
-            self._messages.find({"mailboxId": self.mailbox_id, "references": mid}, queries.LIST_PROJECTION).hint(
-                "aecs_messages_references"
-            )
+            self._messages.find({"mailboxId": self.mailbox_id, "references": mid}, queries.LIST_PROJECTION)
         )
         by_parent = _to_list(
-            self._messages.find({"mailboxId": self.mailbox_id, "inReplyTo": mid}, queries.LIST_PROJECTION).hint(
-                "aecs_messages_in_reply_to"
-            )
+            self._messages.find({"mailboxId": self.mailbox_id, "inReplyTo": mid}, queries.LIST_PROJECTION)
         )
         unique = {r["messageKey"]: r for r in by_references + by_parent}
         ordered = sorted(unique.values(), key=lambda r: (r["ts"], r["messageKey"]))
@@ -611,29 +617,29 @@ class MessageStore:
     def delete(self, message_id: str) -> bool:
         """Remove a message from every tier and recompute its thread summary. False if absent."""
         _id = self._id_for(message_id)
-        message = self._messages.find_one({"_id": _id}, {"threadKey": 1, "blobPrefix": 1, "messageKey": 1})
+        message = self._messages.find_one(self._by_id(_id), {"threadKey": 1, "blobPrefix": 1, "messageKey": 1})
         if message is None:
             # no primary record: still clear leftovers of an interrupted store
-            self._bodies.delete_one({"_id": _id})
+            self._bodies.delete_one(self._by_id(_id))
             self._delete_blobs(blob_prefix(self.mailbox_id, message_key(message_id)))
             return False
         # primary record first: a crash after this leaves only unreferenced leftovers
-        self._messages.delete_one({"_id": _id})
-        self._bodies.delete_one({"_id": _id})
+        self._messages.delete_one(self._by_id(_id))
+        self._bodies.delete_one(self._by_id(_id))
         self._delete_blobs(message["blobPrefix"])
         self._uidls.delete_many({"mailboxId": self.mailbox_id, "messageKey": message["messageKey"]})
-        self._vectors.delete_one({"_id": _id})
+        self._vectors.delete_one(self._by_id(_id))
         self._recompute_thread(message["threadKey"])
         return True
 
     def _recompute_thread(self, tkey: str) -> None:
         selector = {"mailboxId": self.mailbox_id, "threadKey": tkey}
-        members = _to_list(self._messages.find(selector, _SUMMARY_FIELDS).hint("aecs_messages_thread"))
+        members = _to_list(self._messages.find(selector, _SUMMARY_FIELDS))
         summary = thread_summary_from_messages(members)
         if summary is None:
-            self._threads.delete_one({"_id": doc_id(self.mailbox_id, tkey)})
+            self._threads.delete_one(self._by_id(doc_id(self.mailbox_id, tkey)))
         else:
-            self._threads.replace_one({"_id": summary["_id"]}, summary, upsert=True)
+            self._threads.replace_one(self._upsert_key(summary["_id"]), summary, upsert=True)
 
     # --- search -------------------------------------------------------------------------------
 
@@ -676,7 +682,8 @@ class MessageStore:
         rows = {
             m["_id"]: m
             for m in self._messages.find(
-                {"_id": {"$in": [h["_id"] for h in hits]}}, {"messageId": 1, "subject": 1, "ts": 1, "messageKey": 1}
+                self._by_ids([h["_id"] for h in hits]),
+                {"messageId": 1, "subject": 1, "ts": 1, "messageKey": 1},
             )
         }
         results = []
@@ -712,7 +719,7 @@ class MessageStore:
         ):
             raise TypeError("vector must be a sequence of numbers")
         _id = self._id_for(message_id)
-        message = self._messages.find_one({"_id": _id}, {"threadKey": 1, "messageKey": 1})
+        message = self._messages.find_one(self._by_id(_id), {"threadKey": 1, "messageKey": 1})
         if message is None:
             raise NotFoundError(f"no message {strip_message_id(message_id)!r} in mailbox {self.mailbox_id!r}")
         document = {
@@ -722,7 +729,7 @@ class MessageStore:
             "threadKey": message["threadKey"],
             "embedding": [float(v) for v in vector],
         }
-        self._vectors.replace_one({"_id": _id}, document, upsert=True)
+        self._vectors.replace_one(self._upsert_key(_id), document, upsert=True)
 
     def semantic_search(
         self, vector: Sequence[float], limit: int = 10, thread_id: str | None = None
@@ -735,7 +742,8 @@ class MessageStore:
         rows = {
             m["_id"]: m
             for m in self._messages.find(
-                {"_id": {"$in": [h["_id"] for h in hits]}}, {"messageId": 1, "subject": 1, "ts": 1}
+                self._by_ids([h["_id"] for h in hits]),
+                {"messageId": 1, "subject": 1, "ts": 1},
             )
         }
         return [
@@ -775,7 +783,7 @@ class MessageStore:
 
     def _reparse(self, message_id: str) -> bool:
         _id = self._id_for(message_id)
-        old = self._messages.find_one({"_id": _id})
+        old = self._messages.find_one(self._by_id(_id))
         if old is None or "raw.eml" not in (old.get("blobs") or ()):
             return False
         raw = self._get_blob(old["blobPrefix"] + "raw.eml")
@@ -783,8 +791,8 @@ class MessageStore:
             return False
         docs = self._build(raw, None, old.get("uidl"))
         self._put_blobs([(blob, docs.message_key) for blob in docs.blobs])
-        self._bodies.replace_one({"_id": _id}, docs.body, upsert=True)
-        self._messages.replace_one({"_id": _id}, docs.message)
+        self._bodies.replace_one(self._upsert_key(_id), docs.body, upsert=True)
+        self._messages.replace_one(self._by_id(_id), docs.message)
         self._recompute_thread(old["threadKey"])
         if docs.thread_key != old["threadKey"]:
             self._recompute_thread(docs.thread_key)
@@ -806,7 +814,7 @@ class MessageStore:
             raise TypeError(f"raw_bytes must be bytes, not {type(raw_bytes).__name__}")
         result = self.store(bytes(raw_bytes), uidl=uidl)
         self._uidls.update_one(
-            {"_id": self._uidl_id(uidl)},
+            self._upsert_key(self._uidl_id(uidl)),
             {
                 "$setOnInsert": {
                     "mailboxId": self.mailbox_id,
@@ -821,7 +829,7 @@ class MessageStore:
 
     def contains_uidl(self, uidl: str) -> bool:
         """True when this UIDL was downloaded into the mailbox (and not deleted since)."""
-        return self._uidls.find_one({"_id": self._uidl_id(uidl)}, {"_id": 1}) is not None
+        return self._uidls.find_one(self._by_id(self._uidl_id(uidl)), {"_id": 1}) is not None
 
     def uidls(self) -> list[str]:
         """Every UIDL recorded for the mailbox, from the ``uidls`` index alone."""
@@ -853,11 +861,9 @@ class MessageStore:
     def find(self, header: str, value: str) -> list[str]:
         """Message ids whose ``header`` matches ``value`` (normalized like the stored key), oldest first."""
         selector, hint = queries.find_query(self.mailbox_id, header, value)
-        rows = _to_list(
-            self._messages.find(selector, {"_id": 0, "messageId": 1, "ts": 1, "messageKey": 1})
-            .sort([("ts", 1), ("messageKey", 1)])
-            .hint(hint)
-        )
+        found = self._messages.find(selector, {"_id": 0, "messageId": 1, "ts": 1, "messageKey": 1})
+        found = found.sort([("ts", 1), ("messageKey", 1)])
+        rows = _to_list(found if hint is None else found.hint(hint))
         return [r["messageId"] for r in rows]
 
     def walk_thread(self, message_id: str) -> list[str]:
@@ -867,20 +873,20 @@ class MessageStore:
         stored ancestor along In-Reply-To; then breadth-first over replies. Gaps end a branch.
         """
         start = self._messages.find_one(
-            {"_id": self._id_for(message_id)},
+            self._by_id(self._id_for(message_id)),
             {"messageId": 1, "references": 1, "inReplyTo": 1, "ts": 1, "messageKey": 1},
         )
         if start is None:
             raise NotFoundError(f"no message {strip_message_id(message_id)!r} in mailbox {self.mailbox_id!r}")
         root = start
         references = start.get("references") or []
-        first = self._messages.find_one({"_id": self._id_for(references[0])}) if references else None
+        first = self._messages.find_one(self._by_id(self._id_for(references[0]))) if references else None
         if first is not None:
             root = first
         else:
             seen = {root["messageKey"]}
             while root.get("inReplyTo"):
-                parent = self._messages.find_one({"_id": self._id_for(root["inReplyTo"])})
+                parent = self._messages.find_one(self._by_id(self._id_for(root["inReplyTo"])))
                 if parent is None or parent["messageKey"] in seen:
                     break
                 seen.add(parent["messageKey"])
@@ -892,7 +898,7 @@ class MessageStore:
                 self._messages.find(
                     {"mailboxId": self.mailbox_id, "inReplyTo": {"$in": frontier}},
                     {"messageId": 1, "ts": 1, "messageKey": 1},
-                ).hint("aecs_messages_in_reply_to")
+                )
             )
             frontier = [r["messageId"] for r in replies if r["messageKey"] not in found]
             found.update((r["messageKey"], r) for r in replies)
@@ -912,15 +918,15 @@ class MessageStore:
         for message in self._messages.find({"mailboxId": self.mailbox_id}):
             keys.add(message["messageKey"])
             thread_keys.add(message["threadKey"])
-            body = self._bodies.find_one({"_id": message["_id"]})
+            body = self._bodies.find_one(self._by_id(message["_id"]))
             derived = derived_fields(message, body)
             changed = {k: v for k, v in derived.items() if message.get(k) != v}
             if changed:
-                self._messages.update_one({"_id": message["_id"]}, {"$set": changed})
+                self._messages.update_one(self._by_id(message["_id"]), {"$set": changed})
                 report["messagesFixed"] += 1
             if message.get("uidl") is not None:
                 outcome = self._uidls.update_one(
-                    {"_id": self._uidl_id(message["uidl"])},
+                    self._upsert_key(self._uidl_id(message["uidl"])),
                     {
                         "$setOnInsert": {
                             "mailboxId": self.mailbox_id,
@@ -934,7 +940,7 @@ class MessageStore:
                 report["uidlsAdded"] += 1 if outcome.upserted_id is not None else 0
         for record in self._uidls.find({"mailboxId": self.mailbox_id}, {"messageKey": 1}):
             if record.get("messageKey") not in keys:
-                self._uidls.delete_one({"_id": record["_id"]})
+                self._uidls.delete_one(self._by_id(record["_id"]))
                 report["uidlsRemoved"] += 1
         self._threads.delete_many({"mailboxId": self.mailbox_id})
         for tkey in sorted(thread_keys):
