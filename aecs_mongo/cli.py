@@ -931,16 +931,22 @@ def _pop3(ctx: Context) -> int:
         "deletedOnServer": report.deleted_on_server,
         "failed": _failed_pairs(report.failed),
     }
+    summary = (
+        f"{report.downloaded} downloaded, {report.skipped} already stored, "
+        f"{report.deleted_on_server} deleted on the server, {len(report.failed)} failed"
+    )
+    return _uidl_report(ctx, data, report.failed, summary)
+
+
+def _uidl_report(ctx: Context, data: dict[str, Any], failed: list[tuple[str, str]], summary: str) -> int:
+    """Print a POP3 or migration report (JSON, or each failed UIDL and a summary line)."""
     if ctx.json:
         _emit_json(data)
     else:
-        for uidl, reason in report.failed:
+        for uidl, reason in failed:
             _say(f"failed: UIDL {uidl}: {reason}")
-        _say(
-            f"{report.downloaded} downloaded, {report.skipped} already stored, "
-            f"{report.deleted_on_server} deleted on the server, {len(report.failed)} failed"
-        )
-    return EXIT_FAILED if report.failed else EXIT_OK
+        _say(summary)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def _configure_pop3(p: argparse.ArgumentParser) -> None:
@@ -976,16 +982,11 @@ def _migrate_gdbm(ctx: Context) -> int:
         "skipped": report.skipped,
         "failed": _failed_pairs(report.failed),
     }
-    if ctx.json:
-        _emit_json(data)
-    else:
-        for uidl, reason in report.failed:
-            _say(f"failed: UIDL {uidl}: {reason}")
-        _say(
-            f"{report.added} UIDLs added ({report.duplicates} of them duplicates of stored messages), "
-            f"{report.skipped} already known, {len(report.failed)} failed"
-        )
-    return EXIT_FAILED if report.failed else EXIT_OK
+    summary = (
+        f"{report.added} UIDLs added ({report.duplicates} of them duplicates of stored messages), "
+        f"{report.skipped} already known, {len(report.failed)} failed"
+    )
+    return _uidl_report(ctx, data, report.failed, summary)
 
 
 def _configure_migrate(p: argparse.ArgumentParser) -> None:

@@ -1,0 +1,472 @@
+#!/usr/bin/env python3
+"""Benchmark aecs-mongo against the raw driver doing the same work on the same server, in one run.
+
+Sections (each prints a table; everything also goes to a JSON file):
+
+- ingest: ``store`` one by one and ``store_many`` vs PyMongo inserting the very documents and
+  blobs our code produces (prebuilt, so the baseline is the I/O floor). Ratio = baseline time /
+  our time (1.0 = as fast as the driver; the target is >= 0.8).
+- reads: at each mailbox size (default 1k, 10k, 50k messages, with two other mailboxes of the
+  same size around it): every core read vs the same query written by hand with PyMongo, median
+  latency of several rounds, ratio ours/hand (target <= 1.2), and from ``explain``: the index, and
+  whether that index provides the sort (its keys after the equality prefix, in the same or the
+  reverse order). Documents examined are reported as context: the SecantusDB test server sorts
+  in memory even when the index provides the order; on a mongod (``MONGODB_URI``) the count is
+  the real one and should not exceed returned + 1.
+- normalize: messages/s and MB/s over ``../shared/corpus/eml`` vs the bare stdlib parse.
+
+Usage: ``python scripts/bench.py [--sizes 1000,10000,50000] [--rounds 15] [--json out.json]``.
+Uses ``MONGODB_URI`` if set, else starts the embedded server (``--mode standalone|rs``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pymongo import MongoClient, UpdateOne
+from pymongo.database import Database
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from aecs_mongo import MessageStore  # noqa: E402
+from aecs_mongo.blobs import chunk_documents, file_document  # noqa: E402
+from aecs_mongo.documents import MessageDocuments, build_documents, thread_update  # noqa: E402
+from aecs_mongo.embedded import EmbeddedServer  # noqa: E402
+from aecs_mongo.keys import address_key, subject_key, thread_key  # noqa: E402
+from aecs_mongo.queries import LIST_PROJECTION, THREAD_CONTEXT_PROJECTION  # noqa: E402
+
+Doc = dict[str, Any]
+BASE_TS = 1_780_000_000
+INBOX = "aecs_messages_inbox"
+
+
+def mail(n: int, mailbox_threads: int = 400) -> Doc:
+    """A realistic NormalizedEmail: threads of ~25, 6 senders, replies with References."""
+    t = n % mailbox_threads
+    root = f"root-{t}@bench.example"
+    parent = f"m{n - mailbox_threads}@bench.example" if n >= mailbox_threads else None
+    ts = BASE_TS + n * 37
+    body = f"Message {n} of thread {t}. " + "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 12
+    return {
+        "messageId": f"m{n}@bench.example",
+        "threadId": root,
+        "metadata": {
+            "from": {"name": f"Sender {n % 6}", "email": f"sender{n % 6}@bench.example"},
+            "to": [
+                {"name": None, "email": "owner@bench.example"},
+                {"name": "Peer", "email": f"peer{n % 11}@x.example"},
+            ],
+            "cc": [],
+            "bcc": [],
+            "subject": ("Re: " if parent else "") + f"Topic {t}",
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)),
+            "timestamp": ts,
+        },
+        "content": {"rawFull": None, "raw": body, "html": None, "text": body, "clean": body, "forAI": body[:400]},
+        "thread": {"position": None, "inReplyTo": parent, "references": [root] + ([parent] if parent else [])},
+        "attachments": [],
+        "processing": {"processedAt": "2026-11-30T00:00:00Z", "specVersion": "1.1"},
+    }
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def median_time(fn: Callable[[], object], rounds: int) -> float:
+    fn()  # warm
+    return statistics.median(timed(fn) for _ in range(rounds))
+
+
+# --- ingest ------------------------------------------------------------------------------------
+
+
+def baseline_batch(db: Database[Doc], batch: list[MessageDocuments], bucket: str = "aecs") -> None:
+    """The raw driver writing what store_many writes: chunks, files, bodies, messages, threads."""
+    chunks = [c for d in batch for b in d.blobs for c in chunk_documents(b.key, b.data)]
+    if chunks:
+        db[f"{bucket}.chunks"].insert_many(chunks, ordered=False)
+        files = [file_document(b.key, len(b.data), b.content_type, {}) for d in batch for b in d.blobs]
+        db[f"{bucket}.files"].insert_many(files, ordered=False)
+    db.bodies.insert_many([d.body for d in batch], ordered=False)
+    db.messages.insert_many([d.message for d in batch], ordered=False)
+    db.threads.bulk_write([UpdateOne(*thread_update(d.message), upsert=True) for d in batch], ordered=True)
+
+
+def baseline_one(db: Database[Doc], d: MessageDocuments) -> None:
+    db.bodies.insert_one(d.body)
+    db.messages.insert_one(d.message)
+    db.threads.update_one(*thread_update(d.message), upsert=True)
+
+
+def bench_ingest(client: MongoClient[Doc], count: int, rounds: int, transactions: bool) -> dict[str, Any]:
+    emails = [mail(n) for n in range(count)]
+    prebuilt = [build_documents(e, mailbox_id="bench") for e in emails]
+    results: dict[str, list[float]] = {"store": [], "base_one": [], "store_many": [], "base_many": []}
+    for r in range(rounds):
+        for key, run in (
+            ("store", lambda s, db: [s.store(e) for e in emails]),
+            ("store_many", lambda s, db: s.store_many(emails, batch_size=200)),
+            ("base_one", lambda s, db: [baseline_one(db, d) for d in prebuilt]),
+            ("base_many", lambda s, db: [baseline_batch(db, prebuilt[i : i + 200]) for i in range(0, count, 200)]),
+        ):
+            name = f"aecs_bench_ingest_{key}_{r}"
+            client.drop_database(name)
+            db = client[name]
+            store = MessageStore(db, mailbox_id="bench", transactions=transactions)
+            store.ensure_indexes()
+            results[key].append(timed(lambda: run(store, db)))  # noqa: B023
+            client.drop_database(name)
+    med = {k: statistics.median(v) for k, v in results.items()}
+    return {
+        "messages": count,
+        "rounds": rounds,
+        "transactions": transactions,
+        "store_s": med["store"],
+        "baseline_one_s": med["base_one"],
+        "store_ratio": med["base_one"] / med["store"],
+        "store_many_s": med["store_many"],
+        "baseline_many_s": med["base_many"],
+        "store_many_ratio": med["base_many"] / med["store_many"],
+        "store_many_msgs_per_s": count / med["store_many"],
+    }
+
+
+# --- reads -------------------------------------------------------------------------------------
+
+
+def populate(db: Database[Doc], mailbox: str, count: int) -> None:
+    """Fill a mailbox fast with the exact documents store() writes (then summaries by reindex)."""
+    batch: list[MessageDocuments] = []
+    for n in range(count):
+        batch.append(build_documents(mail(n), mailbox_id=mailbox))
+        if len(batch) == 1000 or n == count - 1:
+            db.bodies.insert_many([d.body for d in batch], ordered=False)
+            db.messages.insert_many([d.message for d in batch], ordered=False)
+            batch = []
+    MessageStore(db, mailbox_id=mailbox).reindex()
+
+
+def plan_facts(
+    db: Database[Doc], collection: str, selector: Doc, sort: list[tuple[str, int]], limit: int, hint: str | None
+) -> Doc:
+    command: Doc = {"find": collection, "filter": selector, "sort": dict(sort), "limit": limit}
+    if hint:
+        command["hint"] = hint
+    explained = db.command({"explain": command, "verbosity": "executionStats"})
+
+    def stages(plan: Any) -> Iterator[Doc]:
+        if isinstance(plan, dict):
+            if "stage" in plan:
+                yield plan
+            for v in plan.values():
+                yield from stages(v)
+        elif isinstance(plan, list):
+            for v in plan:
+                yield from stages(v)
+
+    plan = explained["queryPlanner"]["winningPlan"]
+    ixscans = [s for s in stages(plan) if s["stage"] == "IXSCAN"]
+    kinds = {s["stage"] for s in stages(plan)}
+    stats = explained.get("executionStats", {})
+    provided = False
+    index = None
+    if ixscans:
+        index = ixscans[0]["indexName"]
+        keys = list(ixscans[0]["keyPattern"].items())
+        clauses = selector.get("$and", [selector])
+        equal = {k for c in clauses for k, v in c.items() if not k.startswith("$") and not isinstance(v, dict)}
+        equality = [k for k, _ in keys if k in equal]
+        rest = [(k, d) for k, d in keys if k not in equality]
+        wanted = list(sort)
+        forward = rest[: len(wanted)] == wanted
+        backward = rest[: len(wanted)] == [(k, -d) for k, d in wanted]
+        provided = bool(wanted) and (forward or backward)
+    return {
+        "index": index,
+        "collscan": "COLLSCAN" in kinds,
+        "sortProvidedByIndex": provided,
+        "inMemorySortStage": "SORT" in kinds,
+        "docsExamined": stats.get("totalDocsExamined"),
+        "returned": stats.get("nReturned"),
+    }
+
+
+def bench_reads(client: MongoClient[Doc], size: int, rounds: int) -> list[Doc]:
+    name = f"aecs_bench_reads_{size}"
+    client.drop_database(name)
+    db = client[name]
+    store = MessageStore(db, mailbox_id="bench")
+    store.ensure_indexes()
+    for mailbox in ("before", "bench", "after"):
+        populate(db, mailbox, size)
+    rows = []
+    thread_id = "root-7@bench.example"
+    tkey = thread_key(thread_id)
+    page19 = None
+    cursor = None
+    for _ in range(19):
+        page = store.list_messages(cursor=cursor, limit=50)
+        cursor = page.next_cursor
+        page19 = page.messages[-1] if page.messages else None
+    last = db.messages.find_one({"mailboxId": "bench", "messageId": page19["messageId"]}) if page19 else None
+    mid = f"m{min(size - 1, 1000)}@bench.example"
+    subject = "Re: Topic 7"
+    peer = "peer3@x.example"
+
+    def hand_context() -> object:
+        rows = list(
+            db.messages.find({"mailboxId": "bench", "threadKey": tkey}, THREAD_CONTEXT_PROJECTION)
+            .sort([("ts", -1), ("messageKey", -1)])
+            .limit(20)
+        )
+        return rows, db.messages.count_documents({"mailboxId": "bench", "threadKey": tkey})
+
+    def keyset(selector: Doc) -> Doc:
+        assert last is not None
+        return {
+            "$and": [
+                selector,
+                {"$or": [{"ts": {"$lt": last["ts"]}}, {"ts": last["ts"], "messageKey": {"$lt": last["messageKey"]}}]},
+            ]
+        }
+
+    desc = [("ts", -1), ("messageKey", -1)]
+    asc = [("ts", 1), ("messageKey", 1)]
+    cases: list[tuple[str, Callable[[], object], Callable[[], object], str, Doc, list[tuple[str, int]], int]] = [
+        (
+            "thread_context",
+            lambda: store.thread_context(thread_id, limit=20),
+            hand_context,
+            "messages",
+            {"mailboxId": "bench", "threadKey": tkey},
+            desc,
+            20,
+        ),
+        (
+            "list_messages p1",
+            lambda: store.list_messages(limit=50),
+            lambda: list(db.messages.find({"mailboxId": "bench"}, LIST_PROJECTION).sort(desc).hint(INBOX).limit(51)),
+            "messages",
+            {"mailboxId": "bench"},
+            desc,
+            51,
+        ),
+        (
+            "list_messages p20",
+            lambda: store.list_messages(cursor=cursor, limit=50),
+            lambda: list(
+                db.messages.find(keyset({"mailboxId": "bench"}), LIST_PROJECTION).sort(desc).hint(INBOX).limit(51)
+            ),
+            "messages",
+            keyset({"mailboxId": "bench"}),
+            desc,
+            51,
+        ),
+        (
+            "list_threads",
+            lambda: store.list_threads(limit=50),
+            lambda: list(db.threads.find({"mailboxId": "bench"}).sort([("lastTs", -1), ("_id", -1)]).limit(51)),
+            "threads",
+            {"mailboxId": "bench"},
+            [("lastTs", -1), ("_id", -1)],
+            51,
+        ),
+        (
+            "with_participant",
+            lambda: store.with_participant(peer, limit=50),
+            lambda: list(
+                db.messages.find({"mailboxId": "bench", "participants": address_key(peer)}, LIST_PROJECTION)
+                .sort(desc)
+                .limit(51)
+            ),
+            "messages",
+            {"mailboxId": "bench", "participants": address_key(peer)},
+            desc,
+            51,
+        ),
+        (
+            "replies_to",
+            lambda: store.replies_to(mid),
+            lambda: (
+                list(db.messages.find({"mailboxId": "bench", "references": mid}, LIST_PROJECTION)),
+                list(db.messages.find({"mailboxId": "bench", "inReplyTo": mid}, LIST_PROJECTION)),
+            ),
+            "messages",
+            {"mailboxId": "bench", "inReplyTo": mid},
+            asc,
+            0,
+        ),
+        (
+            "find subject",
+            lambda: store.find("Subject", subject),
+            lambda: list(
+                db.messages.find({"mailboxId": "bench", "subjectKey": subject_key(subject)}, {"messageId": 1}).sort(asc)
+            ),
+            "messages",
+            {"mailboxId": "bench", "subjectKey": subject_key(subject)},
+            asc,
+            0,
+        ),
+    ]
+    for label, ours, hand, coll, selector, sort, limit in cases:
+        t_ours = median_time(ours, rounds)
+        t_hand = median_time(hand, rounds)
+        facts = plan_facts(db, coll, selector, sort, limit, INBOX if label.startswith("list_messages") else None)
+        rows.append(
+            {
+                "size": size,
+                "read": label,
+                "ours_ms": t_ours * 1000,
+                "hand_ms": t_hand * 1000,
+                "ratio": t_ours / t_hand,
+                **facts,
+            }
+        )
+    client.drop_database(name)
+    return rows
+
+
+# --- normalize ---------------------------------------------------------------------------------
+
+
+def bench_normalize(rounds: int) -> Doc | None:
+    corpus = ROOT.parent / "shared" / "corpus" / "eml"
+    if not corpus.is_dir():
+        return None
+    import email
+    import email.policy
+
+    from aecs_mongo import normalize
+
+    blobs = [p.read_bytes() for p in sorted(corpus.glob("*.eml"))]
+    total = sum(len(b) for b in blobs)
+
+    def stdlib() -> None:
+        for b in blobs:
+            msg = email.message_from_bytes(b, policy=email.policy.compat32)
+            for part in msg.walk():
+                part.get_payload(decode=True)
+
+    def ours() -> None:
+        for b in blobs:
+            normalize(b, processed_at="2026-11-30T00:00:00Z")
+
+    t_std = median_time(stdlib, rounds)
+    t_ours = median_time(ours, rounds)
+    return {
+        "messages": len(blobs),
+        "megabytes": total / 1e6,
+        "ours_msgs_per_s": len(blobs) / t_ours,
+        "ours_mb_per_s": total / 1e6 / t_ours,
+        "stdlib_msgs_per_s": len(blobs) / t_std,
+        "ratio_vs_stdlib": t_std / t_ours,
+    }
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def table(rows: list[Doc], columns: list[str]) -> str:
+    def fmt(v: Any) -> str:
+        return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    widths = [max(len(c), *(len(fmt(r.get(c))) for r in rows)) for c in columns]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(fmt(r.get(c)).ljust(w) for c, w in zip(columns, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
+    client: MongoClient[Doc] = MongoClient(uri)
+    report: Doc = {"server": server, "machine": platform.platform(), "python": platform.python_version()}
+    if "ingest" in args.sections:
+        txn_capable = bool(client.admin.command("hello").get("setName"))
+        report["ingest"] = [bench_ingest(client, args.ingest_messages, args.ingest_rounds, False)]
+        if txn_capable:
+            report["ingest"].append(bench_ingest(client, args.ingest_messages, args.ingest_rounds, True))
+        print("\n== ingest (ratio = raw-driver time / ours; 1.0 = driver speed)")
+        print(
+            table(
+                report["ingest"],
+                [
+                    "messages",
+                    "transactions",
+                    "store_s",
+                    "baseline_one_s",
+                    "store_ratio",
+                    "store_many_s",
+                    "baseline_many_s",
+                    "store_many_ratio",
+                    "store_many_msgs_per_s",
+                ],
+            )
+        )
+    if "reads" in args.sections:
+        report["reads"] = []
+        for size in args.sizes:
+            report["reads"] += bench_reads(client, size, args.rounds)
+        print("\n== reads (median ms; ratio = ours / hand-written PyMongo)")
+        print(
+            table(
+                report["reads"],
+                [
+                    "size",
+                    "read",
+                    "ours_ms",
+                    "hand_ms",
+                    "ratio",
+                    "index",
+                    "sortProvidedByIndex",
+                    "inMemorySortStage",
+                    "docsExamined",
+                    "returned",
+                ],
+            )
+        )
+    if "normalize" in args.sections:
+        report["normalize"] = bench_normalize(args.rounds // 3 or 1)
+        if report["normalize"]:
+            print("\n== normalize (corpus)")
+            print(table([report["normalize"]], list(report["normalize"])))
+    client.close()
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.getLogger("aecs_mongo").setLevel(logging.ERROR)  # rule-4 threading warnings are expected here
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--uri", default=os.environ.get("MONGODB_URI"))
+    parser.add_argument("--mode", choices=["standalone", "rs"], default="standalone", help="embedded server mode")
+    parser.add_argument("--sizes", default="1000,10000,50000", type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--rounds", type=int, default=15, help="rounds per read (median)")
+    parser.add_argument("--ingest-messages", type=int, default=2000)
+    parser.add_argument("--ingest-rounds", type=int, default=3)
+    parser.add_argument("--sections", default="ingest,reads,normalize", type=lambda s: s.split(","))
+    parser.add_argument("--json", default="bench-results.json", help="where to write the JSON report")
+    args = parser.parse_args(argv)
+    if args.uri:
+        report = run(args.uri, args, "MONGODB_URI")
+    else:
+        with EmbeddedServer(standalone=args.mode == "standalone") as server:
+            report = run(server.uri, args, f"embedded SecantusDB ({args.mode})")
+    Path(args.json).write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
