@@ -10,6 +10,7 @@ calls in the other go through ``_resolve``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email
 import email.policy
 import inspect
@@ -20,7 +21,7 @@ from email.message import EmailMessage
 from typing import Any
 
 from pymongo import ReplaceOne, UpdateOne
-from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, PyMongoError
+from pymongo.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure, PyMongoError
 
 from . import blobs, queries
 from .documents import (
@@ -34,7 +35,7 @@ from .documents import (
     to_normalized_email,
 )
 from .errors import AecsMongoError, NotFoundError
-from .indexes import VECTORS_COLLECTION, IndexReport, index_specs
+from .indexes import VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
 from .keys import blob_prefix, check_mailbox_id, check_str, doc_id, message_key, strip_message_id, thread_key
 from .results import MessagePage, StoreResult, ThreadPage
 
@@ -45,6 +46,7 @@ SEARCH_ENGINES = ("auto", "atlas", "text", "scan")
 log = logging.getLogger("aecs_mongo")
 
 _DUPLICATE_KEY = 11000
+_INDEX_ALREADY_EXISTS = 68
 _THREAD_UPSERT_RETRIES = 5
 _TXN_ATTEMPTS = 5
 _MAX_PAGE = 1000
@@ -75,6 +77,10 @@ async def _insert_ignoring_duplicates(collection: Any, documents: Sequence[Mappi
             raise
         return {e["index"] for e in exc.details["writeErrors"]}
     return set()
+
+
+def _errmsg(exc: OperationFailure) -> str:
+    return str((exc.details or {}).get("errmsg") or exc)
 
 
 def _is_transient(exc: PyMongoError) -> bool:
@@ -156,8 +162,14 @@ class AsyncMessageStore:
 
     # --- indexes -------------------------------------------------------------------------
 
-    async def ensure_indexes(self) -> IndexReport:
-        """Create every index the store reads with; idempotent. A refused text index is reported."""
+    async def ensure_indexes(self, atlas: bool = False, num_dimensions: int = 1536) -> IndexReport:
+        """Create every index the store reads with; idempotent, like indexes.js.
+
+        A refused text index is reported under ``skipped``, as is an index of the same name with
+        other keys or another ``unique`` option (a conflict to resolve by hand). ``atlas=True``
+        also asks for the Atlas Search and Vector Search indexes (``createSearchIndexes``); a
+        server that is not Atlas refuses them, and that is reported the same way.
+        """
         report = IndexReport()
         existing: dict[str, dict[str, Any]] = {}
         for spec in index_specs(self.bucket_name):
@@ -166,21 +178,40 @@ class AsyncMessageStore:
                 existing[spec.collection] = {ix["name"]: ix async for ix in cursor}
             found = existing[spec.collection].get(spec.name)
             if found is not None:
-                if spec.is_text or list(found["key"].items()) == list(spec.keys):
+                same_keys = spec.is_text or list(found["key"].items()) == list(spec.keys)
+                if same_keys and bool(found.get("unique")) == bool(spec.options.get("unique")):
                     report.existing.append(spec.name)
                 else:
-                    report.skipped[spec.name] = f"an index of that name exists with keys {dict(found['key'])}"
+                    report.skipped[spec.name] = (
+                        f"an index of that name exists with keys {dict(found['key'])}"
+                        f" (unique={bool(found.get('unique'))})"
+                    )
                 continue
             try:
                 await self.db[spec.collection].create_index(list(spec.keys), name=spec.name, **spec.options)
             except OperationFailure as exc:
                 if not spec.is_text:
                     raise
-                reason = (exc.details or {}).get("errmsg") or str(exc)
-                report.skipped[spec.name] = f"the server refused the text index: {reason}"
+                report.skipped[spec.name] = f"the server refused the text index: {_errmsg(exc)}"
                 continue
             report.created.append(spec.name)
+        if atlas:
+            await self._ensure_search_indexes(report, num_dimensions)
         return report
+
+    async def _ensure_search_indexes(self, report: IndexReport, num_dimensions: int) -> None:
+        with contextlib.suppress(CollectionInvalid, OperationFailure):
+            await self.db.create_collection(VECTORS_COLLECTION)  # Atlas indexes need the collection
+        for spec in atlas_search_indexes(num_dimensions):
+            try:
+                await self.db.command(spec.command())
+            except OperationFailure as exc:
+                if exc.code == _INDEX_ALREADY_EXISTS:
+                    report.existing.append(spec.name)
+                else:
+                    report.skipped[spec.name] = f"the server refused the Atlas index: {_errmsg(exc)}"
+                continue
+            report.created.append(spec.name)
 
     # --- writing ---------------------------------------------------------------------------
 

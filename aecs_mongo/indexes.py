@@ -87,7 +87,8 @@ class IndexReport:
 
     @property
     def ok(self) -> bool:
-        """True when every index exists, or only the optional text index was refused."""
+        """True when every index exists, or only the optional text index was refused (a refused
+        Atlas index, asked for with ``atlas=True``, is not ok)."""
         return all(name == "aecs_bodies_search" for name in self.skipped)
 
 

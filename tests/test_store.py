@@ -403,3 +403,16 @@ def test_shared_views_never_show_bcc(make_store: Any) -> None:
     assert shared.with_participant("secret@example.net").messages == []
     assert len(shared.with_participant("alice@example.com").messages) == 1
     assert len(owner.with_participant("secret@example.net").messages) == 1
+
+
+def test_ensure_indexes_reports_conflicts_and_refused_atlas_indexes(make_store: Any, db: Any, backend: str) -> None:
+    s = make_store("other")
+    db.uidls.drop_index("aecs_uidls_mailbox")
+    db.uidls.create_index([("mailboxId", 1), ("uidl", 1)], name="aecs_uidls_mailbox")  # not unique
+    report = s.ensure_indexes()
+    assert "unique=False" in report.skipped["aecs_uidls_mailbox"] and not report.ok
+    if backend == "mongomock":
+        return  # mongomock has no createSearchIndexes to refuse
+    atlas = s.ensure_indexes(atlas=True)
+    assert set(atlas.skipped) >= {"aecs_bodies_atlas", "aecs_vectors_atlas"}  # the test server is not Atlas
+    assert "refused the Atlas index" in atlas.skipped["aecs_vectors_atlas"]
