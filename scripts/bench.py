@@ -13,7 +13,8 @@ Sections (each prints a table; everything also goes to a JSON file):
   reverse order). Documents examined are reported as context: the SecantusDB test server sorts
   in memory even when the index provides the order; on a mongod (``MONGODB_URI``) the count is
   the real one and should not exceed returned + 1.
-- normalize: messages/s and MB/s over ``../shared/corpus/eml`` vs the bare stdlib parse.
+- normalize: messages/s and MB/s over ``../shared/corpus/eml`` vs the bare stdlib parse (the
+  floor), and vs postal-mime under node (the JavaScript parser of the AECS-1 reference).
 
 Usage: ``python scripts/bench.py [--sizes 1000,10000,50000] [--rounds 15] [--json out.json]``.
 Uses ``MONGODB_URI`` if set, else starts the embedded server (``--mode standalone|rs``).
@@ -26,7 +27,9 @@ import json
 import logging
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -367,7 +370,7 @@ def bench_normalize(rounds: int) -> Doc | None:
 
     t_std = median_time(stdlib, rounds)
     t_ours = median_time(ours, rounds)
-    return {
+    result: Doc = {
         "messages": len(blobs),
         "megabytes": total / 1e6,
         "ours_msgs_per_s": len(blobs) / t_ours,
@@ -375,6 +378,20 @@ def bench_normalize(rounds: int) -> Doc | None:
         "stdlib_msgs_per_s": len(blobs) / t_std,
         "ratio_vs_stdlib": t_std / t_ours,
     }
+    # the JavaScript reference point: postal-mime (npm devDependency) on the same files
+    node = shutil.which("node")
+    if node and (ROOT / "node_modules" / "postal-mime").is_dir():
+        out = subprocess.run(
+            [node, str(ROOT / "scripts" / "bench_postal_mime.mjs"), str(corpus), str(rounds)],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
+        js = json.loads(out)
+        result["postal_mime_msgs_per_s"] = js["msgsPerS"]
+        result["ratio_vs_postal_mime"] = result["ours_msgs_per_s"] / js["msgsPerS"]
+    return result
 
 
 # --- main --------------------------------------------------------------------------------------
