@@ -3,9 +3,9 @@
 - 8 worker processes store an overlapping set of 2,000 messages, each delivered 3 times,
   shuffled: every message is stored once and every thread summary equals a recomputation.
 - A child process ingesting a mailbox is killed with SIGKILL at seeded random moments until 25
-  kills per mode have landed mid-ingest (50 over both modes); re-running the ingest (and ``reindex()`` where there are no
-  transactions) gives a database equal to a clean ingest, document for document, and no
-  document points at a missing GridFS file.
+  kills per mode have landed mid-ingest (50 over both modes); re-running the ingest (and
+  ``reindex()`` where there are no transactions) gives a database equal to a clean ingest,
+  document for document, and no document points at a missing GridFS file.
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def crash_mailbox(tmp_path_factory: Any) -> Path:
             f"In-Reply-To: <big{max(n - 1, 0)}@example.com>\r\n"
             "MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n"
             "--b\r\nContent-Type: text/plain\r\n\r\nsee attached\r\n"
-            f"--b\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment; filename=x{n}.txt\r\n\r\n"
+            "--b\r\nContent-Type: application/octet-stream\r\n"
+            f"Content-Disposition: attachment; filename=x{n}.txt\r\n\r\n"
             f"{payload}\r\n--b--\r\n"
         ).encode()
         (folder / f"big-{n}.eml").write_bytes(raw)
