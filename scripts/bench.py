@@ -13,6 +13,7 @@ Sections (each prints a table; everything also goes to a JSON file):
   reverse order). Documents examined are reported as context: the SecantusDB test server sorts
   in memory even when the index provides the order; on a mongod (``MONGODB_URI``) the count is
   the real one and should not exceed returned + 1.
+- memory: peak RSS of ``aecs-mongo ingest`` on generated mboxes of 20 and 200 MB.
 - normalize: messages/s and MB/s over ``../shared/corpus/eml`` vs the bare stdlib parse (the
   floor), and vs postal-mime under node (the JavaScript parser of the AECS-1 reference).
 
@@ -394,6 +395,23 @@ def bench_normalize(rounds: int) -> Doc | None:
     return result
 
 
+# --- memory ------------------------------------------------------------------------------------
+
+
+def bench_memory(uri: str, sizes_mb: list[float]) -> list[Doc]:
+    """Peak RSS of ``aecs-mongo ingest`` on generated mboxes (scripts/measure_ingest_rss.py)."""
+    rows = []
+    for size in sizes_mb:
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "measure_ingest_rss.py"), "--size-mb", str(size), "--uri", uri],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        rows.append(json.loads(out))
+    return rows
+
+
 # --- main --------------------------------------------------------------------------------------
 
 
@@ -454,6 +472,10 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
                 ],
             )
         )
+    if "memory" in args.sections:
+        report["memory"] = bench_memory(uri, args.memory_mb)
+        print("\n== memory (peak RSS of the ingest process; it must not grow with the mbox)")
+        print(table(report["memory"], ["mboxMB", "stored", "failed", "wallSeconds", "peakRssMB", "baselinePeakRssMB"]))
     if "normalize" in args.sections:
         report["normalize"] = bench_normalize(args.rounds // 3 or 1)
         if report["normalize"]:
@@ -472,7 +494,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15, help="rounds per read (median)")
     parser.add_argument("--ingest-messages", type=int, default=2000)
     parser.add_argument("--ingest-rounds", type=int, default=3)
-    parser.add_argument("--sections", default="ingest,reads,normalize", type=lambda s: s.split(","))
+    parser.add_argument("--sections", default="ingest,reads,normalize,memory", type=lambda s: s.split(","))
+    parser.add_argument(
+        "--memory-mb",
+        default="20,200",
+        type=lambda s: [float(x) for x in s.split(",")],
+        help="mbox sizes for the memory section (200 MB takes tens of minutes on the test server)",
+    )
     parser.add_argument("--json", default="bench-results.json", help="where to write the JSON report")
     args = parser.parse_args(argv)
     if args.uri:
