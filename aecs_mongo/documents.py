@@ -71,7 +71,7 @@ HOT_BUDGET_BYTES = 256 * 1024
 #: A ``bodies`` document larger than this moves its text to GridFS (``body.json``).
 BODY_SPILL_BYTES = 12 * 1024 * 1024
 
-_ISO_UTC = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|\+00:00)$")
+_ISO_UTC = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|\+00:00)$", re.ASCII)
 _TOP = ("messageId", "threadId", "metadata", "content", "thread", "attachments", "processing")
 _METADATA = ("from", "to", "cc", "bcc", "subject", "date", "timestamp")
 _CONTENT = ("rawFull", "raw", "html", "text", "clean", "forAI")

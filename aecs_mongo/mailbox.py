@@ -263,10 +263,13 @@ def _parse_ascii_dump(stream: IO[bytes], path: str) -> Iterator[tuple[bytes, byt
                 yield pending_key, datum
                 pending_key = None
                 count += 1
-        if line.startswith(b"#:len="):
-            length = int(line[6:])
-        elif line.startswith(b"#:count=") and (pending_key is not None or int(line[8:]) != count):
-            raise MailboxError(f"malformed GDBM dump of {path}: record count mismatch")
+        try:
+            if line.startswith(b"#:len="):
+                length = int(line[6:])
+            elif line.startswith(b"#:count=") and (pending_key is not None or int(line[8:]) != count):
+                raise MailboxError(f"malformed GDBM dump of {path}: record count mismatch")
+        except ValueError:
+            raise MailboxError(f"malformed GDBM dump of {path}: {line[:40]!r}") from None
     if in_header:
         raise MailboxError(f"malformed GDBM dump of {path}: no data section")
 
@@ -434,6 +437,8 @@ def _uidl_listing(conn: poplib.POP3) -> list[tuple[int, str]]:
     for line in lines:
         # RFC 1939 UIDLs are printable ASCII; latin-1 keeps any other byte stable and reversible
         number, _, uidl = line.decode("latin-1").partition(" ")
+        if not (number.isascii() and number.isdigit()):
+            raise MailboxConnectionError(f"the POP3 server sent a malformed UIDL line: {line[:80]!r}")
         listing.append((int(number), uidl.strip()))
     return listing
 

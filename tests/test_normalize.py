@@ -684,3 +684,17 @@ def test_deep_nesting_does_not_crash() -> None:
     parsed = parse(b"".join(parts))
     assert parsed.email["messageId"].startswith("generated-")
     assert parsed.defects
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "\u00b9",
+        "Mon, \u00b23 Nov 2026 10:00:00 +0000",
+        "Mon, 03 Nov 2026 1\u00b9:00:00 +0000",
+        "\u0662\u0660\u0662\u0666-01-01",
+    ],
+)
+def test_non_ascii_digits_are_not_dates(value: str) -> None:
+    # found by the hypothesis suite: str.isdigit() accepts superscripts, which int() refuses
+    assert parse_date(value).date is None and parse_date(value).timestamp is None

@@ -61,11 +61,12 @@ _NAMED_ZONES = {
 
 _ISO_RE = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})"
-    r"(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?\s*([Zz]|[+-]\d{2}(?::?\d{2})?)?)?"
+    r"(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?\s*([Zz]|[+-]\d{2}(?::?\d{2})?)?)?",
+    re.ASCII,  # dates are ASCII: no other script's digits, no superscripts
 )
 _COMMENT_RE = re.compile(r"\([^()]*\)")
-_TIME_RE = re.compile(r"(\d{1,2}):(\d{1,2})(?::(\d{1,2}))?(?:\.\d+)?")
-_OFFSET_RE = re.compile(r"([+-])(\d{4}|\d{2}:\d{2}|\d{1,2})")
+_TIME_RE = re.compile(r"(\d{1,2}):(\d{1,2})(?::(\d{1,2}))?(?:\.\d+)?", re.ASCII)
+_OFFSET_RE = re.compile(r"([+-])(\d{4}|\d{2}:\d{2}|\d{1,2})", re.ASCII)
 _TOKEN_SPLIT_RE = re.compile(r"[\s,]+")
 
 
@@ -106,8 +107,13 @@ def _parse_iso(value: str) -> NormalizedDate | None:
     return _result(int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0), offset)
 
 
+def _digits(token: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts superscripts, which ``int`` refuses."""
+    return token.isascii() and token.isdigit()
+
+
 def _year(token: str) -> int | None:
-    if not token.isdigit() or not 2 <= len(token) <= 4:
+    if not _digits(token) or not 2 <= len(token) <= 4:
         return None
     year = int(token)
     if len(token) == 2:
@@ -147,7 +153,7 @@ def _parse_rfc5322(value: str) -> NormalizedDate:
             continue
         if lower[:3] in _DAYS and lower.isalpha():
             continue
-        if token.isdigit():
+        if _digits(token):
             if day is None and len(token) <= 2 and year is None:
                 day = int(token)
                 continue
