@@ -25,6 +25,8 @@ from aecs_mongo import AecsMongoError, InvalidCursorError, MessageStore
 from .factories import email
 
 TOTAL = int(os.environ.get("AECS_HYPOTHESIS_EXAMPLES", "10000"))
+# CI runs the same examples every time (a landing must not hinge on luck); elsewhere they vary
+DERANDOMIZE = bool(os.environ.get("CI"))
 COLLECTIONS = ("messages", "bodies", "threads", "uidls", "aecs.files", "aecs.chunks")
 
 pytestmark = pytest.mark.server
@@ -144,7 +146,12 @@ def sync_store(db: Any) -> MessageStore:
 def test_malformed_normalized_emails(sync_store: MessageStore, db: Any, backend: str) -> None:
     store = sync_store
 
-    @settings(max_examples=examples(backend, 0.75, "rs"), deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples(backend, 0.75, "rs"),
+        deadline=None,
+        derandomize=DERANDOMIZE,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(normalized_email)
     def run(item: Any) -> None:
         check_store(store, db, item)
@@ -156,7 +163,10 @@ def test_arbitrary_raw_bytes(sync_store: MessageStore, db: Any, backend: str) ->
     store = sync_store
 
     @settings(
-        max_examples=examples(backend, 0.25, "standalone"), deadline=None, suppress_health_check=list(HealthCheck)
+        max_examples=examples(backend, 0.25, "standalone"),
+        deadline=None,
+        derandomize=DERANDOMIZE,
+        suppress_health_check=list(HealthCheck),
     )
     @given(mail_bytes)
     def run(item: bytes) -> None:
@@ -173,7 +183,12 @@ def test_no_read_crosses_mailboxes(make_store: Any, backend: str) -> None:
     mine = {f"m{n}@example.com" for n in range(6)}
     cursors = [p.next_cursor for p in (a.list_messages(limit=2), a.list_threads(limit=1), b.list_messages(limit=1))]
 
-    @settings(max_examples=examples(backend, 0.02, "rs"), deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples(backend, 0.02, "rs"),
+        deadline=None,
+        derandomize=DERANDOMIZE,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(
         st.one_of(
             st.none(), st.sampled_from([c for c in cursors if c]), st.text(alphabet=string.printable, max_size=80)
