@@ -53,6 +53,7 @@ __all__ = [
     "Blob",
     "MessageDocuments",
     "build_documents",
+    "context_entry",
     "date_to_iso",
     "derived_fields",
     "message_summary",
@@ -635,6 +636,20 @@ def message_summary(message: Mapping[str, Any]) -> dict[str, Any]:
         "ts": int(message["ts"]),
         "inReplyTo": message.get("inReplyTo"),
         "attachmentCount": len(message.get("attachments") or ()),
+    }
+
+
+def context_entry(message: Mapping[str, Any], position: int) -> dict[str, Any]:
+    """One message of ``thread_context``: what a prompt needs, with its position in the thread."""
+    sender = message.get("from")
+    return {
+        "messageId": message["messageId"],
+        "from": dict(sender) if sender else None,
+        "subject": message.get("subject"),
+        "date": _iso_or_none(message),
+        "ts": int(message["ts"]),
+        "forAI": message.get("forAI"),
+        "position": position,
     }
 
 

@@ -26,6 +26,7 @@ from .documents import (
     Blob,
     MessageDocuments,
     build_documents,
+    context_entry,
     derived_fields,
     message_summary,
     thread_summary_from_messages,
@@ -540,21 +541,7 @@ class MessageStore:
         if total == limit:
             total = self._messages.count_documents(selector)
         first_position = max(total - len(newest), 0)
-        result = []
-        for offset, m in enumerate(reversed(newest)):
-            summary = message_summary({**m, "threadId": thread_id})
-            result.append(
-                {
-                    "messageId": m["messageId"],
-                    "from": summary["from"],
-                    "subject": m.get("subject"),
-                    "date": summary["date"],
-                    "ts": summary["ts"],
-                    "forAI": m.get("forAI"),
-                    "position": first_position + offset,
-                }
-            )
-        return result
+        return [context_entry(m, first_position + offset) for offset, m in enumerate(reversed(newest))]
 
     # --- pages -----------------------------------------------------------------------------
 
@@ -710,13 +697,7 @@ class MessageStore:
             )
             pipeline = queries.fallback_search_pipeline(self.mailbox_id, query, limit, self.scan_limit)
             hits = _to_list(_resolve(self._bodies.aggregate(pipeline)))
-        rows = {
-            m["_id"]: m
-            for m in self._messages.find(
-                self._by_ids([h["_id"] for h in hits]),
-                {"messageId": 1, "subject": 1, "ts": 1, "messageKey": 1},
-            )
-        }
+        rows = self._messages_of(hits)
         results = []
         for hit in hits:
             message = rows.get(hit["_id"])
@@ -734,6 +715,14 @@ class MessageStore:
         if engine == "scan":
             results.sort(key=lambda r: (-r["ts"], r["messageId"]))
         return results
+
+    def _messages_of(self, hits: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The messages behind search hits (keyed like them, by ``_id``), in one read.
+
+        A hit whose message is missing (a body left by an interrupted store) has no entry.
+        """
+        found = self._messages.find(self._by_ids([h["_id"] for h in hits]), {"messageId": 1, "subject": 1, "ts": 1})
+        return {m["_id"]: m for m in found}
 
     def _has_text_index(self) -> bool:
         if self._text_index is None and self._mongomock:
@@ -770,13 +759,7 @@ class MessageStore:
         tkey = None if thread_id is None else thread_key(check_str(thread_id, "thread_id"))
         pipeline = queries.vector_search_pipeline(self.mailbox_id, [float(v) for v in vector], limit, tkey)
         hits = _to_list(_resolve(self._vectors.aggregate(pipeline)))
-        rows = {
-            m["_id"]: m
-            for m in self._messages.find(
-                self._by_ids([h["_id"] for h in hits]),
-                {"messageId": 1, "subject": 1, "ts": 1},
-            )
-        }
+        rows = self._messages_of(hits)
         return [
             {
                 "messageId": rows[h["_id"]]["messageId"],
@@ -844,19 +827,17 @@ class MessageStore:
         if not isinstance(raw_bytes, (bytes, bytearray, memoryview)):
             raise TypeError(f"raw_bytes must be bytes, not {type(raw_bytes).__name__}")
         result = self.store(bytes(raw_bytes), uidl=uidl)
-        self._uidls.update_one(
+        self._record_uidl(uidl, result.message_id, result.message_key)
+        return result.message_id
+
+    def _record_uidl(self, uidl: str, message_id: str, mkey: str) -> bool:
+        """Record a downloaded UIDL (first record wins); True when this call created it."""
+        outcome = self._uidls.update_one(
             self._upsert_key(self._uidl_id(uidl)),
-            {
-                "$setOnInsert": {
-                    "mailboxId": self.mailbox_id,
-                    "uidl": uidl,
-                    "messageId": result.message_id,
-                    "messageKey": result.message_key,
-                }
-            },
+            {"$setOnInsert": {"mailboxId": self.mailbox_id, "uidl": uidl, "messageId": message_id, "messageKey": mkey}},
             upsert=True,
         )
-        return result.message_id
+        return outcome.upserted_id is not None
 
     def contains_uidl(self, uidl: str) -> bool:
         """True when this UIDL was downloaded into the mailbox (and not deleted since)."""
@@ -903,21 +884,22 @@ class MessageStore:
         Seed 003's walk: the root is the first References entry when stored, else the earliest
         stored ancestor along In-Reply-To; then breadth-first over replies. Gaps end a branch.
         """
-        start = self._messages.find_one(
-            self._by_id(self._id_for(message_id)),
-            {"messageId": 1, "references": 1, "inReplyTo": 1, "ts": 1, "messageKey": 1},
-        )
+        start = self._messages.find_one(self._by_id(self._id_for(message_id)), _WALK_FIELDS)
         if start is None:
             raise NotFoundError(f"no message {strip_message_id(message_id)!r} in mailbox {self.mailbox_id!r}")
         root = start
         references = start.get("references") or []
-        first = self._messages.find_one(self._by_id(self._id_for(references[0]))) if references else None
+        first = (
+            self._messages.find_one(self._by_id(self._id_for(references[0])), _WALK_FIELDS)
+            if references
+            else None
+        )
         if first is not None:
             root = first
         else:
             seen = {root["messageKey"]}
             while root.get("inReplyTo"):
-                parent = self._messages.find_one(self._by_id(self._id_for(root["inReplyTo"])))
+                parent = self._messages.find_one(self._by_id(self._id_for(root["inReplyTo"])), _WALK_FIELDS)
                 if parent is None or parent["messageKey"] in seen:
                     break
                 seen.add(parent["messageKey"])
@@ -955,20 +937,10 @@ class MessageStore:
             if changed:
                 self._messages.update_one(self._by_id(message["_id"]), {"$set": changed})
                 report["messagesFixed"] += 1
-            if message.get("uidl") is not None:
-                outcome = self._uidls.update_one(
-                    self._upsert_key(self._uidl_id(message["uidl"])),
-                    {
-                        "$setOnInsert": {
-                            "mailboxId": self.mailbox_id,
-                            "uidl": message["uidl"],
-                            "messageId": message["messageId"],
-                            "messageKey": message["messageKey"],
-                        }
-                    },
-                    upsert=True,
-                )
-                report["uidlsAdded"] += 1 if outcome.upserted_id is not None else 0
+            if message.get("uidl") is not None and self._record_uidl(
+                message["uidl"], message["messageId"], message["messageKey"]
+            ):
+                report["uidlsAdded"] += 1
         for record in self._uidls.find({"mailboxId": self.mailbox_id}, {"messageKey": 1}):
             if record.get("messageKey") not in keys:
                 self._uidls.delete_one(self._by_id(record["_id"]))
