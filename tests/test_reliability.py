@@ -45,7 +45,8 @@ def test_eight_workers_store_every_message_once(servers: Any, backend: str, db: 
         stats = pool.starmap(
             concurrent_worker, [(servers.uri(backend), db.name, share, i) for i, share in enumerate(shares)]
         )
-    assert sum(s["inserted"] for s in stats) == MESSAGES
+    errors = [e for s in stats for e in s["errors"]]
+    assert sum(s["inserted"] for s in stats) == MESSAGES, errors
     assert sum(s["inserted"] + s["present"] for s in stats) == 3 * MESSAGES
     assert db.messages.count_documents({"mailboxId": "shared"}) == MESSAGES
     assert db.bodies.count_documents({"mailboxId": "shared"}) == MESSAGES
