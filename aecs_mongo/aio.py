@@ -16,6 +16,7 @@ import email.policy
 import inspect
 import json
 import logging
+import random
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from email.message import EmailMessage
 from typing import Any
@@ -329,8 +330,21 @@ class AsyncMessageStore:
 
         Transient errors (a write conflict with a concurrent writer, a failover) retry the whole
         transaction, an unknown commit result retries the commit; both at most
-        ``_TXN_ATTEMPTS`` times. Returns the ``_id`` of every message this call created.
+        ``_TXN_ATTEMPTS`` times. A batch that keeps conflicting is split in halves, each retried
+        the same way: a smaller transaction touches fewer thread summaries, so it is far less
+        likely to meet a concurrent writer, and atomicity is per message anyway. Only a single
+        message that exhausts its attempts raises. Returns the ``_id`` of every message created.
         """
+        try:
+            return await self._transaction_with_retries(unique)
+        except PyMongoError as exc:
+            if len(unique) == 1 or not _is_transient(exc):
+                raise
+        half = len(unique) // 2
+        created = await self._commit_in_transaction(unique[:half])
+        return created | await self._commit_in_transaction(unique[half:])
+
+    async def _transaction_with_retries(self, unique: Sequence[MessageDocuments]) -> set[str]:
         session = await _resolve(self.db.client.start_session())
         async with session:
             for attempt in range(1, _TXN_ATTEMPTS + 1):
@@ -344,7 +358,8 @@ class AsyncMessageStore:
                         await session.abort_transaction()
                     if attempt == _TXN_ATTEMPTS or not _is_transient(exc):
                         raise
-                    await asyncio.sleep(0.01 * 2**attempt)
+                    # jittered: writers that collided once must not retry in lock step
+                    await asyncio.sleep(0.005 * 2**attempt * (1 + random.random()))
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _commit(self, session: Any) -> None:

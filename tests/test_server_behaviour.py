@@ -214,3 +214,20 @@ def test_transient_transaction_errors_are_retried(store: MessageStore, db: Any, 
         store.store(email(3))
     failpoint(failpoints, mode="off")
     assert db.messages.count_documents({}) == 2
+
+
+def test_a_batch_that_keeps_conflicting_is_split(store: MessageStore, db: Any, failpoints: Any) -> None:
+    if not db.client.admin.command("hello").get("setName"):
+        pytest.skip("no transactions on a standalone server")
+    mail = [email(n, thread="t@example.com") for n in range(4)]
+    conflict = {"failCommands": ["insert"], "errorCode": 112, "errorLabels": ["TransientTransactionError"]}
+    failpoint(failpoints, mode={"times": 5}, data=conflict)  # every attempt of the 4-message batch
+    results = store.store_many(mail, batch_size=4)
+    assert [r.inserted for r in results] == [True] * 4  # the halves went through
+    assert db.messages.count_documents({}) == 4 and db.bodies.count_documents({}) == 4
+    assert db.threads.find_one()["messageCount"] == 4
+    failpoint(failpoints, mode={"times": 1000}, data=conflict)
+    with pytest.raises(PyMongoError):  # bounded: a single message out of attempts raises
+        store.store_many([email(n, thread="t@example.com") for n in range(4, 8)], batch_size=4)
+    failpoint(failpoints, mode="off")
+    assert db.messages.count_documents({}) == 4 and db.threads.find_one()["messageCount"] == 4
