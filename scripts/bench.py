@@ -33,7 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from pymongo.database import Database
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aecs_mongo import MessageStore  # noqa: E402
+from aecs_mongo import MessageStore, explain  # noqa: E402
 from aecs_mongo.blobs import chunk_documents, file_document  # noqa: E402
 from aecs_mongo.documents import (  # noqa: E402
     MessageDocuments,
@@ -178,43 +178,7 @@ def plan_facts(
     command: Doc = {"find": collection, "filter": selector, "sort": dict(sort), "limit": limit}
     if hint:
         command["hint"] = hint
-    explained = db.command({"explain": command, "verbosity": "executionStats"})
-
-    def stages(plan: Any) -> Iterator[Doc]:
-        if isinstance(plan, dict):
-            if "stage" in plan:
-                yield plan
-            for v in plan.values():
-                yield from stages(v)
-        elif isinstance(plan, list):
-            for v in plan:
-                yield from stages(v)
-
-    plan = explained["queryPlanner"]["winningPlan"]
-    ixscans = [s for s in stages(plan) if s["stage"] == "IXSCAN"]
-    kinds = {s["stage"] for s in stages(plan)}
-    stats = explained.get("executionStats", {})
-    provided = False
-    index = None
-    if ixscans:
-        index = ixscans[0]["indexName"]
-        keys = list(ixscans[0]["keyPattern"].items())
-        clauses = selector.get("$and", [selector])
-        equal = {k for c in clauses for k, v in c.items() if not k.startswith("$") and not isinstance(v, dict)}
-        equality = [k for k, _ in keys if k in equal]
-        rest = [(k, d) for k, d in keys if k not in equality]
-        wanted = list(sort)
-        forward = rest[: len(wanted)] == wanted
-        backward = rest[: len(wanted)] == [(k, -d) for k, d in wanted]
-        provided = bool(wanted) and (forward or backward)
-    return {
-        "index": index,
-        "collscan": "COLLSCAN" in kinds,
-        "sortProvidedByIndex": provided,
-        "inMemorySortStage": "SORT" in kinds,
-        "docsExamined": stats.get("totalDocsExamined"),
-        "returned": stats.get("nReturned"),
-    }
+    return explain.plan_facts(db.command({"explain": command, "verbosity": "executionStats"}), selector, sort)
 
 
 def bench_reads(client: MongoClient[Doc], size: int, rounds: int) -> list[Doc]:

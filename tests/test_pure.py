@@ -11,6 +11,7 @@ import aecs_mongo
 from aecs_mongo import errors
 from aecs_mongo.blobs import assemble, chunk_documents, file_document, prefix_filter
 from aecs_mongo.documents import build_documents, thread_summary_from_messages, to_normalized_email
+from aecs_mongo.explain import plan_stages, sort_provided
 from aecs_mongo.keys import blob_prefix, list_id_key, message_key, strip_message_id, subject_key
 from aecs_mongo.queries import decode_cursor, encode_cursor, inbox_query, participant_query
 
@@ -139,3 +140,19 @@ def test_chunks_reassemble_and_detect_gaps() -> None:
         assemble(file_doc, chunks[:2] + chunks[3:])
     assert chunk_documents("k", b"") == []
     assert assemble(file_document("k", 0, "x", meta), []) == b""
+
+
+def test_sort_provided_reads_the_keys_after_the_equality_prefix() -> None:
+    inbox = {"mailboxId": 1, "ts": -1, "messageKey": -1}
+    assert sort_provided(inbox, {"mailboxId": "a"}, [("ts", -1), ("messageKey", -1)])
+    assert sort_provided(inbox, {"mailboxId": "a"}, [("ts", 1), ("messageKey", 1)])  # reversed walk
+    assert not sort_provided(inbox, {"mailboxId": "a"}, [("ts", -1), ("messageKey", 1)])  # mixed
+    assert not sort_provided(inbox, {}, [("ts", -1)])  # mailboxId unbound: ts is not next
+    assert not sort_provided(inbox, {"mailboxId": "a"}, [])
+    ranged = {"$and": [{"mailboxId": "a"}, {"ts": {"$lt": 5}}]}  # a range is not an equality
+    assert sort_provided(inbox, ranged, [("ts", -1), ("messageKey", -1)])
+
+
+def test_plan_stages_walks_nested_and_sharded_plans() -> None:
+    plan = {"stage": "SHARD_MERGE", "shards": [{"winningPlan": {"stage": "FETCH", "inputStage": {"stage": "IXSCAN"}}}]}
+    assert [s["stage"] for s in plan_stages(plan)] == ["SHARD_MERGE", "FETCH", "IXSCAN"]

@@ -12,6 +12,7 @@ from pymongo import MongoClient, monitoring
 from pymongo.errors import PyMongoError
 
 from aecs_mongo import MessageStore
+from aecs_mongo.explain import plan_stages
 from aecs_mongo.keys import blob_prefix, message_key
 
 from .factories import email
@@ -46,17 +47,6 @@ def recorded(servers: Any, backend: str, db: Any) -> Iterator[tuple[MessageStore
     store.ensure_indexes()
     yield store, recorder
     client.close()
-
-
-def stages(plan: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(plan, dict):
-        if "stage" in plan:
-            yield plan
-        for value in plan.values():
-            yield from stages(value)
-    elif isinstance(plan, list):
-        for value in plan:
-            yield from stages(value)
 
 
 SELECTING_FIELDS = {
@@ -111,10 +101,10 @@ def test_every_read_uses_an_index(recorded: tuple[MessageStore, Recorder], db: A
             continue
         body = {k: v for k, v in command.items() if k not in DRIVER_FIELDS}
         explained = db.command({"explain": body, "verbosity": "queryPlanner"})
-        kinds = {s["stage"] for s in stages(explained)}
+        kinds = {s["stage"] for s in plan_stages(explained)}
         assert "COLLSCAN" not in kinds, (body, kinds)
         assert kinds & {"IXSCAN", "IDHACK", "EXPRESS_IXSCAN", "EXPRESS_IDHACK", "COUNT_SCAN"}, (body, kinds)
-        used = {s.get("indexName") for s in stages(explained)}
+        used = {s.get("indexName") for s in plan_stages(explained)}
         expected = body.get("hint") or expected_index(body)
         if expected:
             assert expected in used, (body, used)
