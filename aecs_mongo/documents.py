@@ -56,6 +56,7 @@ __all__ = [
     "context_entry",
     "date_to_iso",
     "derived_fields",
+    "fold_thread_summary",
     "message_summary",
     "raw_full_from_bytes",
     "raw_full_to_bytes",
@@ -613,6 +614,26 @@ def thread_summary_from_messages(messages: Sequence[Mapping[str, Any]]) -> dict[
         "lastTs": last["ts"],
         "lastMessageKey": last["messageKey"],
     }
+
+
+def fold_thread_summary(summary: Mapping[str, Any] | None, message: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary`` with one more message folded in: what ``thread_update`` does on the server.
+
+    Folding a thread's messages in any order gives ``thread_summary_from_messages`` of them;
+    ``reindex`` uses it to rebuild every summary in one pass over ``messages``.
+    """
+    if summary is None:
+        first = thread_summary_from_messages([message])
+        assert first is not None
+        return first
+    out = dict(summary)
+    out["messageCount"] += 1
+    key = (message["ts"], message["messageKey"])
+    if key < (summary["firstTs"], summary["firstMessageKey"]):
+        out.update(threadId=message["threadId"], subject=message["subject"], firstTs=key[0], firstMessageKey=key[1])
+    if key > (summary["lastTs"], summary["lastMessageKey"]):
+        out.update(lastTs=key[0], lastMessageKey=key[1])
+    return out
 
 
 # --- the way back ------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from .documents import (
     build_documents,
     context_entry,
     derived_fields,
+    fold_thread_summary,
     message_summary,
     thread_summary_from_messages,
     thread_update,
@@ -49,6 +50,7 @@ _DUPLICATE_KEY = 11000
 _INDEX_ALREADY_EXISTS = 68
 _THREAD_UPSERT_RETRIES = 5
 _TXN_ATTEMPTS = 5
+_REPAIR_BATCH = 500
 _MAX_PAGE = 1000
 _WALK_FIELDS = {"messageId": 1, "references": 1, "inReplyTo": 1, "ts": 1, "messageKey": 1}
 _SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "messageKey": 1, "subject": 1}
@@ -845,11 +847,14 @@ class MessageStore:
         self._record_uidl(uidl, result.message_id, result.message_key)
         return result.message_id
 
+    def _uidl_record(self, uidl: str, message_id: str, mkey: str) -> dict[str, Any]:
+        return {"mailboxId": self.mailbox_id, "uidl": uidl, "messageId": message_id, "messageKey": mkey}
+
     def _record_uidl(self, uidl: str, message_id: str, mkey: str) -> bool:
         """Record a downloaded UIDL (first record wins); True when this call created it."""
         outcome = self._uidls.update_one(
             self._upsert_key(self._uidl_id(uidl)),
-            {"$setOnInsert": {"mailboxId": self.mailbox_id, "uidl": uidl, "messageId": message_id, "messageKey": mkey}},
+            {"$setOnInsert": self._uidl_record(uidl, message_id, mkey)},
             upsert=True,
         )
         return outcome.upserted_id is not None
@@ -939,32 +944,85 @@ class MessageStore:
         Thread summaries are recomputed, lookup fields re-derived, a UIDL record restored for
         every message that names one, and UIDL records of vanished messages removed. Records of
         duplicates (a second UIDL of a stored message) are kept: they are downloads, not caches.
+        One pass over ``messages`` in batches (one body query, one bulk of fixes and one of UIDL
+        upserts per batch); summaries are folded in memory and replaced in place, so readers
+        never see a mailbox without threads.
         """
         report = {"threads": 0, "messagesFixed": 0, "uidlsAdded": 0, "uidlsRemoved": 0}
-        thread_keys: set[str] = set()
+        summaries: dict[str, dict[str, Any]] = {}
         keys: set[str] = set()
+        batch: list[dict[str, Any]] = []
         for message in self._messages.find({"mailboxId": self.mailbox_id}):
             keys.add(message["messageKey"])
-            thread_keys.add(message["threadKey"])
-            body = self._bodies.find_one(self._by_id(message["_id"]))
-            derived = derived_fields(message, body)
+            summaries[message["threadKey"]] = fold_thread_summary(summaries.get(message["threadKey"]), message)
+            batch.append(message)
+            if len(batch) == _REPAIR_BATCH:
+                self._repair_messages(batch, report)
+                batch = []
+        if batch:
+            self._repair_messages(batch, report)
+        dangling = [
+            r["_id"]
+            for r in self._uidls.find({"mailboxId": self.mailbox_id}, {"messageKey": 1})
+            if r.get("messageKey") not in keys
+        ]
+        for start in range(0, len(dangling), _REPAIR_BATCH):
+            done = self._uidls.delete_many(self._by_ids(dangling[start : start + _REPAIR_BATCH]))
+            report["uidlsRemoved"] += done.deleted_count
+        rows = list(summaries.values())
+        for start in range(0, len(rows), _REPAIR_BATCH):
+            chunk = rows[start : start + _REPAIR_BATCH]
+            self._write_each(self._threads, [(self._upsert_key(t["_id"]), t) for t in chunk], replace=True)
+        report["threads"] = len(rows)
+        current = {doc_id(self.mailbox_id, tkey) for tkey in summaries}
+        stale = [t["_id"] for t in self._threads.find({"mailboxId": self.mailbox_id}, {"_id": 1})]
+        stale = [_id for _id in stale if _id not in current]
+        for start in range(0, len(stale), _REPAIR_BATCH):
+            self._threads.delete_many(self._by_ids(stale[start : start + _REPAIR_BATCH]))
+        return report
+
+    def _repair_messages(self, batch: Sequence[Mapping[str, Any]], report: dict[str, int]) -> None:
+        """Rewrite the lookup fields that differ from a recomputation; restore missing UIDL records."""
+        bodies = {b["_id"]: b for b in self._bodies.find(self._by_ids([m["_id"] for m in batch]))}
+        fixes = []
+        for message in batch:
+            derived = derived_fields(message, bodies.get(message["_id"]))
             changed = {k: v for k, v in derived.items() if message.get(k) != v}
             if changed:
-                self._messages.update_one(self._by_id(message["_id"]), {"$set": changed})
-                report["messagesFixed"] += 1
-            if message.get("uidl") is not None and self._record_uidl(
-                message["uidl"], message["messageId"], message["messageKey"]
-            ):
-                report["uidlsAdded"] += 1
-        for record in self._uidls.find({"mailboxId": self.mailbox_id}, {"messageKey": 1}):
-            if record.get("messageKey") not in keys:
-                self._uidls.delete_one(self._by_id(record["_id"]))
-                report["uidlsRemoved"] += 1
-        self._threads.delete_many({"mailboxId": self.mailbox_id})
-        for tkey in sorted(thread_keys):
-            self._recompute_thread(tkey)
-            report["threads"] += 1
-        return report
+                fixes.append((self._by_id(message["_id"]), {"$set": changed}))
+        self._write_each(self._messages, fixes)
+        report["messagesFixed"] += len(fixes)
+        records = [
+            (
+                self._upsert_key(self._uidl_id(m["uidl"])),
+                {"$setOnInsert": self._uidl_record(m["uidl"], m["messageId"], m["messageKey"])},
+            )
+            for m in batch
+            if m.get("uidl") is not None
+        ]
+        try:
+            report["uidlsAdded"] += self._write_each(self._uidls, records, upsert=True)
+        except BulkWriteError as exc:
+            if not _only_duplicates(exc):  # a concurrent add() recorded one first
+                raise
+            report["uidlsAdded"] += exc.details.get("nUpserted", 0)
+
+    def _write_each(
+        self, collection: Any, writes: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], *, replace: bool = False,
+        upsert: bool = False,
+    ) -> int:
+        """One unordered bulk of ``update_one`` (or upserting ``replace_one``) writes; the number
+        upserted. mongomock's bulk API rejects PyMongo 4.x's ``UpdateOne``, so there each write
+        runs alone."""
+        if not writes:
+            return 0
+        upsert = upsert or replace
+        if self._mongomock:
+            method = collection.replace_one if replace else collection.update_one
+            return sum([(method(s, d, upsert=upsert)).upserted_id is not None for s, d in writes])
+        op = ReplaceOne if replace else UpdateOne
+        outcome = collection.bulk_write([op(s, d, upsert=upsert) for s, d in writes], ordered=False)
+        return int(outcome.upserted_count)
 
 
 def _parse_raw(raw: bytes, for_ai_max_chars: int) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import random
 from typing import Any
 
 import pytest
@@ -10,7 +11,12 @@ import pytest
 import aecs_mongo
 from aecs_mongo import errors
 from aecs_mongo.blobs import assemble, chunk_documents, file_document, prefix_filter
-from aecs_mongo.documents import build_documents, thread_summary_from_messages, to_normalized_email
+from aecs_mongo.documents import (
+    build_documents,
+    fold_thread_summary,
+    thread_summary_from_messages,
+    to_normalized_email,
+)
 from aecs_mongo.explain import plan_stages, sort_provided
 from aecs_mongo.keys import blob_prefix, list_id_key, message_key, strip_message_id, subject_key
 from aecs_mongo.queries import decode_cursor, encode_cursor, inbox_query, participant_query
@@ -100,6 +106,20 @@ def test_thread_summary_order_is_total() -> None:
     assert (summary["firstMessageKey"], summary["lastMessageKey"], summary["subject"]) == ("a", "c", "first")
     assert summary["messageCount"] == 3
     assert thread_summary_from_messages([]) is None
+
+
+def test_folding_in_any_order_equals_the_recomputation() -> None:
+    rows = [
+        {"mailboxId": "a", "threadKey": "t", "threadId": "T", "ts": n % 4, "messageKey": f"k{n:02}", "subject": f"s{n}"}
+        for n in range(12)
+    ]
+    for seed in range(20):
+        shuffled = rows[:]
+        random.Random(seed).shuffle(shuffled)
+        summary = None
+        for row in shuffled:
+            summary = fold_thread_summary(summary, row)
+        assert summary == thread_summary_from_messages(rows)
 
 
 def test_cursors_round_trip_and_bind_to_their_query() -> None:
