@@ -3,12 +3,17 @@ and once for real in a subprocess with no URI (the embedded server in a temporar
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import re
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -433,3 +438,127 @@ def test_subprocess_with_the_embedded_server(tmp_path: Path) -> None:
     raw = run("show", "plan-1@example.com", "--raw")
     assert raw.stdout == (SAMPLES / "01-plan.eml").read_bytes()
     assert (data_dir / "db").is_dir()
+
+
+# --- on a terminal: the progress line, and interrupts ------------------------------------------------
+
+
+def _on_a_terminal(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``python -m aecs_mongo argv`` with stderr on a pseudo-terminal (stdout piped) in a
+    process group of its own, as a shell runs a foreground job; returns it and the pty's reader."""
+    reader, writer = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aecs_mongo", *argv],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=writer,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    os.close(writer)
+    return proc, reader
+
+
+def _read_until(reader: int, pattern: re.Pattern[bytes] | None, timeout: float) -> bytes:
+    """What the terminal showed, up to the first match of ``pattern`` (or the end, or the timeout)."""
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while not (pattern and pattern.search(seen)) and time.monotonic() < deadline:
+        ready, _, _ = select.select([reader], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(reader, 65536)
+            except OSError:  # EIO: every writer closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.server
+def test_progress_line_on_a_terminal_only(servers: Any, backend: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
+    name = f"aecs_cli_{uuid.uuid4().hex[:12]}"
+    base = ["--uri", servers.uri(backend), "--db", name, "ingest", str(SAMPLES)]
+    proc, reader = _on_a_terminal(base, env, tmp_path)
+    shown = _read_until(reader, None, timeout=120)  # everything, until the end
+    out, _ = proc.communicate(timeout=60)
+    os.close(reader)
+    assert proc.returncode == 0, shown.decode(errors="replace")
+    frames = [f for f in shown.split(b"\r\x1b[K") if f.startswith(b"ingest ")]
+    assert frames, shown
+    assert frames[-1].startswith(f"ingest 100% | {SAMPLE_COUNT}/{SAMPLE_COUNT} messages".encode())
+    assert f"{SAMPLE_COUNT} stored, 0 present, 0 failed".encode() in frames[-1]
+    assert shown.endswith(b"\r\x1b[K")  # the line is cleared when the ingest ends
+    assert b"\x1b" not in out  # the summary on stdout is plain text
+    assert f"{SAMPLE_COUNT} stored".encode() in out
+    proc, reader = _on_a_terminal([*base, "--no-progress"], env, tmp_path)
+    shown = _read_until(reader, None, timeout=120)
+    proc.communicate(timeout=60)
+    os.close(reader)
+    assert proc.returncode == 0 and b"\x1b[K" not in shown
+    servers.client(backend).drop_database(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to the process group"])
+def test_interrupted_ingest_stops_the_embedded_server_and_resumes(how: str, tmp_path: Path) -> None:
+    from aecs_mongo.embedded import embedded_available
+
+    if not embedded_available():
+        pytest.skip("the embedded server is not installed")
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("needs /proc to find the server process")
+    mbox = tmp_path / "big.mbox"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_mbox.py"), "--size-mb", "8", "--out", str(mbox)],
+        check=True,
+        capture_output=True,
+    )
+    total = sum(1 for _ in iter_mbox(mbox))
+    env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
+    argv = ["--data-dir", str(tmp_path / "data"), "ingest", str(mbox), "--batch-size", "20", "--json"]
+    proc, reader = _on_a_terminal(argv, env, tmp_path)
+    shown = _read_until(reader, re.compile(rb"[1-9]\d* stored"), timeout=120)  # mid-ingest
+    servers = [pid for pid in _children(proc.pid) if b"secantus" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(servers) == 1, shown.decode(errors="replace")
+    if how.startswith("SIGTERM"):
+        proc.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal does: every process of the job
+    out, _ = proc.communicate(timeout=60)
+    shown += _read_until(reader, None, timeout=5)
+    os.close(reader)
+    assert proc.returncode == 130, shown.decode(errors="replace")
+    assert b"interrupted" in shown
+    report = json.loads(out)
+    assert report["interrupted"] is True and 0 < report["stored"] < total
+    assert not _alive(servers[0])  # stopped, not orphaned
+    again = subprocess.run(
+        [sys.executable, "-m", "aecs_mongo", *argv], cwd=tmp_path, env=env, capture_output=True, timeout=300
+    )
+    assert again.returncode == 0, again.stderr.decode()
+    resumed = json.loads(again.stdout)
+    assert resumed["stored"] + resumed["present"] == total and resumed["failed"] == 0  # nothing lost
+    # what the interrupted run confirmed is there; beyond that only what it had sent unconfirmed
+    assert report["stored"] <= resumed["present"] <= report["stored"] + len(report["unconfirmed"])
