@@ -48,7 +48,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -443,7 +443,9 @@ class _Pending:
     next_index: int = 0
 
 
-def _items(sources: Sequence[Source], report: IngestReport, pending: _Pending, progress: Progress) -> Iterator[bytes]:
+def _items(
+    sources: Sequence[Source], report: IngestReport, pending: _Pending, progress: Progress
+) -> Generator[bytes, None, None]:
     """The messages to store, streamed; what cannot be a message becomes a failure here."""
 
     def offer(label: Failure, data: bytes) -> Iterator[bytes]:
@@ -484,6 +486,16 @@ def _items(sources: Sequence[Source], report: IngestReport, pending: _Pending, p
             report.failures.append(Failure(str(source.path), f"cannot read: {exc.strerror or exc}"))
 
 
+def _until(items: Iterator[bytes], stop: _StopRequest) -> Iterator[bytes]:
+    """``items`` until a stop is requested; checked before reading the next one, so nothing is
+    read (and labelled as handed to the store) that will not be stored."""
+    while not stop.requested:
+        item = next(items, None)
+        if item is None:
+            return
+        yield item
+
+
 def _ingest(ctx: Context) -> int:
     args = ctx.args
     started = time.monotonic()
@@ -499,21 +511,23 @@ def _ingest(ctx: Context) -> int:
         label.reason = f"refused by the store: {exc}"
         report.failures.append(label)
 
+    items = _items(sources, report, pending, progress)
     try:
-        for result in ctx.store.store_iter(
-            _items(sources, report, pending, progress), batch_size=args.batch_size, on_error=refused
-        ):
-            pending.labels.pop(next(iter(pending.labels)))
-            if result.inserted:
-                report.stored += 1
-            else:
-                report.present += 1
-            progress.update(report)
+        with _finish_in_hand_on_interrupt() as stop:
+            for result in ctx.store.store_iter(_until(items, stop), batch_size=args.batch_size, on_error=refused):
+                pending.labels.pop(next(iter(pending.labels)))
+                if result.inserted:
+                    report.stored += 1
+                else:
+                    report.present += 1
+                progress.update(report)
+        report.interrupted = stop.requested
     except KeyboardInterrupt:
         report.interrupted = True
     except Exception as exc:  # a database error: report what was done, then fail
         report.aborted = f"{type(exc).__name__}: {exc}"
     finally:
+        items.close()
         progress.update(report, force=True)
         progress.close()
     report.seconds = time.monotonic() - started
@@ -1056,17 +1070,51 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt
 
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C, so the embedded server is stopped (main thread only)."""
+def _signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (the terminal closed) unwind like Ctrl-C, so the embedded server is
+    stopped (main thread only: Python delivers signals there)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in _STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@dataclass
+class _StopRequest:
+    requested: bool = False
+
+
+@contextlib.contextmanager
+def _finish_in_hand_on_interrupt() -> Iterator[_StopRequest]:
+    """The first Ctrl-C (or SIGTERM, SIGHUP) asks the ingest to stop once the messages already
+    handed to the store are written; a second one interrupts at once (main thread only)."""
+    stop = _StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def request(signum: int, frame: FrameType | None) -> None:
+        if stop.requested:
+            raise KeyboardInterrupt
+        stop.requested = True
+        _note("stopping once the messages in hand are stored (press Ctrl-C again to stop now)")
+
+    signals = (signal.SIGINT, *_STOP_SIGNALS)
+    previous = {sig: signal.signal(sig, request) for sig in signals}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
@@ -1084,7 +1132,7 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
     data_dir = Path(args.data_dir).resolve()
     server = EmbeddedServer(data_dir=data_dir)
     _note(f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}")
-    with _sigterm_as_interrupt():
+    with _signals_as_interrupt():
         try:
             server.start()
         except AecsMongoError as exc:

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +29,23 @@ INSTALL_HINT = "pip install 'aecs-mongo[embedded]'"
 def embedded_available() -> bool:
     """True when the SecantusDB server can be started from this interpreter."""
     return importlib.util.find_spec("secantus") is not None
+
+
+# Runs SecantusDB in the child. On Linux it first asks for SIGTERM when its parent dies
+# (PR_SET_PDEATHSIG), so a command killed with SIGKILL leaves no server holding the data dir;
+# doing that here, after exec, avoids a preexec_fn in a parent that has driver threads.
+_LAUNCHER = """# aecs-mongo: the embedded SecantusDB server
+import ctypes, os, runpy, signal, sys
+parent = int(sys.argv.pop(1))
+if parent:
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        sys.exit("aecs-mongo: the parent of the embedded server is gone")
+runpy.run_module("secantus", run_name="__main__", alter_sys=True)
+"""
 
 
 def _free_port(host: str) -> int:
@@ -77,10 +95,14 @@ class EmbeddedServer:
             self.data_dir = Path(self._tmp)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = _free_port(self.host)
+        # tie the server's life to ours only from the main thread: the kernel signals when the
+        # *thread* that started it ends, which for a worker thread is not the end of the program
+        parent = os.getpid() if threading.current_thread() is threading.main_thread() else 0
         args = [
             sys.executable,
-            "-m",
-            "secantus",
+            "-c",
+            _LAUNCHER,
+            str(parent),
             "--host",
             self.host,
             "--port",
@@ -96,7 +118,11 @@ class EmbeddedServer:
             args.append("--enable-test-commands")
         self._log = self.data_dir / "server.log"
         with open(self._log, "ab") as log:
-            self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            # a session of its own: a terminal's Ctrl-C goes to the command, which stops the
+            # server when it is done, instead of killing the server under a write
+            self._proc = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         self._wait_ready()
         return self.uri
 

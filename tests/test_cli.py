@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from aecs_mongo.cli import command_names, iter_mbox, main
+from aecs_mongo.cli import _finish_in_hand_on_interrupt, command_names, iter_mbox, main
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"
@@ -521,7 +521,7 @@ def test_progress_line_on_a_terminal_only(servers: Any, backend: str, tmp_path: 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to the process group"])
+@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to the process group", "SIGKILL to the command"])
 def test_interrupted_ingest_stops_the_embedded_server_and_resumes(how: str, tmp_path: Path) -> None:
     from aecs_mongo.embedded import embedded_available
 
@@ -544,21 +544,45 @@ def test_interrupted_ingest_stops_the_embedded_server_and_resumes(how: str, tmp_
     assert len(servers) == 1, shown.decode(errors="replace")
     if how.startswith("SIGTERM"):
         proc.send_signal(signal.SIGTERM)
+    elif how.startswith("SIGKILL"):
+        proc.kill()
     else:
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal does: every process of the job
     out, _ = proc.communicate(timeout=60)
     shown += _read_until(reader, None, timeout=5)
     os.close(reader)
-    assert proc.returncode == 130, shown.decode(errors="replace")
-    assert b"interrupted" in shown
-    report = json.loads(out)
-    assert report["interrupted"] is True and 0 < report["stored"] < total
-    assert not _alive(servers[0])  # stopped, not orphaned
+    if how.startswith("SIGKILL"):
+        # no cleanup ran: the server notices its parent is gone and stops, freeing the data dir
+        deadline = time.monotonic() + 30
+        while _alive(servers[0]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(servers[0])
+        confirmed, unconfirmed = 0, total
+    else:
+        assert proc.returncode == 130, shown.decode(errors="replace")
+        assert b"stopping once the messages in hand are stored" in shown
+        report = json.loads(out)
+        assert report["interrupted"] is True and 0 < report["stored"] < total
+        assert report["unconfirmed"] == []  # the messages in hand were finished, not abandoned
+        assert not _alive(servers[0])  # stopped, not orphaned
+        confirmed, unconfirmed = report["stored"], 0
     again = subprocess.run(
         [sys.executable, "-m", "aecs_mongo", *argv], cwd=tmp_path, env=env, capture_output=True, timeout=300
     )
     assert again.returncode == 0, again.stderr.decode()
     resumed = json.loads(again.stdout)
     assert resumed["stored"] + resumed["present"] == total and resumed["failed"] == 0  # nothing lost
-    # what the interrupted run confirmed is there; beyond that only what it had sent unconfirmed
-    assert report["stored"] <= resumed["present"] <= report["stored"] + len(report["unconfirmed"])
+    # what the interrupted run confirmed is there, and nothing it did not send
+    assert confirmed <= resumed["present"] <= confirmed + unconfirmed
+    assert resumed["present"] > 0
+
+
+def test_a_second_interrupt_stops_at_once() -> None:
+    with _finish_in_hand_on_interrupt() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)  # the handler runs at the next bytecode boundary
+        assert stop.requested
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
