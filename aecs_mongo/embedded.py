@@ -58,7 +58,9 @@ class EmbeddedServer:
     """Start SecantusDB on a free loopback port; stop it (and remove a temporary data dir) on exit.
 
     ``standalone=True`` advertises a standalone server (no transactions); the default is a
-    single-node replica set. ``data_dir=None`` uses a temporary directory.
+    single-node replica set. ``data_dir=None`` uses a temporary directory. The server runs in a
+    session of its own (a terminal's Ctrl-C reaches only us) and, started from the main thread
+    on Linux, is sent SIGTERM by the kernel when this process dies without stopping it.
     """
 
     def __init__(
