@@ -977,8 +977,11 @@ class AsyncMessageStore:
             await self._write_each(self._threads, [(self._upsert_key(t["_id"]), t) for t in chunk], replace=True)
         report["threads"] = len(rows)
         current = {doc_id(self.mailbox_id, tkey) for tkey in summaries}
-        stale = [t["_id"] async for t in self._threads.find({"mailboxId": self.mailbox_id}, {"_id": 1})]
-        stale = [_id for _id in stale if _id not in current]
+        stale = [
+            t["_id"]
+            async for t in self._threads.find({"mailboxId": self.mailbox_id}, {"_id": 1})
+            if t["_id"] not in current
+        ]
         for start in range(0, len(stale), _REPAIR_BATCH):
             await self._threads.delete_many(self._by_ids(stale[start : start + _REPAIR_BATCH]))
         return report

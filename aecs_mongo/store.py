@@ -975,8 +975,11 @@ class MessageStore:
             self._write_each(self._threads, [(self._upsert_key(t["_id"]), t) for t in chunk], replace=True)
         report["threads"] = len(rows)
         current = {doc_id(self.mailbox_id, tkey) for tkey in summaries}
-        stale = [t["_id"] for t in self._threads.find({"mailboxId": self.mailbox_id}, {"_id": 1})]
-        stale = [_id for _id in stale if _id not in current]
+        stale = [
+            t["_id"]
+            for t in self._threads.find({"mailboxId": self.mailbox_id}, {"_id": 1})
+            if t["_id"] not in current
+        ]
         for start in range(0, len(stale), _REPAIR_BATCH):
             self._threads.delete_many(self._by_ids(stale[start : start + _REPAIR_BATCH]))
         return report
@@ -1008,7 +1011,11 @@ class MessageStore:
             report["uidlsAdded"] += exc.details.get("nUpserted", 0)
 
     def _write_each(
-        self, collection: Any, writes: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], *, replace: bool = False,
+        self,
+        collection: Any,
+        writes: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+        *,
+        replace: bool = False,
         upsert: bool = False,
     ) -> int:
         """One unordered bulk of ``update_one`` (or upserting ``replace_one``) writes; the number
