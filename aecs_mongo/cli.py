@@ -103,7 +103,9 @@ def _say(text: str = "") -> None:
 
 
 def _note(text: str) -> None:
-    print(f"aecs-mongo: {text}", file=_err())
+    # on a terminal, first clear a progress line the note would otherwise be appended to
+    clear = "\r\x1b[K" if _err().isatty() else ""
+    print(f"{clear}aecs-mongo: {text}", file=_err())
 
 
 def _emit_json(data: object) -> None:
