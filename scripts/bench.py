@@ -13,6 +13,8 @@ Sections (each prints a table; everything also goes to a JSON file):
   reverse order). Documents examined are reported as context: the SecantusDB test server sorts
   in memory even when the index provides the order; on a mongod (``MONGODB_URI``) the count is
   the real one and should not exceed returned + 1.
+- reindex: ``reindex()`` of a consistent mailbox (1k and 10k messages) vs the floor of its
+  work, reading every message and body document once with PyMongo; ratio = ours / floor.
 - memory: peak RSS of ``aecs-mongo ingest`` on generated mboxes of 20 and 200 MB.
 - normalize: messages/s and MB/s over ``../shared/corpus/eml`` vs the bare stdlib parse (the
   floor), and vs postal-mime under node (the JavaScript parser of the AECS-1 reference).
@@ -319,6 +321,30 @@ def bench_reads(client: MongoClient[Doc], size: int, rounds: int) -> list[Doc]:
 # --- normalize ---------------------------------------------------------------------------------
 
 
+def bench_reindex(client: MongoClient[Doc], size: int, rounds: int) -> Doc:
+    """reindex() of a consistent mailbox vs the floor of its work: reading every message and body."""
+    name = f"aecs_bench_reindex_{size}"
+    client.drop_database(name)
+    db = client[name]
+    store = MessageStore(db, mailbox_id="bench")
+    store.ensure_indexes()
+    populate(db, "bench", size)
+
+    def floor() -> object:
+        return list(db.messages.find({"mailboxId": "bench"})), list(db.bodies.find({"mailboxId": "bench"}))
+
+    ours = median_time(store.reindex, rounds)
+    hand = median_time(floor, rounds)
+    client.drop_database(name)
+    return {
+        "size": size,
+        "reindex_s": ours,
+        "read_floor_s": hand,
+        "ratio": ours / hand,
+        "msgs_per_s": size / ours,
+    }
+
+
 def bench_normalize(rounds: int) -> Doc | None:
     corpus = ROOT.parent / "shared" / "corpus" / "eml"
     if not corpus.is_dir():
@@ -444,6 +470,10 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
                 ],
             )
         )
+    if "reindex" in args.sections:
+        report["reindex"] = [bench_reindex(client, size, args.ingest_rounds) for size in args.reindex_sizes]
+        print("\n== reindex (median s; ratio = reindex / reading every message and body once)")
+        print(table(report["reindex"], ["size", "reindex_s", "read_floor_s", "ratio", "msgs_per_s"]))
     if "memory" in args.sections:
         report["memory"] = bench_memory(uri, args.memory_mb)
         print("\n== memory (peak RSS of the ingest process; it must not grow with the mbox)")
@@ -466,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15, help="rounds per read (median)")
     parser.add_argument("--ingest-messages", type=int, default=2000)
     parser.add_argument("--ingest-rounds", type=int, default=3)
-    parser.add_argument("--sections", default="ingest,reads,normalize,memory", type=lambda s: s.split(","))
+    parser.add_argument("--sections", default="ingest,reads,reindex,normalize,memory", type=lambda s: s.split(","))
+    parser.add_argument("--reindex-sizes", default="1000,10000", type=lambda s: [int(x) for x in s.split(",")])
     parser.add_argument(
         "--memory-mb",
         default="20,200",
