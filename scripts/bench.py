@@ -318,7 +318,7 @@ def bench_reads(client: MongoClient[Doc], size: int, rounds: int) -> list[Doc]:
     return rows
 
 
-# --- normalize ---------------------------------------------------------------------------------
+# --- reindex -----------------------------------------------------------------------------------
 
 
 def bench_reindex(client: MongoClient[Doc], size: int, rounds: int) -> Doc:
@@ -343,6 +343,9 @@ def bench_reindex(client: MongoClient[Doc], size: int, rounds: int) -> Doc:
         "ratio": ours / hand,
         "msgs_per_s": size / ours,
     }
+
+
+# --- normalize ---------------------------------------------------------------------------------
 
 
 def bench_normalize(rounds: int) -> Doc | None:
