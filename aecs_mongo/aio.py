@@ -382,7 +382,7 @@ class AsyncMessageStore:
         bodies = [ReplaceOne(self._upsert_key(d.body["_id"]), d.body, upsert=True) for d in new]
         await self._bodies.bulk_write(bodies, ordered=True, session=session)
         await self._messages.insert_many([d.message for d in new], ordered=True, session=session)
-        folds = [UpdateOne(*thread_update(d.message), upsert=True) for d in new]
+        folds = [UpdateOne(*thread_update(d.message, sharded=self.sharded), upsert=True) for d in new]
         await self._threads.bulk_write(folds, ordered=True, session=session)
         return {d.message["_id"] for d in new}
 
@@ -391,7 +391,7 @@ class AsyncMessageStore:
             for message in messages:
                 await self._fold_into_thread(message)
             return
-        ops = [UpdateOne(*thread_update(m), upsert=True) for m in messages]
+        ops = [UpdateOne(*thread_update(m, sharded=self.sharded), upsert=True) for m in messages]
         try:
             await self._threads.bulk_write(ops, ordered=True)
         except BulkWriteError as exc:
@@ -403,18 +403,26 @@ class AsyncMessageStore:
                 await self._fold_into_thread(message)
 
     async def _put_blobs(self, items: Sequence[tuple[Blob, str]]) -> None:
+        """Upload the blobs that have no ``files`` document yet; the cost is per blob, never per
+        blob already stored: every statement is answered by the ``_id`` or ``files_id_1_n_1`` index.
+
+        Leftovers of an interrupted upload are looked for only where there is a reason: a chunk
+        insert refused as a duplicate (a chunk of that key is already there), or a blob with no
+        chunks at all. Uploads insert chunks in order, so a leftover that reaches past the new
+        blob's end also holds its chunk 0, which the insert then reports.
+        """
         if not items:
             return
         keys = [blob.key for blob, _ in items]
         done = {f["_id"] async for f in self._files.find({"_id": {"$in": keys}}, {"_id": 1})}
-        todo = [(blob, mkey) for blob, mkey in items if blob.key not in done]
+        todo = list({blob.key: (blob, mkey) for blob, mkey in items if blob.key not in done}.values())
         if not todo:
             return
         chunks = [c for blob, _ in todo for c in blobs.chunk_documents(blob.key, blob.data)]
-        await _insert_ignoring_duplicates(self._chunks, chunks)
-        await self._chunks.delete_many(
-            {"$or": [{"files_id": blob.key, "n": {"$gte": blobs.chunk_count(len(blob.data))}} for blob, _ in todo]}
-        )
+        refused = await _insert_ignoring_duplicates(self._chunks, chunks)
+        suspects = {chunks[i]["files_id"] for i in refused} | {blob.key for blob, _ in todo if not blob.data}
+        if suspects:
+            await self._replace_leftover_chunks([chunks[i] for i in sorted(refused)], todo, suspects)
         files = [
             blobs.file_document(
                 blob.key, len(blob.data), blob.content_type, {"mailboxId": self.mailbox_id, "messageKey": mkey}
@@ -423,8 +431,21 @@ class AsyncMessageStore:
         ]
         await _insert_ignoring_duplicates(self._files, files)
 
+    async def _replace_leftover_chunks(
+        self, refused: Sequence[Mapping[str, Any]], todo: Sequence[tuple[Blob, str]], suspects: set[str]
+    ) -> None:
+        """Overwrite the chunks an interrupted upload left (they may hold other bytes) and drop any
+        past the new end; each statement is on an index. Rare: only after an interrupted upload."""
+        log.debug("completing %d interrupted blob upload(s)", len(suspects))
+        # on a sharded cluster the chunks' shard key ({files_id, n}) must be in the filter
+        keys = ("_id", "files_id", "n") if self.sharded else ("_id",)
+        await self._write_each(self._chunks, [({k: c[k] for k in keys}, c) for c in refused], replace=True)
+        for blob, _ in todo:
+            if blob.key in suspects:
+                await self._chunks.delete_many({"files_id": blob.key, "n": {"$gte": blobs.chunk_count(len(blob.data))}})
+
     async def _fold_into_thread(self, message: Mapping[str, Any]) -> None:
-        selector, pipeline = thread_update(message)
+        selector, pipeline = thread_update(message, sharded=self.sharded)
         for attempt in range(_THREAD_UPSERT_RETRIES):
             try:
                 await self._threads.update_one(selector, pipeline, upsert=True)
@@ -476,9 +497,10 @@ class AsyncMessageStore:
         return {"_id": {"$in": ids}, "mailboxId": self.mailbox_id} if self.sharded else {"_id": {"$in": ids}}
 
     def _upsert_key(self, _id: str) -> dict[str, Any]:
-        """The filter of every upsert: the whole shard key (``mailboxId``, ``_id``), as a sharded
-        cluster requires, and harmless elsewhere."""
-        return {"_id": _id, "mailboxId": self.mailbox_id}
+        """The filter of every upsert: ``_id`` (which embeds the mailbox); on a sharded cluster the
+        whole shard key (``mailboxId``, ``_id``), as an upsert there requires. Elsewhere the
+        extra field only costs: the test server plans ``{_id, mailboxId}`` as a collection scan."""
+        return self._by_id(_id)
 
     def _id_for(self, message_id: str) -> str:
         # the _id embeds the mailbox, so an _id lookup never crosses mailboxes

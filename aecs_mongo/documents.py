@@ -552,8 +552,11 @@ def derived_fields(message: Mapping[str, Any], body: Mapping[str, Any] | None) -
 # --- thread summaries ------------------------------------------------------------------------
 
 
-def thread_update(message: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def thread_update(message: Mapping[str, Any], *, sharded: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The upsert filter and pipeline that fold one newly inserted message into its thread.
+
+    ``sharded``: the filter carries the whole shard key (``mailboxId``, ``_id``), as an upsert on
+    a sharded cluster requires; elsewhere the ``_id`` alone, which every server answers by index.
 
     Order is total on ``(ts, messageKey)``, so the summary does not depend on arrival order
     and equals ``thread_summary_from_messages`` over the same messages.
@@ -591,8 +594,9 @@ def thread_update(message: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict
         },
         {"$project": {"_aecsFirst": 0, "_aecsLast": 0}},
     ]
-    # the filter carries the shard key ({mailboxId, _id}): an upsert on a sharded cluster needs it
-    selector = {"_id": doc_id(message["mailboxId"], message["threadKey"]), "mailboxId": message["mailboxId"]}
+    selector = {"_id": doc_id(message["mailboxId"], message["threadKey"])}
+    if sharded:
+        selector["mailboxId"] = message["mailboxId"]
     return selector, pipeline
 
 
