@@ -38,6 +38,7 @@ from .documents import (
 from .errors import AecsMongoError, NotFoundError
 from .indexes import VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
 from .keys import blob_prefix, check_mailbox_id, check_str, doc_id, message_key, strip_message_id, thread_key
+from .prefetch import Prefetch
 from .results import MessagePage, StoreResult, ThreadPage
 
 __all__ = ["SEARCH_ENGINES", "MessageStore"]
@@ -273,23 +274,41 @@ class MessageStore:
         batch_size: int = 100,
         on_error: Callable[[int, Any, Exception], None] | None = None,
     ) -> Iterator[StoreResult]:
-        """``store_many`` as a stream: memory is bounded by the batch, not by the input."""
+        """``store_many`` as a stream: memory is bounded by the batch, not by the input.
+
+        The next batch is read and built on a worker thread while the current one is written
+        (``prefetch.py``), so parsing raw mail overlaps the server's round trips.
+        """
         _check_limit(batch_size)
-        batch: list[MessageDocuments] = []
-        for index, item in enumerate(items):
-            try:
-                batch.append(self._build(item, None, None))
-            except AecsMongoError as exc:
-                if on_error is None:
-                    raise
-                on_error(index, item, exc)
-            if len(batch) >= batch_size:
-                for result in self._write_batch(batch):
-                    yield result
-                batch = []
-        if batch:
-            for result in self._write_batch(batch):
-                yield result
+        numbered = enumerate(items)
+        Built = tuple[list[MessageDocuments], list[tuple[int, Any, AecsMongoError]]]
+
+        def build_next() -> Built | None:
+            batch: list[MessageDocuments] = []
+            refused: list[tuple[int, Any, AecsMongoError]] = []  # reported from the caller's thread
+            for index, item in numbered:
+                try:
+                    batch.append(self._build(item, None, None))
+                except AecsMongoError as exc:
+                    if on_error is None:
+                        raise
+                    refused.append((index, item, exc))
+                if len(batch) >= batch_size:
+                    break
+            return (batch, refused) if batch or refused else None
+
+        prefetch: Prefetch[Built] = Prefetch(build_next)
+        try:
+            while (built := prefetch.next()) is not None:
+                batch, refused = built
+                for error in refused:
+                    assert on_error is not None
+                    on_error(*error)
+                if batch:
+                    for result in self._write_batch(batch):
+                        yield result
+        finally:
+            prefetch.close()
 
     def _write_batch(self, batch: Sequence[MessageDocuments]) -> list[StoreResult]:
         """C.4 order, batched: blobs, bodies, messages (one unordered insert), thread updates."""

@@ -26,21 +26,28 @@ SAMPLES = REPO / "samples" / "mailbox"
 _ID = re.compile(rb"<([^<>@\s]+@[^<>\s]+)>")
 _ID_HEADERS = (b"message-id:", b"in-reply-to:", b"references:")
 FROM_LINE = b"From sender@example.com Mon Nov  2 09:15:00 2026\n"
+_HEADER_END = re.compile(rb"\r?\n\r?\n")
+#: real mail written elsewhere (../shared/corpus/eml), when present
+CORPUS = REPO.parent / "shared" / "corpus" / "eml"
 
 
 def _unique(raw: bytes, round_: int) -> bytes:
-    """Prefix the Message-IDs in the id headers with the round; mark id-less mail with a header."""
-    head, sep, body = raw.partition(b"\n\n")
-    lines = head.split(b"\n")
-    has_id = False
+    """Prefix the Message-IDs in the id headers (folded lines too) with the round; mark id-less
+    mail with a header. CRLF and LF files alike."""
+    match = _HEADER_END.search(raw)
+    end = match.start() if match else len(raw)
+    lines = raw[:end].split(b"\n")
+    has_id = in_id_header = False
     for i, line in enumerate(lines):
-        lower = line.lower()
-        if lower.startswith(_ID_HEADERS):
+        if line[:1] not in (b" ", b"\t"):
+            lower = line.lower()
+            in_id_header = lower.startswith(_ID_HEADERS)
             has_id = has_id or lower.startswith(b"message-id:")
+        if in_id_header:
             lines[i] = _ID.sub(lambda m: b"<r%d.%s>" % (round_, m.group(1)), line)
     if not has_id:
         lines.insert(0, b"X-Gen-Round: %d" % round_)
-    return b"\n".join(lines) + sep + body
+    return b"\n".join(lines) + raw[end:]
 
 
 def _synthetic(round_: int, rng: random.Random, attachment_kb: int) -> bytes:
@@ -79,9 +86,12 @@ def _mboxrd(raw: bytes) -> bytes:
     return FROM_LINE + body + b"\n"
 
 
-def messages(attachment_kb: int, seed: int = 1) -> Iterator[bytes]:
-    """An endless stream of unique messages, round after round."""
-    samples = [p.read_bytes() for p in sorted(SAMPLES.glob("*.eml"))]
+def messages(attachment_kb: int, seed: int = 1, source: Path = SAMPLES) -> Iterator[bytes]:
+    """An endless stream of unique messages, round after round: the ``.eml`` files of ``source``
+    (the sample mailbox, or the real-mail corpus) with fresh Message-IDs, plus a synthetic one."""
+    samples = [p.read_bytes() for p in sorted(source.glob("*.eml"))]
+    if not samples:
+        raise SystemExit(f"no .eml files in {source}")
     rng = random.Random(seed)
     round_ = 0
     while True:
@@ -91,12 +101,12 @@ def messages(attachment_kb: int, seed: int = 1) -> Iterator[bytes]:
         round_ += 1
 
 
-def write_mbox(path: Path, size_mb: float, attachment_kb: int = 64) -> int:
+def write_mbox(path: Path, size_mb: float, attachment_kb: int = 64, source: Path = SAMPLES) -> int:
     """Write the mbox; returns the number of messages written."""
     target = int(size_mb * 1024 * 1024)
     count = 0
     with open(path, "wb") as out:
-        for raw in messages(attachment_kb):
+        for raw in messages(attachment_kb, source=source):
             out.write(_mboxrd(raw))
             count += 1
             if out.tell() >= target:
@@ -111,8 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--attachment-kb", type=int, default=64, help="random attachment per round (default: 64; 0: none)"
     )
+    parser.add_argument(
+        "--source",
+        type=Path,
+        default=SAMPLES,
+        help=f"the .eml files to repeat (default: the sample mailbox; real mail: {CORPUS})",
+    )
     args = parser.parse_args(argv)
-    count = write_mbox(args.out, args.size_mb, args.attachment_kb)
+    count = write_mbox(args.out, args.size_mb, args.attachment_kb, args.source)
     size = os.path.getsize(args.out)
     print(f"{args.out}: {count} messages, {size / 1024 / 1024:.1f} MB", file=sys.stderr)
     return 0
