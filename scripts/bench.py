@@ -3,9 +3,10 @@
 
 Sections (each prints a table; everything also goes to a JSON file):
 
-- ingest: ``store`` one by one and ``store_many`` vs PyMongo inserting the very documents and
-  blobs our code produces (prebuilt, so the baseline is the I/O floor). Ratio = baseline time /
-  our time (1.0 = as fast as the driver; the target is >= 0.8).
+- ingest: ``store`` one by one and ``store_many`` of real mail as raw bytes (the corpus with
+  fresh Message-IDs: raw.eml, HTML and attachments are all written, and ours parses too) vs
+  PyMongo inserting the very documents and blobs our code produces (prebuilt, so the baseline
+  is the I/O floor). Ratio = baseline time / our time (1.0 = driver speed; target >= 0.8).
 - reads: at each mailbox size (default 1k, 10k, 50k messages, with two other mailboxes of the
   same size around it): every core read vs the same query written by hand with PyMongo, median
   latency of several rounds, ratio ours/hand (target <= 1.2), and from ``explain``: the index, and
@@ -15,6 +16,10 @@ Sections (each prints a table; everything also goes to a JSON file):
   the real one and should not exceed returned + 1.
 - reindex: ``reindex()`` of a consistent mailbox (1k and 10k messages) vs the floor of its
   work, reading every message and body document once with PyMongo; ratio = ours / floor.
+- scaling: ``store_many`` of 100,000 real messages into one mailbox in slices of 10,000:
+  messages/s per slice (flat: no cost grows with the database), peak RSS, final database size.
+- cli: ``aecs-mongo ingest`` of a generated 1 GB mbox of real mail: messages/s per 10% of the
+  file (from its progress line) and its peak RSS.
 - memory: peak RSS of ``aecs-mongo ingest`` on generated mboxes of 20 and 200 MB.
 - normalize: messages/s and MB/s over ``../shared/corpus/eml`` vs the bare stdlib parse (the
   floor), and vs postal-mime under node (the JavaScript parser of the AECS-1 reference).
@@ -26,10 +31,12 @@ Uses ``MONGODB_URI`` if set, else starts the embedded server (``--mode standalon
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -44,6 +51,9 @@ from pymongo.database import Database
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import gen_mbox  # noqa: E402
 
 from aecs_mongo import MessageStore, explain  # noqa: E402
 from aecs_mongo.blobs import chunk_documents, file_document  # noqa: E402
@@ -54,6 +64,7 @@ from aecs_mongo.documents import (  # noqa: E402
     thread_update,
 )
 from aecs_mongo.embedded import EmbeddedServer  # noqa: E402
+from aecs_mongo.errors import AecsMongoError  # noqa: E402
 from aecs_mongo.keys import address_key, subject_key, thread_key  # noqa: E402
 from aecs_mongo.queries import LIST_PROJECTION, THREAD_CONTEXT_PROJECTION  # noqa: E402
 
@@ -105,34 +116,62 @@ def median_time(fn: Callable[[], object], rounds: int) -> float:
 # --- ingest ------------------------------------------------------------------------------------
 
 
-def baseline_batch(db: Database[Doc], batch: list[MessageDocuments], bucket: str = "aecs") -> None:
-    """The raw driver writing what store_many writes: chunks, files, bodies, messages, threads."""
+def real_mail(count: int, offset: int = 0) -> list[bytes]:
+    """``count`` real messages (raw bytes): the corpus (../shared/corpus/eml; the sample mailbox
+    where it is absent) repeated with fresh Message-IDs, plus a synthetic message with a 64 KiB
+    attachment per round. Raw bytes, HTML and attachments: every tier gets written."""
+    source = gen_mbox.CORPUS if gen_mbox.CORPUS.is_dir() else gen_mbox.SAMPLES
+    return list(itertools.islice(gen_mbox.messages(64, source=source), offset, offset + count))
+
+
+def storable(raws: list[bytes]) -> tuple[list[bytes], list[MessageDocuments]]:
+    """The messages the store accepts, first copy of each Message-ID only (the corpus holds the
+    same message more than once), with the documents it writes for them."""
+    builder = MessageStore(MongoClient(connect=False)["unused"], mailbox_id="bench")
+    kept: dict[str, tuple[bytes, MessageDocuments]] = {}
+    for raw in raws:
+        try:
+            docs = builder._build(raw, None, None)
+        except AecsMongoError:
+            continue
+        kept.setdefault(docs.message["_id"], (raw, docs))
+    return [raw for raw, _ in kept.values()], [docs for _, docs in kept.values()]
+
+
+def baseline_blobs(db: Database[Doc], batch: list[MessageDocuments], bucket: str = "aecs") -> None:
     chunks = [c for d in batch for b in d.blobs for c in chunk_documents(b.key, b.data)]
     if chunks:
         db[f"{bucket}.chunks"].insert_many(chunks, ordered=False)
-        files = [file_document(b.key, len(b.data), b.content_type, {}) for d in batch for b in d.blobs]
+    files = [file_document(b.key, len(b.data), b.content_type, {}) for d in batch for b in d.blobs]
+    if files:
         db[f"{bucket}.files"].insert_many(files, ordered=False)
+
+
+def baseline_batch(db: Database[Doc], batch: list[MessageDocuments], bucket: str = "aecs") -> None:
+    """The raw driver writing what store_many writes: chunks, files, bodies, messages, threads."""
+    baseline_blobs(db, batch, bucket)
     db.bodies.insert_many([d.body for d in batch], ordered=False)
     db.messages.insert_many([d.message for d in batch], ordered=False)
     db.threads.bulk_write([UpdateOne(*thread_update(d.message), upsert=True) for d in batch], ordered=True)
 
 
 def baseline_one(db: Database[Doc], d: MessageDocuments) -> None:
+    baseline_blobs(db, [d])
     db.bodies.insert_one(d.body)
     db.messages.insert_one(d.message)
     db.threads.update_one(*thread_update(d.message), upsert=True)
 
 
 def bench_ingest(client: MongoClient[Doc], count: int, rounds: int, transactions: bool) -> dict[str, Any]:
-    emails = [mail(n) for n in range(count)]
-    prebuilt = [build_documents(e, mailbox_id="bench") for e in emails]
+    """Real mail as raw bytes (ours parses it too) vs the driver inserting the final documents."""
+    raws, prebuilt = storable(real_mail(count))
     results: dict[str, list[float]] = {"store": [], "base_one": [], "store_many": [], "base_many": []}
     for r in range(rounds):
         for key, run in (
-            ("store", lambda s, db: [s.store(e) for e in emails]),
-            ("store_many", lambda s, db: s.store_many(emails, batch_size=200)),
+            ("store", lambda s, db: [s.store(raw) for raw in raws]),
+            ("store_many", lambda s, db: s.store_many(raws, batch_size=100)),
             ("base_one", lambda s, db: [baseline_one(db, d) for d in prebuilt]),
-            ("base_many", lambda s, db: [baseline_batch(db, prebuilt[i : i + 200]) for i in range(0, count, 200)]),
+            ("base_many", lambda s, db: [baseline_batch(db, prebuilt[i : i + 100]) for i in range(0, len(raws), 100)]),
         ):
             name = f"aecs_bench_ingest_{key}_{r}"
             client.drop_database(name)
@@ -143,7 +182,8 @@ def bench_ingest(client: MongoClient[Doc], count: int, rounds: int, transactions
             client.drop_database(name)
     med = {k: statistics.median(v) for k, v in results.items()}
     return {
-        "messages": count,
+        "messages": len(raws),
+        "MB": round(sum(map(len, raws)) / 1e6, 1),
         "rounds": rounds,
         "transactions": transactions,
         "store_s": med["store"],
@@ -152,8 +192,64 @@ def bench_ingest(client: MongoClient[Doc], count: int, rounds: int, transactions
         "store_many_s": med["store_many"],
         "baseline_many_s": med["base_many"],
         "store_many_ratio": med["base_many"] / med["store_many"],
-        "store_many_msgs_per_s": count / med["store_many"],
+        "store_many_msgs_per_s": len(raws) / med["store_many"],
     }
+
+
+# --- scaling -----------------------------------------------------------------------------------
+
+
+def bench_scaling(client: MongoClient[Doc], total: int, slice_size: int, transactions: bool) -> list[Doc]:
+    """``store_many`` of ``total`` real messages into ONE mailbox, slice after slice, and beside it
+    the raw driver inserting the same slices' final documents into another database: a cost that
+    grows with the database shows as a falling rate, and the baseline tells ours from the
+    server's. Slices are generated and prebuilt outside the timing."""
+    ours_db, base_db = client["aecs_bench_scaling"], client["aecs_bench_scaling_base"]
+    for db in (ours_db, base_db):
+        client.drop_database(db.name)
+        MessageStore(db, mailbox_id="bench").ensure_indexes()
+    store = MessageStore(ours_db, mailbox_id="bench", transactions=transactions)
+    source = gen_mbox.CORPUS if gen_mbox.CORPUS.is_dir() else gen_mbox.SAMPLES
+    stream = gen_mbox.messages(64, source=source)
+    seen: set[str] = set()
+    rows = []
+    done = 0
+    while done < total:
+        raws = list(itertools.islice(stream, min(slice_size, total - done)))
+        _, prebuilt = storable(raws)
+        prebuilt = [d for d in prebuilt if d.message["_id"] not in seen]
+        seen.update(d.message["_id"] for d in prebuilt)
+        refused: list[int] = []
+        started = time.perf_counter()
+        results = store.store_many(raws, batch_size=100, on_error=lambda i, item, exc, out=refused: out.append(i))
+        seconds = time.perf_counter() - started
+        base_seconds = timed(
+            lambda: [baseline_batch(base_db, prebuilt[i : i + 100]) for i in range(0, len(prebuilt), 100)]  # noqa: B023
+        )
+        done += len(raws)
+        rows.append(
+            {
+                "transactions": transactions,
+                "upTo": done,
+                "msgs_per_s": len(raws) / seconds,
+                "MB_per_s": sum(map(len, raws)) / 1e6 / seconds,
+                "stored": sum(r.inserted for r in results),
+                "already": sum(not r.inserted for r in results),
+                "refused": len(refused),
+                "base_msgs_per_s": len(prebuilt) / base_seconds,
+                "ratio": (base_seconds / len(prebuilt)) / (seconds / sum(r.inserted for r in results)),
+                "peakRssMB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+        print("  scaling", json.dumps(rows[-1]), flush=True)
+    stats = ours_db.command("dbStats")
+    rows[-1]["dataSizeMB"] = stats.get("dataSize", 0) / 1e6
+    rows[-1]["storageSizeMB"] = stats.get("storageSize", 0) / 1e6
+    rows[-1]["last_vs_first"] = rows[-1]["msgs_per_s"] / rows[0]["msgs_per_s"]
+    rows[-1]["base_last_vs_first"] = rows[-1]["base_msgs_per_s"] / rows[0]["base_msgs_per_s"]
+    for db in (ours_db, base_db):
+        client.drop_database(db.name)
+    return rows
 
 
 # --- reads -------------------------------------------------------------------------------------
@@ -413,6 +509,63 @@ def bench_memory(uri: str, sizes_mb: list[float]) -> list[Doc]:
     return rows
 
 
+def bench_cli(uri: str, size_mb: float) -> list[Doc]:
+    """``aecs-mongo ingest`` of a generated mbox of real mail (``size_mb``) end to end: messages/s
+    per 10% of the file, read from the CLI's own progress line (its stderr is a pseudo-terminal),
+    and the CLI's peak RSS (``wait4``). The server is not the CLI's child, so it is not counted."""
+    import pty
+    import re
+    import tempfile
+    import uuid
+
+    source = gen_mbox.CORPUS if gen_mbox.CORPUS.is_dir() else gen_mbox.SAMPLES
+    rows: list[Doc] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        mbox = Path(tmp) / "bench.mbox"
+        count = gen_mbox.write_mbox(mbox, size_mb, source=source)
+        db_name = f"aecs_bench_cli_{uuid.uuid4().hex[:8]}"
+        leader, follower = pty.openpty()
+        argv = [sys.executable, "-m", "aecs_mongo", "--uri", uri, "--db", db_name, "ingest", str(mbox)]
+        started = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=follower, cwd=ROOT)
+        os.close(follower)
+        progress = re.compile(rb"(\d+)% \| (\d+)/?\d* messages")
+        marks: list[tuple[float, int, int]] = [(started, 0, 0)]  # (time, percent, messages)
+        pending = b""
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            pending = (pending + data)[-4096:]
+            now = time.monotonic()
+            for match in progress.finditer(pending):
+                percent, done = int(match.group(1)), int(match.group(2))
+                if percent >= (marks[-1][1] // 10 + 1) * 10:
+                    marks.append((now, percent, done))
+            pending = pending[pending.rfind(b"\r") :] if b"\r" in pending else pending
+        _, status, usage = os.wait4(proc.pid, 0)
+        os.close(leader)
+        wall = time.monotonic() - started
+        MongoClient(uri).drop_database(db_name)
+    for (t0, _, m0), (t1, p1, m1) in itertools.pairwise(marks):
+        rows.append({"uptoPercent": p1, "messages": m1, "msgs_per_s": (m1 - m0) / max(t1 - t0, 1e-9)})
+    rows.append(
+        {
+            "uptoPercent": "all",
+            "messages": count,
+            "msgs_per_s": count / wall,
+            "mboxMB": size_mb,
+            "wallSeconds": round(wall, 1),
+            "peakRssMB": usage.ru_maxrss / 1024,
+            "exitCode": os.waitstatus_to_exitcode(status),
+        }
+    )
+    return rows
+
+
 # --- main --------------------------------------------------------------------------------------
 
 
@@ -477,6 +630,39 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
         report["reindex"] = [bench_reindex(client, size, args.ingest_rounds) for size in args.reindex_sizes]
         print("\n== reindex (median s; ratio = reindex / reading every message and body once)")
         print(table(report["reindex"], ["size", "reindex_s", "read_floor_s", "ratio", "msgs_per_s"]))
+    if "scaling" in args.sections:
+        txn_capable = bool(client.admin.command("hello").get("setName"))
+        print(f"\n== scaling: {args.scaling_messages} real messages into one mailbox, {args.scaling_slice} a slice")
+        report["scaling"] = bench_scaling(client, args.scaling_messages, args.scaling_slice, txn_capable)
+        print(
+            table(
+                report["scaling"],
+                [
+                    "transactions",
+                    "upTo",
+                    "msgs_per_s",
+                    "MB_per_s",
+                    "stored",
+                    "already",
+                    "refused",
+                    "base_msgs_per_s",
+                    "ratio",
+                    "peakRssMB",
+                ],
+            )
+        )
+        last = report["scaling"][-1]
+        print(
+            f"last slice / first slice: ours {last['last_vs_first']:.2f}, raw driver {last['base_last_vs_first']:.2f}; "
+            f"database: {last['dataSizeMB']:.0f} MB data, "
+            f"{last['storageSizeMB']:.0f} MB on disk"
+        )
+    if "cli" in args.sections:
+        report["cli"] = bench_cli(uri, args.cli_mb)
+        print(
+            f"\n== CLI: aecs-mongo ingest of a {args.cli_mb:.0f} MB mbox of real mail (messages/s per 10% of the file)"
+        )
+        print(table(report["cli"], ["uptoPercent", "messages", "msgs_per_s", "wallSeconds", "peakRssMB", "exitCode"]))
     if "memory" in args.sections:
         report["memory"] = bench_memory(uri, args.memory_mb)
         print("\n== memory (peak RSS of the ingest process; it must not grow with the mbox)")
@@ -499,7 +685,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15, help="rounds per read (median)")
     parser.add_argument("--ingest-messages", type=int, default=2000)
     parser.add_argument("--ingest-rounds", type=int, default=3)
-    parser.add_argument("--sections", default="ingest,reads,reindex,normalize,memory", type=lambda s: s.split(","))
+    parser.add_argument(
+        "--sections", default="ingest,reads,reindex,normalize,memory,scaling,cli", type=lambda s: s.split(",")
+    )
     parser.add_argument("--reindex-sizes", default="1000,10000", type=lambda s: [int(x) for x in s.split(",")])
     parser.add_argument(
         "--memory-mb",
@@ -507,6 +695,9 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda s: [float(x) for x in s.split(",")],
         help="mbox sizes for the memory section (200 MB takes tens of minutes on the test server)",
     )
+    parser.add_argument("--scaling-messages", type=int, default=100_000, help="scaling: messages into one mailbox")
+    parser.add_argument("--scaling-slice", type=int, default=10_000, help="scaling: messages per timed slice")
+    parser.add_argument("--cli-mb", type=float, default=1024, help="cli: size of the generated mbox of real mail")
     parser.add_argument("--json", default="bench-results.json", help="where to write the JSON report")
     args = parser.parse_args(argv)
     if args.uri:
