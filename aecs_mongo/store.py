@@ -17,6 +17,7 @@ import logging
 import random
 from collections.abc import Iterator, Callable, Iterable, Mapping, Sequence
 from email.message import EmailMessage
+from time import monotonic
 from typing import Any
 
 from pymongo import ReplaceOne, UpdateOne
@@ -121,7 +122,8 @@ class MessageStore:
     ``with_participant`` does not match bcc recipients. ``transactions`` (default: detect) writes
     each batch's documents in one transaction. ``search_engine`` and ``scan_limit``: ``search``.
     ``sharded=True`` on a cluster sharded by ``scripts/shard.js``: point reads then carry the
-    shard key and reach one shard.
+    shard key and reach one shard. ``retry_seconds``: how long a batch's transaction retries
+    transient errors (write conflicts, failovers, a crashed writer's open transaction).
     """
 
     def __init__(
@@ -137,6 +139,7 @@ class MessageStore:
         transactions: bool | None = None,
         shared_view: bool = False,
         sharded: bool = False,
+        retry_seconds: float = 120.0,
     ) -> None:
         self.mailbox_id = check_mailbox_id(mailbox_id)
         self.bucket_name = check_str(bucket_name, "bucket_name")
@@ -152,6 +155,9 @@ class MessageStore:
         self._transactions = transactions  # None: detected on first write
         self.shared_view = bool(shared_view)
         self.sharded = bool(sharded)
+        if isinstance(retry_seconds, bool) or not isinstance(retry_seconds, (int, float)) or retry_seconds < 0:
+            raise ValueError("retry_seconds must be a number of seconds, 0 or more")
+        self.retry_seconds = float(retry_seconds)
         self.db = db
         # mongomock (the unit tier) cannot take current PyMongo's bulk updates, nor run $text
         self._mongomock = type(db).__module__.startswith("mongomock")
@@ -344,50 +350,61 @@ class MessageStore:
                 self._transactions = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
         return self._transactions
 
-    def _commit_in_transaction(self, unique: Sequence[MessageDocuments]) -> set[str]:
+    def _commit_in_transaction(
+        self, unique: Sequence[MessageDocuments], deadline: float | None = None
+    ) -> set[str]:
         """Body, message and thread summary of each new message in one transaction (C.4).
 
-        Transient errors (a write conflict with a concurrent writer, a failover) retry the whole
-        transaction, an unknown commit result retries the commit; both at most
-        ``_TXN_ATTEMPTS`` times. A batch that keeps conflicting is split in halves, each retried
-        the same way: a smaller transaction touches fewer thread summaries, so it is far less
-        likely to meet a concurrent writer, and atomicity is per message anyway. Only a single
-        message that exhausts its attempts raises. Returns the ``_id`` of every message created.
+        Transient errors (a write conflict, a failover, the open transaction of a writer that
+        died holding the same documents, which the server keeps until its
+        ``transactionLifetimeLimitSeconds``: 60 s on mongod) retry the whole transaction with a
+        jittered, capped backoff for up to ``retry_seconds`` (120 s by default, as the driver's
+        ``with_transaction``); an unknown commit result retries the commit. A batch that keeps
+        conflicting (``_TXN_ATTEMPTS`` times) is split in halves that share what is left of the
+        budget: a smaller transaction touches fewer thread summaries, and atomicity is per
+        message anyway. Other errors raise at once. Returns the ``_id`` of every message created.
         """
+        if deadline is None:
+            deadline = monotonic() + self.retry_seconds
         try:
-            return self._transaction_with_retries(unique)
+            return self._transaction_with_retries(unique, deadline)
         except PyMongoError as exc:
-            if len(unique) == 1 or not _is_transient(exc):
+            if len(unique) == 1 or not _is_transient(exc) or monotonic() >= deadline:
                 raise
         half = len(unique) // 2
-        created = self._commit_in_transaction(unique[:half])
-        return created | self._commit_in_transaction(unique[half:])
+        created = self._commit_in_transaction(unique[:half], deadline)
+        return created | self._commit_in_transaction(unique[half:], deadline)
 
-    def _transaction_with_retries(self, unique: Sequence[MessageDocuments]) -> set[str]:
+    def _transaction_with_retries(self, unique: Sequence[MessageDocuments], deadline: float) -> set[str]:
         session = _resolve(self.db.client.start_session())
         with session:
-            for attempt in range(1, _TXN_ATTEMPTS + 1):
+            attempt = 0
+            while True:
+                attempt += 1
                 _resolve(session.start_transaction())
                 try:
                     created = self._transaction_writes(unique, session)
-                    self._commit(session)
+                    self._commit(session, deadline)
                     return created
                 except PyMongoError as exc:
                     if session.in_transaction:
                         session.abort_transaction()
-                    if attempt == _TXN_ATTEMPTS or not _is_transient(exc):
+                    remaining = deadline - monotonic()
+                    if not _is_transient(exc) or remaining <= 0:
                         raise
+                    if len(unique) > 1 and attempt >= _TXN_ATTEMPTS:
+                        raise  # the caller splits the batch
+                    log.debug("transaction attempt %d of %d messages: %s; retrying", attempt, len(unique), exc)
                     # jittered: writers that collided once must not retry in lock step
-                    time.sleep(0.005 * 2**attempt * (1 + random.random()))
-        raise AssertionError("unreachable")  # pragma: no cover
+                    time.sleep(min(0.005 * 2**attempt * (1 + random.random()), 0.5, remaining))
 
-    def _commit(self, session: Any) -> None:
-        for attempt in range(1, _TXN_ATTEMPTS + 1):
+    def _commit(self, session: Any, deadline: float) -> None:
+        while True:
             try:
                 session.commit_transaction()
                 return
             except PyMongoError as exc:
-                if attempt == _TXN_ATTEMPTS or not exc.has_error_label("UnknownTransactionCommitResult"):
+                if not exc.has_error_label("UnknownTransactionCommitResult") or monotonic() > deadline:
                     raise
 
     def _transaction_writes(self, unique: Sequence[MessageDocuments], session: Any) -> set[str]:

@@ -80,5 +80,41 @@ def crash_child() -> None:
     print(f"done {time.monotonic() - started:.3f}", flush=True)
 
 
+VICTIM_APP = "aecs-victim"
+
+
+def victim_mail(victim: int) -> list[dict[str, Any]]:
+    """The mail one killed writer was storing: its own messages and one all victims share, in one
+    thread, so the re-deliveries contend for the same summary."""
+    own = [email(100 * victim + n, thread="contended@example.com") for n in range(8)]
+    return [*own, email(999, thread="contended@example.com")]
+
+
+def victim_child() -> None:
+    """``python -m tests.reliability_workers victim URI DB N``: store victim N's mail and say when
+    the commit (or, without transactions, the thread update) is on its way to the server."""
+    from pymongo import monitoring
+
+    _, _, uri, db_name, victim = sys.argv
+
+    class Announce(monitoring.CommandListener):
+        def started(self, event: monitoring.CommandStartedEvent) -> None:
+            if event.command_name in ("commitTransaction", "update"):
+                print("blocked", flush=True)
+
+        def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+            pass
+
+        def failed(self, event: monitoring.CommandFailedEvent) -> None:
+            pass
+
+    client: MongoClient[dict[str, Any]] = MongoClient(uri, appname=VICTIM_APP, event_listeners=[Announce()])
+    MessageStore(client[db_name], mailbox_id="victims").store_many(victim_mail(int(victim)), batch_size=20)
+    print("done", flush=True)
+
+
 if __name__ == "__main__":
-    crash_child()
+    if sys.argv[1] == "victim":
+        victim_child()
+    else:
+        crash_child()

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import multiprocessing
 import os
 import random
@@ -21,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pymongo import MongoClient
 
-from aecs_mongo import MessageStore
+from aecs_mongo import AsyncMessageStore, MessageStore
 
 from .factories import recomputed_threads, stored_threads
-from .reliability_workers import concurrent_worker, generated_mail, ingest
+from .reliability_workers import VICTIM_APP, concurrent_worker, generated_mail, ingest, victim_mail
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -128,6 +131,7 @@ def test_crash_anywhere_then_rerun_equals_a_clean_ingest(
     child_duration = float(calibration.communicate()[0].split()[-1])
     client.drop_database(f"aecs_crash_{backend}_calibration")
     killed_midway = run = 0
+    crashed = []
     while killed_midway < CRASH_RUNS_PER_MODE and run < 3 * CRASH_RUNS_PER_MODE:
         run += 1
         name = f"aecs_crash_{backend}_{run}"
@@ -137,17 +141,108 @@ def test_crash_anywhere_then_rerun_equals_a_clean_ingest(
         child.send_signal(signal.SIGKILL)
         out = child.communicate()[0]
         killed_midway += "done" not in out
+        crashed.append(name)
+    # the workers come back and deliver everything again, with no session killed first: a dead
+    # worker's open transaction holds its writes until the server reaps it (60 s), and the
+    # store's retry budget waits that out (the kills all came first, so they expire together)
+    for name in crashed:
         db = client[name]
-        if transactions:
-            # a killed worker's open transaction holds its writes until the server reaps it
-            # (transactionLifetimeLimitSeconds, 60 s on mongod); skip that wait
-            client.admin.command("killAllSessions", [])
-        ingest(uri, name, crash_mailbox)  # the worker comes back and delivers everything again
+        ingest(uri, name, crash_mailbox)
         if not transactions:
             MessageStore(db, mailbox_id="crash").reindex()
-        assert database_state(db) == clean, f"run {run}"
+        assert database_state(db) == clean, name
         assert_no_dangling_blobs(db)
         client.drop_database(name)
     client.drop_database(clean_name)
     assert killed_midway == CRASH_RUNS_PER_MODE  # that many kills landed inside the ingest
     print(f"\n{backend}: {run} kills, {killed_midway} mid-ingest; child ingest {child_duration:.2f}s")
+
+
+def redeliver(uri: str, db_name: str, flavor: str, mail: list[dict[str, Any]]) -> list[bool]:
+    """Store ``mail`` with one store flavor (sync, PyMongo async, Motor), on a loop of its own."""
+    if flavor == "sync":
+        client: MongoClient[dict[str, Any]] = MongoClient(uri)
+        try:
+            return [r.inserted for r in MessageStore(client[db_name], mailbox_id="victims").store_many(mail)]
+        finally:
+            client.close()
+
+    async def run() -> list[bool]:
+        if flavor == "motor":
+            from motor.motor_asyncio import AsyncIOMotorClient
+
+            aclient: Any = AsyncIOMotorClient(uri)
+        else:
+            from pymongo import AsyncMongoClient
+
+            aclient = AsyncMongoClient(uri)
+        try:
+            results = await AsyncMessageStore(aclient[db_name], mailbox_id="victims").store_many(mail)
+            return [r.inserted for r in results]
+        finally:
+            closing = aclient.close()
+            if asyncio.iscoroutine(closing):
+                await closing
+
+    return asyncio.run(run())
+
+
+def test_redelivery_right_after_writers_died_inside_their_writes(
+    servers: Any, backend: str, client: Any, db: Any
+) -> None:
+    """Three writers are SIGKILLed while their commit (or, without transactions, their thread
+    update) is on the server; their mail is re-delivered at once, by the three store flavors at
+    the same time, with no session killed first. A transaction of a dead client holds its
+    writes until the server reaps it (transactionLifetimeLimitSeconds: 60 s on mongod and on
+    the test server): the store's retry budget (120 s) outlasts that."""
+    uri = servers.uri(backend)
+    MessageStore(db, mailbox_id="victims").ensure_indexes()
+    transactions = bool(client.admin.command("hello").get("setName"))
+    client.admin.command(
+        "configureFailPoint",
+        "failCommand",
+        mode="alwaysOn",
+        data={
+            "failCommands": ["commitTransaction" if transactions else "update"],
+            "blockConnection": True,
+            "blockTimeMS": 600_000,
+            "appName": VICTIM_APP,
+        },
+    )
+    victims = []
+    try:
+        for n in range(3):
+            child = subprocess.Popen(
+                [sys.executable, "-m", "tests.reliability_workers", "victim", uri, db.name, str(n)],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            victims.append(child)
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "blocked"
+        for child in victims:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+    finally:
+        for child in victims:
+            child.kill()
+        client.admin.command("configureFailPoint", "failCommand", mode="off")
+    flavors = ("sync", "pymongo_async", "motor")
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        outcomes = list(pool.map(lambda n: redeliver(uri, db.name, flavors[n], victim_mail(n)), range(3)))
+    waited = time.monotonic() - started
+    expected = {m["messageId"].strip("<>") for n in range(3) for m in victim_mail(n)}
+    stored = [m["messageId"] for m in db.messages.find({"mailboxId": "victims"})]
+    assert sorted(stored) == sorted(expected)  # every message once
+    assert db.bodies.count_documents({"mailboxId": "victims"}) == len(expected)
+    if transactions:
+        # nothing of the dead writers was committed: the re-deliveries created every message
+        assert sum(sum(o) for o in outcomes) == len(expected)
+    else:
+        # no transactions: the dead writers' inserts stand, their summary is short until reindex
+        assert sum(sum(o) for o in outcomes) == 0
+        MessageStore(db, mailbox_id="victims").reindex()
+    assert stored_threads(db, "victims") == recomputed_threads(db, "victims")
+    print(f"\n{backend}: re-delivery after three killed writers took {waited:.1f}s")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -184,31 +185,34 @@ def test_failed_thread_update_rolls_back_or_is_repaired(
     assert db.threads.find_one()["messageCount"] == 2
 
 
-def test_transient_transaction_errors_are_retried(store: MessageStore, db: Any, failpoints: Any) -> None:
+def test_transient_transaction_errors_are_retried(make_store: Any, db: Any, failpoints: Any) -> None:
     if not db.client.admin.command("hello").get("setName"):
         pytest.skip("no transactions on a standalone server")
+    store = make_store()
     store.store(email(1))
-    failpoint(
-        failpoints,
-        mode={"times": 2},
-        data={"failCommands": ["insert"], "errorCode": 112, "errorLabels": ["TransientTransactionError"]},
-    )
-    assert store.store(email(2)).inserted is True  # two write conflicts, then success
+    conflict = {"failCommands": ["insert"], "errorCode": 112, "errorLabels": ["TransientTransactionError"]}
+    failpoint(failpoints, mode={"times": 12}, data=conflict)
+    assert store.store(email(2)).inserted is True  # twelve write conflicts, then success
     assert db.threads.find_one()["messageCount"] == 2
-    failpoint(
-        failpoints,
-        mode={"times": 10},
-        data={"failCommands": ["insert"], "errorCode": 112, "errorLabels": ["TransientTransactionError"]},
-    )
-    with pytest.raises(PyMongoError):  # bounded: it gives up
+    failpoint(failpoints, mode="alwaysOn", data=conflict)
+    bounded = make_store(retry_seconds=1.0)
+    started = time.monotonic()
+    with pytest.raises(PyMongoError):  # bounded by its time budget: it gives up
+        bounded.store(email(3))
+    assert 1.0 <= time.monotonic() - started < 10
+    failpoint(failpoints, mode={"times": 1}, data={"failCommands": ["insert"], "errorCode": 2})
+    started = time.monotonic()
+    with pytest.raises(PyMongoError):  # not transient: no retry at all
         store.store(email(3))
+    assert time.monotonic() - started < 1
     failpoint(failpoints, mode="off")
     assert db.messages.count_documents({}) == 2
 
 
-def test_a_batch_that_keeps_conflicting_is_split(store: MessageStore, db: Any, failpoints: Any) -> None:
+def test_a_batch_that_keeps_conflicting_is_split(make_store: Any, db: Any, failpoints: Any) -> None:
     if not db.client.admin.command("hello").get("setName"):
         pytest.skip("no transactions on a standalone server")
+    store = make_store()
     mail = [email(n, thread="t@example.com") for n in range(4)]
     conflict = {"failCommands": ["insert"], "errorCode": 112, "errorLabels": ["TransientTransactionError"]}
     failpoint(failpoints, mode={"times": 5}, data=conflict)  # every attempt of the 4-message batch
@@ -216,9 +220,9 @@ def test_a_batch_that_keeps_conflicting_is_split(store: MessageStore, db: Any, f
     assert [r.inserted for r in results] == [True] * 4  # the halves went through
     assert db.messages.count_documents({}) == 4 and db.bodies.count_documents({}) == 4
     assert db.threads.find_one()["messageCount"] == 4
-    failpoint(failpoints, mode={"times": 1000}, data=conflict)
-    with pytest.raises(PyMongoError):  # bounded: a single message out of attempts raises
-        store.store_many([email(n, thread="t@example.com") for n in range(4, 8)], batch_size=4)
+    failpoint(failpoints, mode="alwaysOn", data=conflict)
+    with pytest.raises(PyMongoError):  # bounded: out of time, the last single message raises
+        make_store(retry_seconds=1.0).store_many([email(n, thread="t@example.com") for n in range(4, 8)], batch_size=4)
     failpoint(failpoints, mode="off")
     assert db.messages.count_documents({}) == 4 and db.threads.find_one()["messageCount"] == 4
 
@@ -271,7 +275,7 @@ def raw_mail(n: int, attachment: bytes) -> bytes:
         f"Subject: write path {n % 3}\r\nDate: Mon, 29 Jun 2026 14:{n % 60:02d}:00 +0000\r\n"
         f"References: <w{n - 1}@example.com>\r\nMIME-Version: 1.0\r\n"
         'Content-Type: multipart/mixed; boundary="b"\r\n\r\n'
-        "--b\r\nContent-Type: multipart/alternative; boundary=\"a\"\r\n\r\n"
+        '--b\r\nContent-Type: multipart/alternative; boundary="a"\r\n\r\n'
         f"--a\r\nContent-Type: text/plain\r\n\r\nplain {n}\r\n"
         f"--a\r\nContent-Type: text/html\r\n\r\n<p>html {n}</p>\r\n--a--\r\n"
         f"--b\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment; filename=a{n}.bin\r\n"
