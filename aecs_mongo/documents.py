@@ -49,7 +49,8 @@ from .keys import (
 
 __all__ = [
     "BODY_SPILL_BYTES",
-    "HOT_BUDGET_BYTES",
+    "HOT_TEXT_CHARS",
+    "MAX_DOCUMENT_BYTES",
     "Blob",
     "MessageDocuments",
     "build_documents",
@@ -68,10 +69,17 @@ __all__ = [
 
 log = logging.getLogger("aecs_mongo")
 
-#: A ``messages`` document larger than this is refused (C.5: keep the hot row small).
-HOT_BUDGET_BYTES = 256 * 1024
+#: MongoDB's document limit (16 MiB): the one size the store refuses a message for.
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 #: A ``bodies`` document larger than this moves its text to GridFS (``body.json``).
 BODY_SPILL_BYTES = 12 * 1024 * 1024
+#: Display strings in the hot row are cut to these many characters (C.5: a small hot row); the
+#: whole value is kept in ``bodies`` and comes back from ``get_message``. Address arrays and
+#: references are never cut: the indexes answer from them.
+HOT_TEXT_CHARS = {"subject": 1000, "name": 256, "filename": 512, "forAI": 32_000}
+#: What moves to ``body.json`` when a body is too large: the text first, then the address lists.
+_SPILL_TEXT = ("text", "clean", "raw", "forAI", "fullFilenames")
+_SPILL_ADDRESSES = ("to", "cc", "bcc")
 
 _ISO_UTC = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|\+00:00)$", re.ASCII)
 _TOP = ("messageId", "threadId", "metadata", "content", "thread", "attachments", "processing")
@@ -103,6 +111,8 @@ class MessageDocuments:
     blobs: tuple[Blob, ...]
     body: dict[str, Any]
     message: dict[str, Any]
+    #: unknown non-``x_`` fields that were ignored (AECS-1 §10.6), as ``path.name``
+    ignored: tuple[str, ...] = ()
 
 
 # --- validation --------------------------------------------------------------------------
@@ -151,8 +161,11 @@ def _check_field_names(value: Any, path: str) -> None:
             _check_field_names(inner, f"{path}[{i}]")
 
 
-def _extensions(obj: Mapping[str, Any], known: tuple[str, ...], path: str) -> dict[str, Any]:
-    """The ``x_`` fields of one object; unknown other fields are ignored (§10.6) and logged."""
+def _extensions(
+    obj: Mapping[str, Any], known: tuple[str, ...], path: str, ignored: list[str] | None = None
+) -> dict[str, Any]:
+    """The ``x_`` fields of one object; unknown other fields are ignored (§10.6) and their
+    ``path.name`` appended to ``ignored`` (the store says so once per name)."""
     found: dict[str, Any] = {}
     for key, value in obj.items():
         if not isinstance(key, str):
@@ -162,12 +175,12 @@ def _extensions(obj: Mapping[str, Any], known: tuple[str, ...], path: str) -> di
         if key.startswith("x_"):
             _check_field_names({key: value}, path)
             found[key] = value
-        else:
-            log.warning("ignoring unknown field %s.%s (AECS-1 §10.6)", path, key)
+        elif ignored is not None:
+            ignored.append(f"{path}.{key}")
     return found
 
 
-def _address(value: object, path: str) -> dict[str, Any]:
+def _address(value: object, path: str, ignored: list[str] | None = None) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise _fail(path, "an address object", value)
     email = value.get("email")
@@ -175,7 +188,7 @@ def _address(value: object, path: str) -> dict[str, Any]:
         raise _fail(f"{path}.email", "a string", email)
     name = _opt_str(value, "name", path)
     result: dict[str, Any] = {"name": name, "email": email}
-    result.update(_extensions(value, _ADDRESS, path))
+    result.update(_extensions(value, _ADDRESS, path, ignored))
     return result
 
 
@@ -210,10 +223,11 @@ def _bson_datetime(value: _dt.datetime) -> _dt.datetime:
     return value.replace(microsecond=value.microsecond // 1000 * 1000)
 
 
-def validate_email(email: object) -> dict[str, Any]:
+def validate_email(email: object, ignored: list[str] | None = None) -> dict[str, Any]:
     """Check one NormalizedEmail's shape and return a canonical copy (nulls filled in).
 
     Raises ``InvalidEmailError`` (or ``UnsafeFieldNameError``) naming the offending field.
+    Unknown fields that are not ``x_`` extensions are dropped and named in ``ignored``.
     """
     if not isinstance(email, Mapping):
         raise TypeError(f"email must be a mapping (a NormalizedEmail) or bytes, not {type(email).__name__}")
@@ -231,24 +245,26 @@ def validate_email(email: object) -> dict[str, Any]:
     meta_in = _opt_map(email, "metadata", "email")
     frm = meta_in.get("from")
     meta: dict[str, Any] = {
-        "from": None if frm is None else _address(frm, "metadata.from"),
+        "from": None if frm is None else _address(frm, "metadata.from", ignored),
         "subject": _opt_str(meta_in, "subject", "metadata"),
         "date": _opt_str(meta_in, "date", "metadata"),
     }
     for key in ("to", "cc", "bcc"):
-        meta[key] = [_address(a, f"metadata.{key}[{i}]") for i, a in enumerate(_opt_list(meta_in, key, "metadata"))]
+        meta[key] = [
+            _address(a, f"metadata.{key}[{i}]", ignored) for i, a in enumerate(_opt_list(meta_in, key, "metadata"))
+        ]
     timestamp = meta_in.get("timestamp")
     if timestamp is not None and (isinstance(timestamp, bool) or not isinstance(timestamp, int)):
         raise _fail("metadata.timestamp", "an integer or null", timestamp)
     meta["timestamp"] = timestamp
     if meta["date"] is not None:
         _iso_to_datetime(meta["date"], "metadata.date")
-    meta.update(_extensions(meta_in, _METADATA, "metadata"))
+    meta.update(_extensions(meta_in, _METADATA, "metadata", ignored))
     out["metadata"] = meta
 
     content_in = _opt_map(email, "content", "email")
     content: dict[str, Any] = {key: _opt_str(content_in, key, "content") for key in _CONTENT}
-    content.update(_extensions(content_in, _CONTENT, "content"))
+    content.update(_extensions(content_in, _CONTENT, "content", ignored))
     out["content"] = content
 
     thread_in = _opt_map(email, "thread", "email")
@@ -259,7 +275,7 @@ def validate_email(email: object) -> dict[str, Any]:
         references.append(ref)
     in_reply_to = _opt_str(thread_in, "inReplyTo", "thread")
     thread: dict[str, Any] = {"position": None, "inReplyTo": in_reply_to, "references": references}
-    thread.update(_extensions(thread_in, _THREAD, "thread"))
+    thread.update(_extensions(thread_in, _THREAD, "thread", ignored))
     out["thread"] = thread
 
     attachments = []
@@ -272,12 +288,12 @@ def validate_email(email: object) -> dict[str, Any]:
             raise _fail(f"{path}.size", "a non-negative integer", size)
         item: dict[str, Any] = {
             "id": _opt_str(att, "id", path),
-            "filename": _opt_str(att, "filename", path) or "",
-            "contentType": _opt_str(att, "contentType", path) or "application/octet-stream",
+            "filename": _opt_str(att, "filename", path),  # as given: "" and null come back as they went in
+            "contentType": _opt_str(att, "contentType", path),
             "size": size,
             "cid": _opt_str(att, "cid", path),
         }
-        item.update(_extensions(att, _ATTACHMENT, path))
+        item.update(_extensions(att, _ATTACHMENT, path, ignored))
         attachments.append(item)
     out["attachments"] = attachments
 
@@ -292,10 +308,10 @@ def validate_email(email: object) -> dict[str, Any]:
     }
     if processing["processedAt"] is not None:
         _iso_to_datetime(processing["processedAt"], "processing.processedAt")
-    processing.update(_extensions(proc_in, _PROCESSING, "processing"))
+    processing.update(_extensions(proc_in, _PROCESSING, "processing", ignored))
     out["processing"] = processing
 
-    out.update(_extensions(email, _TOP, "email"))
+    out.update(_extensions(email, _TOP, "email", ignored))
     return out
 
 
@@ -383,7 +399,7 @@ def build_documents(
     list_id: str | None = None,
     uidl: str | None = None,
     raw_from_full: bool = False,
-    hot_budget_bytes: int = HOT_BUDGET_BYTES,
+    max_document_bytes: int = MAX_DOCUMENT_BYTES,
     body_spill_bytes: int = BODY_SPILL_BYTES,
 ) -> MessageDocuments:
     """Turn one NormalizedEmail into the documents and blobs ``store`` writes.
@@ -392,8 +408,14 @@ def build_documents(
     ``content.rawFull`` string is stored as its UTF-8 encoding. ``raw_from_full`` says that
     ``content.raw`` is what the normalizer derives from those bytes, so it is not stored.
     bcc is kept only when the sender is one of ``owner_addresses`` (C.6).
+
+    Hot-row policy: display strings are cut in ``messages`` (``HOT_TEXT_CHARS``) and kept whole
+    in ``bodies``; a body too large moves to GridFS. The only message refused is one whose
+    ``messages`` document would still pass MongoDB's 16 MiB limit (participants, references
+    and ``x_`` fields are kept whole): ``DocumentTooLargeError``, nothing written.
     """
-    em = validate_email(email)
+    ignored: list[str] = []
+    em = validate_email(email, ignored)
     meta, content, thread, processing = em["metadata"], em["content"], em["thread"], em["processing"]
     mid, tid = em["messageId"], em["threadId"]
     mkey, tkey = message_key(mid), thread_key(tid)
@@ -423,11 +445,15 @@ def build_documents(
         blob_names.append("body.html")
 
     hot_attachments = []
+    full_filenames: dict[str, str] = {}
     for idx, att in enumerate(em["attachments"]):
+        filename = _cut(att["filename"], "filename")
+        if filename != att["filename"]:
+            full_filenames[str(idx)] = att["filename"]
         item: dict[str, Any] = {
             "idx": idx,
             "attachmentId": att["id"],
-            "filename": att["filename"],
+            "filename": filename,
             "contentType": att["contentType"],
             "size": att["size"],
             "cid": att["cid"],
@@ -438,7 +464,7 @@ def build_documents(
             if not isinstance(data, (bytes, bytearray, memoryview)):
                 raise TypeError(f"attachment {idx} data must be bytes, not {type(data).__name__}")
             item["blobKey"] = f"{prefix}att/{idx}"
-            blobs.append(Blob(item["blobKey"], bytes(data), att["contentType"]))
+            blobs.append(Blob(item["blobKey"], bytes(data), att["contentType"] or "application/octet-stream"))
             blob_names.append(f"att/{idx}")
         extra = {k: v for k, v in att.items() if k not in _ATTACHMENT}
         if extra:
@@ -474,15 +500,15 @@ def build_documents(
             "ts": Int64(_ts(meta, processing)),
             "date": date_value,
             "timestamp": None if meta["timestamp"] is None else Int64(meta["timestamp"]),
-            "from": {"email": sender_email, "name": sender["name"]} if sender else None,
+            "from": {"email": sender_email, "name": _cut(sender["name"], "name")} if sender else None,
             "participants": participants,
             "recipients": _address_keys(meta["to"] + meta["cc"]),
-            "subject": meta["subject"],
+            "subject": _cut(meta["subject"], "subject"),
             "subjectKey": subject_key(meta["subject"]),
             "inReplyTo": thread["inReplyTo"],
             "references": thread["references"],
             "listId": list_id_key(list_id),
-            "forAI": content["forAI"],
+            "forAI": _cut(content["forAI"], "forAI"),
             "attachments": hot_attachments,
             "cleanFallback": processing["cleanFallback"],
             "specVersion": processing["specVersion"],
@@ -511,24 +537,39 @@ def build_documents(
     }
     if content["raw"] is not None and not raw_from_full:
         body["raw"] = content["raw"]
+    if message["forAI"] != content["forAI"]:
+        body["forAI"] = content["forAI"]
+    if full_filenames:
+        body["fullFilenames"] = full_filenames
 
     size = _encoded_size(message, "message")
-    if size > hot_budget_bytes:
+    if size > max_document_bytes:
         field, field_size = _largest_field(message)
         raise DocumentTooLargeError(
-            f"the messages document is {size} bytes, over its budget of {hot_budget_bytes}; "
-            f"largest field: {field} ({field_size} bytes)",
+            f"the messages document would be {size} bytes, over MongoDB's limit of {max_document_bytes} "
+            f"even with its display fields cut; largest field: {field} ({field_size} bytes)",
             field=field,
             size=size,
-            limit=hot_budget_bytes,
+            limit=max_document_bytes,
         )
     if _encoded_size(body, "body") > body_spill_bytes:
-        spilled = {k: body.pop(k) for k in ("text", "clean", "raw") if k in body}
-        data = json.dumps(spilled, ensure_ascii=False).encode("utf-8")
+        spilled = {k: body.pop(k) for k in _SPILL_TEXT if k in body}
+        if _encoded_size(body, "body") > body_spill_bytes:  # tens of thousands of named recipients
+            spilled.update({k: body.pop(k) for k in _SPILL_ADDRESSES if k in body})
+        try:
+            data = json.dumps(spilled, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidEmailError("a body field is not valid Unicode (a lone surrogate?)") from None
         body["spill"] = prefix + "body.json"
         blobs.append(Blob(body["spill"], data, "application/json"))
         message["blobs"].append("body.json")
-    return MessageDocuments(mid, mkey, tid, tkey, tuple(blobs), body, message)
+    return MessageDocuments(mid, mkey, tid, tkey, tuple(blobs), body, message, tuple(ignored))
+
+
+def _cut(value: str | None, kind: str) -> str | None:
+    """A display string as the hot row keeps it: at most ``HOT_TEXT_CHARS[kind]`` characters."""
+    limit = HOT_TEXT_CHARS[kind]
+    return value if value is None or len(value) <= limit else value[:limit]
 
 
 def derived_fields(message: Mapping[str, Any], body: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -540,13 +581,19 @@ def derived_fields(message: Mapping[str, Any], body: Mapping[str, Any] | None) -
     body = body or {}
     sender = body.get("from") or message.get("from")
     to, cc, bcc = (list(body.get(k) or ()) for k in ("to", "cc", "bcc"))
-    return {
-        "subjectKey": subject_key(message.get("subject")),
-        "from": None if not sender else {"email": address_key(sender["email"]), "name": sender.get("name")},
+    subject = body["subject"] if "subject" in body else message.get("subject")
+    fields = {
+        "subjectKey": subject_key(subject),
+        "from": None
+        if not sender
+        else {"email": address_key(sender["email"]), "name": _cut(sender.get("name"), "name")},
         "participants": _address_keys(([sender] if sender else []) + to + cc + bcc),
         "recipients": _address_keys(to + cc),
         "listId": list_id_key(message.get("listId")),
     }
+    if body.get("spill") and "to" not in body:  # address lists in body.json: keep the stored arrays
+        del fields["participants"], fields["recipients"]
+    return fields
 
 
 # --- thread summaries ------------------------------------------------------------------------
@@ -702,10 +749,10 @@ def to_normalized_email(
     timestamp = message.get("timestamp")
     metadata: dict[str, Any] = {
         "from": dict(sender) if sender else None,
-        "to": [dict(a) for a in body.get("to") or ()],
-        "cc": [dict(a) for a in body.get("cc") or ()],
-        "bcc": [] if shared else [dict(a) for a in body.get("bcc") or ()],
-        "subject": message.get("subject"),
+        "to": [dict(a) for a in body.get("to", spilled.get("to")) or ()],
+        "cc": [dict(a) for a in body.get("cc", spilled.get("cc")) or ()],
+        "bcc": [] if shared else [dict(a) for a in body.get("bcc", spilled.get("bcc")) or ()],
+        "subject": body["subject"] if "subject" in body else message.get("subject"),  # bodies keep it whole
         "date": _iso_or_none(message),
         "timestamp": None if timestamp is None else int(timestamp),
         **x.get("metadata", {}),
@@ -718,14 +765,15 @@ def to_normalized_email(
         "html": html,
         "text": body.get("text", spilled.get("text")),
         "clean": body.get("clean", spilled.get("clean")),
-        "forAI": message.get("forAI"),
+        "forAI": body.get("forAI", spilled.get("forAI", message.get("forAI"))),
         **x.get("content", {}),
     }
     attachments = []
+    full_filenames = body.get("fullFilenames", spilled.get("fullFilenames")) or {}
     for att in message.get("attachments") or ():
         item = {
             "id": att.get("attachmentId"),
-            "filename": att.get("filename", ""),
+            "filename": full_filenames.get(str(att.get("idx")), att.get("filename", "")),
             "contentType": att.get("contentType"),
             "size": int(att.get("size", 0)),
             "cid": att.get("cid"),

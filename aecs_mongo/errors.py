@@ -9,7 +9,7 @@ cursor) rather than the driver's or the server's. Argument type mistakes are pla
     ├── InvalidEmailError           a NormalizedEmail (or raw message) we cannot store
     │   ├── InputTooLargeError      raw input over the configured ``max_body_bytes``
     │   └── UnsafeFieldNameError    an x_ field name MongoDB cannot store ($, dot, NUL)
-    ├── DocumentTooLargeError       a hot document over its budget (names the field)
+    ├── DocumentTooLargeError       a message MongoDB cannot hold (over 16 MiB; names the field)
     ├── InvalidCursorError          a pagination cursor that is malformed, forged or foreign
     ├── NotFoundError               an operation that needs a stored message that is absent
     ├── ServerFeatureError          the server lacks something required (e.g. the embedded server)
@@ -44,7 +44,8 @@ class UnsafeFieldNameError(InvalidEmailError):
 
 
 class DocumentTooLargeError(AecsMongoError, ValueError):
-    """A hot ``messages`` document over its byte budget; ``field`` names the largest part."""
+    """A ``messages`` document over MongoDB's 16 MiB limit even with its display fields cut;
+    ``field`` names the largest part. Nothing of the message is written."""
 
     def __init__(self, message: str, *, field: str, size: int, limit: int) -> None:
         super().__init__(message)

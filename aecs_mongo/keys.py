@@ -13,6 +13,7 @@ import unicodedata
 from email.utils import getaddresses
 
 __all__ = [
+    "SUBJECT_KEY_CHARS",
     "address_key",
     "address_query_key",
     "blob_prefix",
@@ -83,10 +84,15 @@ _REPLY_PREFIX = re.compile(
 _WHITESPACE = re.compile(r"\s+")
 
 
+#: A subject key is an index key: the first this many characters (a real subject is far shorter).
+SUBJECT_KEY_CHARS = 1000
+
+
 def subject_key(subject: str | None) -> str:
     """Seed 003's subject key: lowercase, reply/forward prefixes stripped repeatedly, spaces collapsed.
 
-    The same function normalizes the query, so "Fwd: Re: Live Wire" and "live wire" agree.
+    The same function normalizes the query, so "Fwd: Re: Live Wire" and "live wire" agree; both
+    sides are cut to ``SUBJECT_KEY_CHARS``, so a query for a subject longer than that still matches.
     """
     if subject is None:
         return ""
@@ -95,7 +101,7 @@ def subject_key(subject: str | None) -> str:
     while True:
         stripped = _REPLY_PREFIX.sub("", text, count=1)
         if stripped == text:
-            return text
+            return text[:SUBJECT_KEY_CHARS]
         text = stripped.strip()
 
 

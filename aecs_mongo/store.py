@@ -15,6 +15,7 @@ import inspect
 import json
 import logging
 import random
+import re
 from collections.abc import Iterator, Callable, Iterable, Mapping, Sequence
 from email.message import EmailMessage
 from time import monotonic
@@ -55,6 +56,7 @@ _TXN_ATTEMPTS = 5
 _REPAIR_BATCH = 500
 _MAX_PAGE = 1000
 _WALK_FIELDS = {"messageId": 1, "references": 1, "inReplyTo": 1, "ts": 1, "messageKey": 1}
+_INDEX = re.compile(r"\[\d+\]")
 _SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "messageKey": 1, "subject": 1}
 
 
@@ -152,6 +154,8 @@ class MessageStore:
         self.search_engine = search_engine
         self.scan_limit = scan_limit
         self._text_index: bool | None = None  # learned on first search
+        self._ignored_fields: set[str] = set()  # unknown input fields already reported
+        self._scan_warned = False
         self._transactions = transactions  # None: detected on first write
         self.shared_view = bool(shared_view)
         self.sharded = bool(sharded)
@@ -239,6 +243,17 @@ class MessageStore:
     ) -> MessageDocuments:
         if uidl is not None:
             check_str(uidl, "uidl")
+        docs = self._build_documents(email, attachments, uidl)
+        for path in docs.ignored:
+            name = _INDEX.sub("[]", path)
+            if name not in self._ignored_fields:
+                self._ignored_fields.add(name)
+                log.info("ignoring unknown field %s (AECS-1 §10.6); said once per store", name)
+        return docs
+
+    def _build_documents(
+        self, email: Mapping[str, Any] | bytes, attachments: Sequence[bytes | None] | None, uidl: str | None
+    ) -> MessageDocuments:
         if isinstance(email, (bytes, bytearray, memoryview)):
             raw = bytes(email)
             parsed = _parse_raw(raw, self.for_ai_max_chars)
@@ -765,11 +780,13 @@ class MessageStore:
                 .limit(limit)
             )
         else:
-            log.warning(
-                "search in mailbox %r scans at most %d bodies: no text index (not an index)",
-                self.mailbox_id,
-                self.scan_limit,
-            )
+            if not self._scan_warned:
+                self._scan_warned = True
+                log.warning(
+                    "search in mailbox %r scans at most %d bodies: no text index (not an index); said once per store",
+                    self.mailbox_id,
+                    self.scan_limit,
+                )
             pipeline = queries.fallback_search_pipeline(self.mailbox_id, query, limit, self.scan_limit)
             hits = _to_list(_resolve(self._bodies.aggregate(pipeline)))
         rows = self._messages_of(hits)

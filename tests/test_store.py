@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from aecs_mongo import InvalidCursorError, InvalidEmailError, MessageStore, UnsafeFieldNameError
-from aecs_mongo.errors import DocumentTooLargeError
 from aecs_mongo.keys import blob_prefix, message_key
 
 from .factories import BASE_TS, email, iso, recomputed_threads, stored_threads
@@ -290,15 +289,6 @@ def test_bad_emails_are_refused_and_nothing_is_written(store: MessageStore, db: 
         store.store(["not", "an", "email"])  # type: ignore[arg-type]
     for coll in ("messages", "bodies", "threads", "aecs.files", "aecs.chunks"):
         assert db[coll].count_documents({}) == 0
-
-
-def test_hot_document_over_budget_names_the_field(store: MessageStore, db: Any) -> None:
-    e = email(1)
-    e["content"]["forAI"] = "x" * 300_000
-    with pytest.raises(DocumentTooLargeError) as info:
-        store.store(e)
-    assert info.value.field == "forAI"
-    assert db.messages.count_documents({}) == 0
 
 
 def test_large_body_spills_to_gridfs(store: MessageStore, db: Any) -> None:
