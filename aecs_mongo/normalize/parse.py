@@ -53,6 +53,7 @@ from ..errors import InputTooLargeError
 from .charsets import decode_bytes
 from .content import clean_text, make_for_ai, normalize_text
 from .dates import format_utc, parse_date
+from .header_block import repair_header_block
 from .headers import header_text, normalize_list_id, parse_addresses, unfold
 from .html_text import html_to_text, text_to_html
 from .threading import (
@@ -273,7 +274,7 @@ def parse_email(
     defects: list[str] = []
 
     try:
-        message = BytesParser(policy=_POLICY).parsebytes(raw)
+        message = BytesParser(policy=_POLICY).parsebytes(repair_header_block(raw))
     except Exception as exc:
         defects.append(f"message: MIME structure not parseable ({type(exc).__name__}); headers only")
         message = _headers_only(raw)

@@ -1,0 +1,192 @@
+"""Header side of the normalizer on real-mail patterns (issue 14): the header block, dates,
+addresses, encoded-words, Message-ID/References and logging. Pure: no database.
+
+Every fixture is a small message written for its test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from aecs_mongo.normalize import ParsedEmail, parse_email
+from aecs_mongo.normalize.header_block import repair_header_block
+
+PROCESSED = "2026-01-02T03:04:05Z"
+BOM = b"\xef\xbb\xbf"
+
+
+def parse(raw: bytes) -> ParsedEmail:
+    return parse_email(raw, processed_at=PROCESSED)
+
+
+def meta(raw: bytes) -> dict[str, Any]:
+    result: dict[str, Any] = parse(raw).email["metadata"]
+    return result
+
+
+def crlf(*lines: str) -> bytes:
+    return "\r\n".join(lines).encode("utf-8", errors="surrogateescape")
+
+
+WELL_FORMED_TAIL = (
+    "To: Bob <bob@example.org>",
+    "Subject: Quarterly numbers",
+    "Date: Tue, 3 Mar 2026 10:00:00 +0000",
+    "Message-ID: <q1@example.com>",
+    "",
+    "The numbers are in.",
+    "",
+)
+
+
+def test_utf8_bom_before_first_header_is_ignored() -> None:
+    raw = BOM + crlf(
+        "From: Alice <alice@example.com>",
+        "To: Bob <bob@example.org>",
+        "Subject: Report attached",
+        "Date: Tue, 3 Mar 2026 10:00:00 +0000",
+        "Message-ID: <bom1@example.com>",
+        "MIME-Version: 1.0",
+        'Content-Type: multipart/mixed; boundary="b1"',
+        "",
+        "--b1",
+        "Content-Type: text/plain; charset=utf-8",
+        "",
+        "See the file.",
+        "--b1",
+        'Content-Type: application/pdf; name="r.pdf"',
+        'Content-Disposition: attachment; filename="r.pdf"',
+        "Content-Transfer-Encoding: base64",
+        "",
+        "JVBERi0=",
+        "--b1--",
+        "",
+    )
+    email = parse(raw).email
+    assert email["messageId"] == "bom1@example.com"
+    assert email["metadata"]["from"] == {"name": "Alice", "email": "alice@example.com"}
+    assert email["metadata"]["subject"] == "Report attached"
+    assert email["metadata"]["date"] == "2026-03-03T10:00:00Z"
+    assert email["content"]["text"] == "See the file."
+    assert [(a["filename"], a["size"]) for a in email["attachments"]] == [("r.pdf", 5)]
+    # the stored original keeps every octet, the BOM included
+    assert email["content"]["rawFull"].encode("utf-8") == raw
+
+
+def test_obsolete_whitespace_before_colon() -> None:
+    raw = crlf(
+        "From : Alice <alice@example.com>",
+        "Subject\t :  Spaced out",
+        "Date    :  Tue, 3 Mar 2026 10:00:00 +0000",
+        "To: bob@example.org",
+        "",
+        "Body line.",
+        "",
+    )
+    email = parse(raw).email
+    assert email["metadata"]["from"] == {"name": "Alice", "email": "alice@example.com"}
+    assert email["metadata"]["subject"] == "Spaced out"
+    assert email["metadata"]["date"] == "2026-03-03T10:00:00Z"
+    assert email["metadata"]["to"] == [{"name": None, "email": "bob@example.org"}]
+    assert email["content"]["text"] == "Body line."
+
+
+def test_first_line_from_with_space_before_colon_is_a_field_not_an_envelope() -> None:
+    raw = crlf("From  : Carol <carol@example.net>", *WELL_FORMED_TAIL)
+    assert meta(raw)["from"] == {"name": "Carol", "email": "carol@example.net"}
+    assert meta(raw)["subject"] == "Quarterly numbers"
+    # a real mbox envelope line is still an envelope line, not a From field
+    envelope = crlf("From carol@example.net Tue Mar  3 10:00:00 2026", "From: Dan <dan@example.net>", *WELL_FORMED_TAIL)
+    assert meta(envelope)["from"] == {"name": "Dan", "email": "dan@example.net"}
+
+
+def test_stray_word_before_a_field_name_does_not_end_the_header_block() -> None:
+    raw = crlf(
+        "Received: from relay.example.com by mx.example.org; Tue, 3 Mar 2026 10:00:01 +0000",
+        "oops X-Original-To: bob@example.org",
+        "From: Alice <alice@example.com>",
+        *WELL_FORMED_TAIL,
+    )
+    email = parse(raw).email
+    assert email["metadata"]["from"] == {"name": "Alice", "email": "alice@example.com"}
+    assert email["metadata"]["subject"] == "Quarterly numbers"
+    assert email["messageId"] == "q1@example.com"
+    assert email["content"]["text"] == "The numbers are in."
+
+
+def test_continuation_line_without_indentation_continues_the_field() -> None:
+    raw = crlf(
+        "Subject: A subject folded by a broken gateway",
+        "that forgot the indentation",
+        "Received: from a.example.com",
+        "by b.example.com; Tue, 3 Mar 2026 10:00:01 +0000",
+        "From: Alice <alice@example.com>",
+        "Date: Tue, 3 Mar 2026 10:00:00 +0000",
+        "",
+        "Hello.",
+        "",
+    )
+    email = parse(raw).email
+    assert email["metadata"]["subject"] == "A subject folded by a broken gateway that forgot the indentation"
+    assert email["metadata"]["from"] == {"name": "Alice", "email": "alice@example.com"}
+    assert email["metadata"]["date"] == "2026-03-03T10:00:00Z"
+    assert email["content"]["text"] == "Hello."
+
+
+def test_field_name_alone_with_its_colon_on_the_next_line() -> None:
+    raw = crlf("To: bob@example.org", "From", " : Eve <eve@example.com>", "Subject: Hi", "", "Body.", "")
+    email = parse(raw).email
+    assert email["metadata"]["from"] == {"name": "Eve", "email": "eve@example.com"}
+    assert email["metadata"]["subject"] == "Hi"
+    assert email["content"]["text"] == "Body."
+
+
+def test_field_name_with_an_invalid_octet_does_not_end_the_header_block() -> None:
+    raw = crlf("Subject: Before", "X-Inval\udcecd: a name with a raw 8-bit octet", "From: a@example.com", "", "Body.")
+    email = parse(raw).email
+    assert email["metadata"]["subject"] == "Before"
+    assert email["metadata"]["from"] == {"name": None, "email": "a@example.com"}
+    assert email["content"]["text"] == "Body."
+
+
+def test_body_written_without_the_empty_line_stays_body() -> None:
+    # No field follows the first non-field line before the empty line: that line starts the body.
+    raw = crlf("From: a@example.com", "Subject: No separator", "Hello Bob,", "this is the body.", "", "Regards")
+    email = parse(raw).email
+    assert email["metadata"]["subject"] == "No separator"
+    assert email["content"]["text"] == "Hello Bob,\nthis is the body.\n\nRegards"
+
+
+def test_boundary_right_after_the_headers_still_starts_the_body() -> None:
+    raw = crlf(
+        "From: a@example.com",
+        "Subject: Tight multipart",
+        'Content-Type: multipart/mixed; boundary="zz"',
+        "--zz",
+        "Content-Type: text/plain",
+        "",
+        "Part one.",
+        "--zz--",
+        "",
+    )
+    email = parse(raw).email
+    assert email["metadata"]["subject"] == "Tight multipart"
+    assert email["content"]["text"] == "Part one."
+
+
+def test_repair_leaves_the_original_bytes_and_the_synthetic_id_alone() -> None:
+    raw = crlf("Subject : No id here", "From: a@example.com", "", "Body.", "")
+    email = parse(raw).email
+    assert email["metadata"]["subject"] == "No id here"
+    assert email["content"]["rawFull"].encode("utf-8") == raw
+    assert email["messageId"] == f"generated-{hashlib.sha256(raw).hexdigest()[:32]}@aecs.local"
+
+
+def test_repair_header_block_fast_path_and_body_untouched() -> None:
+    well_formed = crlf("From: a@example.com", " continued", "Subject: x", "", "Subject : in the body", "")
+    assert repair_header_block(well_formed) is well_formed
+    broken = crlf("Subject : x", "From: a@example.com", "", "Subject : in the body", "")
+    assert repair_header_block(broken) == crlf("Subject: x", "From: a@example.com", "", "Subject : in the body", "")
+    assert repair_header_block(BOM + well_formed) == well_formed
+    assert repair_header_block(b"") == b""
