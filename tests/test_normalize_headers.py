@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from aecs_mongo.normalize import ParsedEmail, parse_email
+import pytest
+
+from aecs_mongo.normalize import ParsedEmail, parse_date, parse_email
 from aecs_mongo.normalize.header_block import repair_header_block
 
 PROCESSED = "2026-01-02T03:04:05Z"
@@ -190,3 +192,24 @@ def test_repair_header_block_fast_path_and_body_untouched() -> None:
     assert repair_header_block(broken) == crlf("Subject: x", "From: a@example.com", "", "Subject : in the body", "")
     assert repair_header_block(BOM + well_formed) == well_formed
     assert repair_header_block(b"") == b""
+
+
+def test_three_digit_zone_is_read_with_its_leading_zero() -> None:
+    assert parse_date("Tue, 3 Mar 2026 10:00:00 -600").date == "2026-03-03T16:00:00Z"
+    assert parse_date("Tue, 3 Mar 2026 10:00:00 +530").date == "2026-03-03T04:30:00Z"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("Tue, 3 Mar 2026 06:09:22 PM EDT", "2026-03-03T22:09:22Z"),
+        ("Tue, 3 Mar 2026 06:09:22 AM EDT", "2026-03-03T10:09:22Z"),
+        ("Tue, 3 Mar 2026 12:30:00 AM +0000", "2026-03-03T00:30:00Z"),
+        ("Tue, 3 Mar 2026 12:30:00 PM +0000", "2026-03-03T12:30:00Z"),
+        ("Tue, 3 Mar 2026 06:09:22PM -0400", "2026-03-03T22:09:22Z"),
+        ("Tue, 3 Mar 2026 6:09 p.m. GMT", "2026-03-03T18:09:00Z"),
+        ("Tue, 3 Mar 2026 18:09:22 PM +0000", "2026-03-03T18:09:22Z"),
+    ],
+)
+def test_twelve_hour_times(value: str, expected: str) -> None:
+    assert parse_date(value).date == expected
