@@ -13,6 +13,7 @@ import pytest
 
 from aecs_mongo.normalize import ParsedEmail, parse_date, parse_email
 from aecs_mongo.normalize.header_block import repair_header_block
+from aecs_mongo.normalize.threading import normalize_message_id, parse_references
 
 PROCESSED = "2026-01-02T03:04:05Z"
 BOM = b"\xef\xbb\xbf"
@@ -194,6 +195,25 @@ def test_repair_header_block_fast_path_and_body_untouched() -> None:
     assert repair_header_block(b"") == b""
 
 
+def test_message_id_and_date_comments_and_folding_whitespace() -> None:
+    raw = crlf(
+        "From: a@example.com",
+        "Message-ID: <1234 @ local(blah) .machine .example>",
+        "Date: Fri, 21 Nov 1997 09(comment): 55 : 06 -0600",
+        "",
+        "Body.",
+    )
+    email = parse(raw).email
+    assert email["messageId"] == "1234@local.machine.example"
+    assert email["metadata"]["date"] == "1997-11-21T15:55:06Z"
+    # a reply naming the same id in its References threads to the same id
+    assert parse_references("<1234 @ local(blah) .machine .example> <x@y.example>") == [
+        "1234@local.machine.example",
+        "x@y.example",
+    ]
+    assert normalize_message_id('<"quoted part"@example.com> (relay note)') == '"quoted part"@example.com'
+
+
 def test_three_digit_zone_is_read_with_its_leading_zero() -> None:
     assert parse_date("Tue, 3 Mar 2026 10:00:00 -600").date == "2026-03-03T16:00:00Z"
     assert parse_date("Tue, 3 Mar 2026 10:00:00 +530").date == "2026-03-03T04:30:00Z"
@@ -213,3 +233,17 @@ def test_three_digit_zone_is_read_with_its_leading_zero() -> None:
 )
 def test_twelve_hour_times(value: str, expected: str) -> None:
     assert parse_date(value).date == expected
+
+
+def test_only_the_first_references_header_is_read() -> None:
+    raw = crlf(
+        "From: a@example.com",
+        "Message-ID: <r3@example.com>",
+        "References: <r1@example.com> <r2@example.com>",
+        "References: invalid.",
+        "",
+        "Body.",
+    )
+    email = parse(raw).email
+    assert email["thread"]["references"] == ["r1@example.com", "r2@example.com"]
+    assert email["threadId"] == "r1@example.com"

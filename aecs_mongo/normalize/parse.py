@@ -341,7 +341,9 @@ def parse_email(
         normalize_message_id(unfold(in_reply_to_header)) if in_reply_to_header is not None else None, hint, defects
     )
     references: list[str] = []
-    for token in parse_references([unfold(value) for value in headers.all("references")]):
+    # The first References header only (as the reference implementation): a second one is
+    # usually a fragment added by a broken relay, not more history.
+    for token in parse_references([unfold(value) for value in headers.all("references")[:1]]):
         reference = _text_id(token, hint, defects)
         if reference:
             references.append(reference)
