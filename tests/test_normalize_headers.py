@@ -13,6 +13,7 @@ import pytest
 
 from aecs_mongo.normalize import ParsedEmail, parse_date, parse_email
 from aecs_mongo.normalize.header_block import repair_header_block
+from aecs_mongo.normalize.headers import decode_header_value
 from aecs_mongo.normalize.threading import normalize_message_id, parse_references
 
 PROCESSED = "2026-01-02T03:04:05Z"
@@ -212,6 +213,13 @@ def test_message_id_and_date_comments_and_folding_whitespace() -> None:
         "x@y.example",
     ]
     assert normalize_message_id('<"quoted part"@example.com> (relay note)') == '"quoted part"@example.com'
+
+
+def test_raw_8bit_octet_inside_q_word_is_decoded_in_the_declared_charset() -> None:
+    raw = b"From: a@example.com\r\nSubject: =?iso-8859-1?Q?Fr\xf6sche_und_Kr=F6ten?=\r\n\r\nBody.\r\n"
+    assert meta(raw)["subject"] == "Frösche und Kröten"
+    value = b"=?windows-1252?q?caf\xe9?=".decode("ascii", errors="surrogateescape")
+    assert decode_header_value(value) == "café"
 
 
 def test_three_digit_zone_is_read_with_its_leading_zero() -> None:

@@ -72,7 +72,9 @@ def _decode_word_bytes(encoding: str, payload: str) -> bytes:
             return base64.b64decode(data)
         except (binascii.Error, ValueError):
             return b""
-    raw = payload.replace("_", " ").encode("ascii", errors="ignore")
+    # A raw 8-bit octet inside the word (a surrogate escape here) is kept, to be decoded in
+    # the word's declared charset like the =XX ones: dropping it turned "Fr\xf6sche" into "Frsche".
+    raw = payload.replace("_", " ").encode("utf-8", errors="surrogateescape")
     return _QP_HEX_RE.sub(lambda match: bytes((int(match[1], 16),)), raw)
 
 
