@@ -13,7 +13,7 @@ import pytest
 
 from aecs_mongo.normalize import ParsedEmail, parse_date, parse_email
 from aecs_mongo.normalize.header_block import repair_header_block
-from aecs_mongo.normalize.headers import decode_header_value
+from aecs_mongo.normalize.headers import decode_header_value, parse_addresses
 from aecs_mongo.normalize.threading import normalize_message_id, parse_references
 
 PROCESSED = "2026-01-02T03:04:05Z"
@@ -220,6 +220,48 @@ def test_raw_8bit_octet_inside_q_word_is_decoded_in_the_declared_charset() -> No
     assert meta(raw)["subject"] == "Frösche und Kröten"
     value = b"=?windows-1252?q?caf\xe9?=".decode("ascii", errors="surrogateescape")
     assert decode_header_value(value) == "café"
+
+
+def test_words_before_a_bare_address_are_its_name() -> None:
+    assert parse_addresses(["John Q Public john@example.com, jane@example.org"]) == [
+        {"name": "John Q Public", "email": "john@example.com"},
+        {"name": None, "email": "jane@example.org"},
+    ]
+
+
+def test_angle_address_wins_over_an_at_sign_in_the_display_name() -> None:
+    assert parse_addresses(["a.b@host <A.B@real.example>, c@example.org"]) == [
+        {"name": "a.b@host", "email": "a.b@real.example"},
+        {"name": None, "email": "c@example.org"},
+    ]
+
+
+def test_angle_address_without_domain_is_kept() -> None:
+    raw = crlf("From: Local User <postmaster>", "To: Team <ops>", "Subject: s", "", "Body.")
+    assert meta(raw)["from"] == {"name": "Local User", "email": "postmaster"}
+    assert meta(raw)["to"] == [{"name": "Team", "email": "ops"}]
+    # a bare word without @ is still no address
+    assert parse_addresses(["nobody"]) == []
+
+
+def test_from_with_two_at_signs_keeps_the_whole_address() -> None:
+    raw = crlf("From: gateway!user@relay@example.com", "Subject: bang path", "", "Body.")
+    assert meta(raw)["from"] == {"name": None, "email": "gateway!user@relay@example.com"}
+
+
+def test_address_comments_groups_and_quoted_names() -> None:
+    assert parse_addresses(
+        ['"Doe, John" <jd@example.com>, Team: x@example.com, y@example.com;, z@example.com (Zed)']
+    ) == [
+        {"name": "Doe, John", "email": "jd@example.com"},
+        {"name": None, "email": "x@example.com"},
+        {"name": None, "email": "y@example.com"},
+        {"name": "Zed", "email": "z@example.com"},
+    ]
+    assert parse_addresses(["Pete(A nice \\) chap) <pete(his account)@silly.example(his host)>"]) == [
+        {"name": "Pete", "email": "pete@silly.example"}
+    ]
+    assert parse_addresses(["<Undisclosed-Recipient:;>", "undisclosed-recipients:;"]) == []
 
 
 def test_three_digit_zone_is_read_with_its_leading_zero() -> None:
