@@ -7,6 +7,7 @@ Every fixture is a small message written for its test.
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import Any
 
 import pytest
@@ -44,6 +45,9 @@ WELL_FORMED_TAIL = (
 )
 
 
+# --- 1. byte-order mark -----------------------------------------------------------------------
+
+
 def test_utf8_bom_before_first_header_is_ignored() -> None:
     raw = BOM + crlf(
         "From: Alice <alice@example.com>",
@@ -76,6 +80,9 @@ def test_utf8_bom_before_first_header_is_ignored() -> None:
     assert [(a["filename"], a["size"]) for a in email["attachments"]] == [("r.pdf", 5)]
     # the stored original keeps every octet, the BOM included
     assert email["content"]["rawFull"].encode("utf-8") == raw
+
+
+# --- 2. the header block read as mail clients read it --------------------------------------------
 
 
 def test_obsolete_whitespace_before_colon() -> None:
@@ -215,11 +222,17 @@ def test_message_id_and_date_comments_and_folding_whitespace() -> None:
     assert normalize_message_id('<"quoted part"@example.com> (relay note)') == '"quoted part"@example.com'
 
 
+# --- 3. raw 8-bit octets inside an encoded-word ------------------------------------------------
+
+
 def test_raw_8bit_octet_inside_q_word_is_decoded_in_the_declared_charset() -> None:
     raw = b"From: a@example.com\r\nSubject: =?iso-8859-1?Q?Fr\xf6sche_und_Kr=F6ten?=\r\n\r\nBody.\r\n"
     assert meta(raw)["subject"] == "Frösche und Kröten"
     value = b"=?windows-1252?q?caf\xe9?=".decode("ascii", errors="surrogateescape")
     assert decode_header_value(value) == "café"
+
+
+# --- 5, 6, 7, 15. addresses --------------------------------------------------------------------
 
 
 def test_words_before_a_bare_address_are_its_name() -> None:
@@ -264,6 +277,9 @@ def test_address_comments_groups_and_quoted_names() -> None:
     assert parse_addresses(["<Undisclosed-Recipient:;>", "undisclosed-recipients:;"]) == []
 
 
+# --- 8, 9. dates ------------------------------------------------------------------------------
+
+
 def test_three_digit_zone_is_read_with_its_leading_zero() -> None:
     assert parse_date("Tue, 3 Mar 2026 10:00:00 -600").date == "2026-03-03T16:00:00Z"
     assert parse_date("Tue, 3 Mar 2026 10:00:00 +530").date == "2026-03-03T04:30:00Z"
@@ -285,6 +301,9 @@ def test_twelve_hour_times(value: str, expected: str) -> None:
     assert parse_date(value).date == expected
 
 
+# --- References, logging ------------------------------------------------------------------------
+
+
 def test_only_the_first_references_header_is_read() -> None:
     raw = crlf(
         "From: a@example.com",
@@ -297,3 +316,14 @@ def test_only_the_first_references_header_is_read() -> None:
     email = parse(raw).email
     assert email["thread"]["references"] == ["r1@example.com", "r2@example.com"]
     assert email["threadId"] == "r1@example.com"
+
+
+def test_missing_message_id_and_fallback_thread_are_not_warnings(caplog: pytest.LogCaptureFixture) -> None:
+    raw = crlf("From: a@example.com", "Subject: no ids at all", "", "Body.")
+    with caplog.at_level(logging.DEBUG, logger="aecs_mongo"):
+        parsed = parse(raw)
+    assert parsed.email["messageId"].startswith("generated-")
+    assert any("Message-ID missing" in defect for defect in parsed.defects)
+    ours = [record for record in caplog.records if record.name.startswith("aecs_mongo")]
+    assert ours, "the fallback thread hash is logged at DEBUG"
+    assert all(record.levelno < logging.WARNING for record in ours)

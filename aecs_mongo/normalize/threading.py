@@ -148,8 +148,9 @@ def compute_thread_id(
 
     Values may carry brackets and whitespace (they are normalized first). ``references`` is
     the header value (tokenized with :func:`parse_references`) or a list of entries,
-    earliest first, each normalized with :func:`normalize_message_id`. Logs a warning on
-    ``aecs_mongo.normalize`` when the fallback hash (rule 4) is used.
+    earliest first, each normalized with :func:`normalize_message_id`. Logs at DEBUG on
+    ``aecs_mongo.normalize`` when the fallback hash (rule 4) is used: real mail without a
+    valid Message-ID is common, nothing a user should act on.
     """
     entries = (
         parse_references(references)
@@ -164,7 +165,7 @@ def compute_thread_id(
         if normalized is not None and is_valid_message_id(normalized):
             return normalized
     thread_id = fallback_thread_id(from_email, subject, date)
-    logger.warning(
+    logger.debug(
         "no valid Message-ID in References, In-Reply-To or Message-ID; threadId is the AECS-1 fallback hash %s",
         thread_id,
     )
