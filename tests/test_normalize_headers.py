@@ -186,6 +186,24 @@ def test_boundary_right_after_the_headers_still_starts_the_body() -> None:
     assert email["content"]["text"] == "Part one."
 
 
+def test_header_repairs_with_lf_line_endings() -> None:
+    raw = BOM + (
+        b"Received: from a.example.com\n"
+        b"by b.example.com; Tue, 3 Mar 2026 10:00:01 +0000\n"
+        b"Subject :  LF only\n"
+        b"From\n"
+        b" : Alice <alice@example.com>\n"
+        b"Date: Tue, 3 Mar 2026 10:00:00 +0000\n"
+        b"\n"
+        b"Body.\n"
+    )
+    email = parse(raw).email
+    assert email["metadata"]["subject"] == "LF only"
+    assert email["metadata"]["from"] == {"name": "Alice", "email": "alice@example.com"}
+    assert email["metadata"]["date"] == "2026-03-03T10:00:00Z"
+    assert email["content"]["text"] == "Body."
+
+
 def test_repair_leaves_the_original_bytes_and_the_synthetic_id_alone() -> None:
     raw = crlf("Subject : No id here", "From: a@example.com", "", "Body.", "")
     email = parse(raw).email
