@@ -11,6 +11,10 @@ machine's time zone or locale:
   is read as UTC (RFC 5322 §4.3 reads unknown zones as ``-0000``).
 * Two-digit years follow RFC 5322 §4.3: 00-49 are 2000-2049, 50-99 are 1950-1999; three-digit
   years add 1900.
+* Comments and whitespace around the time's colons are dropped (``09(comment): 55 : 06``).
+* A three-digit numeric zone (``-600``) lacks its leading zero: ``-0600``.
+* A 12-hour time with ``AM``/``PM`` (``06:09:22 PM EDT``) is read as such (12 AM is 00,
+  12 PM is 12); an hour outside 1-12 is a 24-hour time and the AM/PM is ignored.
 * ISO 8601 values (``2026-03-10T12:00:00Z``, ``+01:00``, fractional seconds, a space instead
   of ``T``, a bare ``YYYY-MM-DD`` meaning midnight UTC) are accepted too; fractions are
   floored away.
@@ -65,8 +69,11 @@ _ISO_RE = re.compile(
     re.ASCII,  # dates are ASCII: no other script's digits, no superscripts
 )
 _COMMENT_RE = re.compile(r"\([^()]*\)")
-_TIME_RE = re.compile(r"(\d{1,2}):(\d{1,2})(?::(\d{1,2}))?(?:\.\d+)?", re.ASCII)
-_OFFSET_RE = re.compile(r"([+-])(\d{4}|\d{2}:\d{2}|\d{1,2})", re.ASCII)
+_TIME_RE = re.compile(r"(\d{1,2}):(\d{1,2})(?::(\d{1,2}))?(?:\.\d+)?([AaPp]\.?[Mm]\.?)?", re.ASCII)
+_OFFSET_RE = re.compile(r"([+-])(\d{3,4}|\d{2}:\d{2}|\d{1,2})", re.ASCII)
+_COLON_SPACE_RE = re.compile(r"\s*:\s*")
+_SPACED_COLON_RE = re.compile(r"\s:|:\s")
+_MERIDIEMS = {"am": 0, "a.m": 0, "pm": 12, "p.m": 12}
 _TOKEN_SPLIT_RE = re.compile(r"[\s,]+")
 
 
@@ -130,19 +137,27 @@ def _parse_rfc5322(value: str) -> NormalizedDate:
         if stripped == text:
             break
         text = stripped
+    if _SPACED_COLON_RE.search(text):  # ``09 : 55 : 06`` (CFWS around the colons) is a time
+        text = _COLON_SPACE_RE.sub(":", text)
     tokens = [token for token in _TOKEN_SPLIT_RE.split(text.strip()) if token]
     day: int | None = None
     month: int | None = None
     year: int | None = None
     clock: tuple[int, int, int] | None = None
     offset: int | None = None
+    meridiem: int | None = None
     for token in tokens:
         lower = token.lower().rstrip(".")
         if clock is None:
             time_match = _TIME_RE.fullmatch(token)
             if time_match is not None:
                 clock = (int(time_match[1]), int(time_match[2]), int(time_match[3] or 0))
+                if time_match[4]:
+                    meridiem = _MERIDIEMS[time_match[4].lower().rstrip(".")]
                 continue
+        if clock is not None and meridiem is None and offset is None and lower in _MERIDIEMS:
+            meridiem = _MERIDIEMS[lower]  # a 12-hour time: ``06:09:22 PM EDT``
+            continue
         if (
             month is None
             and lower[:3] in _MONTHS
@@ -170,6 +185,8 @@ def _parse_rfc5322(value: str) -> NormalizedDate:
             offset_match = _OFFSET_RE.fullmatch(token)
             if offset_match is not None:
                 digits = offset_match[2].replace(":", "")
+                if len(digits) == 3:
+                    digits = "0" + digits  # ``-600``: a zone written without its leading zero
                 if len(digits) <= 2:
                     hours, minutes = int(digits), 0
                 else:
@@ -188,7 +205,10 @@ def _parse_rfc5322(value: str) -> NormalizedDate:
         return _NONE
     if day is None or month is None or year is None or clock is None:
         return _NONE
-    return _result(year, month, day, clock[0], clock[1], clock[2], offset or 0)
+    hour = clock[0]
+    if meridiem is not None and 1 <= hour <= 12:
+        hour = hour % 12 + meridiem  # 12 AM is 00, 12 PM is 12
+    return _result(year, month, day, hour, clock[1], clock[2], offset or 0)
 
 
 def parse_date(value: str | None) -> NormalizedDate:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from email.utils import getaddresses
 
 from ..keys import list_id_key, subject_key
 from .charsets import decode_bytes
@@ -72,7 +71,9 @@ def _decode_word_bytes(encoding: str, payload: str) -> bytes:
             return base64.b64decode(data)
         except (binascii.Error, ValueError):
             return b""
-    raw = payload.replace("_", " ").encode("ascii", errors="ignore")
+    # A raw 8-bit octet inside the word (a surrogate escape here) is kept, to be decoded in
+    # the word's declared charset like the =XX ones: dropping it turned "Fr\xf6sche" into "Frsche".
+    raw = payload.replace("_", " ").encode("utf-8", errors="surrogateescape")
     return _QP_HEX_RE.sub(lambda match: bytes((int(match[1], 16),)), raw)
 
 
@@ -133,38 +134,183 @@ def parse_addresses(
     """Addresses of one or more address-list header values, in order.
 
     ``email`` is the addr-spec, trimmed and lowercased (as the reference implementation
-    does); ``name`` is the RFC 2047-decoded display name, ``None`` when there is none.
-    Entries without a usable addr-spec (no ``@``, or shorter than three characters, as
-    the schema requires) are left out and noted in ``defects``; group names are dropped and
-    their members kept.
+    does); ``name`` is the RFC 2047-decoded display name, ``None`` when there is none. Group
+    names are dropped and their members kept. Read leniently, as mail clients read it:
+
+    * An angle address wins over anything outside the brackets: ``a.b@host <a.b@real.tld>``
+      is ``a.b@real.tld`` named ``a.b@host``. An angle address without a domain
+      (``Name <localpart>``) is kept as it is.
+    * Without brackets the address is the (first) word holding an ``@``; the other words are
+      the name: ``Name Words addr@dom`` is ``addr@dom`` named ``Name Words``.
+    * A word with several ``@`` (``a!b@c@d.e``) is kept whole: the domain is what follows the
+      last ``@`` and the rest is an (unquoted) local part, as the reference does.
+    * A comment is the name when there is no other (``a@b (Name)``).
+
+    Entries without a usable address (none at all, shorter than three characters as the
+    schema requires, a bare word without ``@``, or one holding ``:;,<>`` outside quotes,
+    e.g. ``<Undisclosed-Recipient:;>``) are left out and noted in ``defects``.
     """
     out: list[Address] = []
-    if not values:
-        return out
-    unfolded = [unfold(value) for value in values]
-    try:
-        pairs = getaddresses(unfolded)
-    except Exception:  # e.g. RecursionError on pathological nesting: parse piece by piece
-        if defects is not None:
-            defects.append("address: header not parseable as a whole; read comma by comma")
-        pairs = []
-        for piece in ",".join(unfolded).split(","):
-            try:
-                pairs.extend(getaddresses([piece]))
-            except Exception:
+    for value in values:
+        for name, addr, bracketed in _address_entries(unfold(value)):
+            email = _surrogates_to_text(addr, hint_charset, defects).strip().lower()
+            email = _CONTROL_RE.sub("", _WS_RE.sub("", email))
+            usable = (
+                len(email) >= 3
+                and not email.startswith("@")
+                and not email.endswith("@")
+                and (email.startswith('"') or not _NOT_IN_ADDRESS_RE.search(email))
+            )
+            if not usable or ("@" not in email and not bracketed):
+                if (email or name.strip()) and defects is not None:
+                    defects.append(f"address: no usable addr-spec in {(name or addr)[:60]!r}")
                 continue
-    for name, addr in pairs:
-        email = _surrogates_to_text(addr, hint_charset, defects).strip().lower()
-        email = _CONTROL_RE.sub("", _WS_RE.sub("", email))
-        if "@" not in email or len(email) < 3 or email.startswith("@") or email.endswith("@"):
-            if (email or name.strip()) and defects is not None:
-                defects.append(f"address: no usable addr-spec in {(name or addr)[:60]!r}")
-            continue
-        display = decode_header_value(name, hint_charset=hint_charset, defects=defects).strip()
-        if len(display) >= 2 and display[0] == display[-1] and display[0] in "\"'":
-            display = display[1:-1].strip()
-        out.append({"name": display or None, "email": email})
+            display = decode_header_value(name, hint_charset=hint_charset, defects=defects).strip()
+            if len(display) >= 2 and display[0] == display[-1] and display[0] in "\"'":
+                display = display[1:-1].strip()
+            out.append({"name": display or None, "email": email})
     return out
+
+
+# One lexical token of an address list: quoted string, comment opener, angle address,
+# separator, group colon, or a run of other text (an unclosed quote or bracket runs to the end).
+_ADDRESS_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"?|<[^<>]*>?|[(),;:]|[^"(),;:<]+|[<>]', re.DOTALL)
+_QUOTED_PAIR_RE = re.compile(r"\\(.)", re.DOTALL)
+_ROUTE_RE = re.compile(r"^(?:@[^:]*:)+")
+_NOT_IN_ADDRESS_RE = re.compile(r"[:;,<>]")
+
+
+def _comment_end(text: str, start: int) -> int:
+    """Index just past the comment opening at ``text[start]`` (comments nest; ``\\`` escapes)."""
+    depth = 0
+    index = start
+    while index < len(text):
+        char = text[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+        index += 1
+    return len(text)
+
+
+def _address_entries(text: str) -> list[tuple[str, str, bool]]:
+    """``(name, addr, bracketed)`` per mailbox of an address list, groups flattened."""
+    entries: list[tuple[str, str, bool]] = []
+    # Words of the current entry: (text, as written, quoted, glued to the previous word).
+    words: list[tuple[str, str, bool, bool]] = []
+    comments: list[str] = []
+    angles: list[str] = []
+    glued = False
+    any_at = False  # a word of the current entry holds an "@": a colon is then no group
+
+    def finish() -> None:
+        nonlocal any_at
+        entry = _entry(words, comments, angles)
+        if entry is not None:
+            entries.append(entry)
+        any_at = False
+        words.clear()
+        comments.clear()
+        angles.clear()
+
+    position = 0
+    while position < len(text):
+        char = text[position]
+        if char == "(":
+            end = _comment_end(text, position)
+            comments.append(text[position + 1 : end - 1 if text[end - 1 : end] == ")" else end])
+            position = end
+            glued = False
+            continue
+        match = _ADDRESS_TOKEN_RE.match(text, position)
+        assert match is not None  # the pattern accepts every character
+        token = match[0]
+        position = match.end()
+        if token in (",", ";"):
+            finish()
+        elif token == ":":
+            if angles or any_at:
+                # not a group (an address came before it): a stray colon, part of a word
+                words.append((token, token, False, True))
+                glued = True
+                continue
+            words.clear()  # a group's display name: dropped, its members kept
+            comments.clear()
+        elif token[0] == "<" and len(token) > 1:
+            angles.append(token[1:-1] if token.endswith(">") else token[1:])
+        elif token[0] == '"':
+            inner = token[1:-1] if len(token) > 1 and token.endswith('"') else token[1:]
+            words.append((_QUOTED_PAIR_RE.sub(r"\1", inner), token, True, glued))
+            any_at = any_at or "@" in token
+            glued = True
+            continue
+        else:
+            pieces = token.split()
+            for index, piece in enumerate(pieces):
+                words.append((piece, piece, False, glued and index == 0 and not token[0].isspace()))
+            glued = bool(pieces) and not token[-1].isspace()
+            any_at = any_at or "@" in token
+            continue
+        glued = False
+    finish()
+    return entries
+
+
+def _entry(
+    words: list[tuple[str, str, bool, bool]], comments: list[str], angles: list[str]
+) -> tuple[str, str, bool] | None:
+    """One mailbox from its words, comments and angle addresses (the first one wins)."""
+    # Glue words written without space between them (``"a b"@c``) into one.
+    runs: list[tuple[list[str], list[str], bool]] = []
+    for text, written, quoted, glued in words:
+        if glued and runs:
+            texts, writtens, run_quoted = runs[-1]
+            texts.append(text)
+            writtens.append(written)
+            if run_quoted and not quoted:
+                runs[-1] = (texts, writtens, False)
+        else:
+            runs.append(([text], [written], quoted))
+    joined = [("".join(texts), "".join(writtens), quoted) for texts, writtens, quoted in runs]
+    if angles:
+        addr = _ROUTE_RE.sub("", _WS_RE.sub("", _strip_comments(angles[0])))
+        name_words = [text for text, _written, _quoted in joined]
+        bracketed = True
+    else:
+        candidates = [index for index, (_text, written, quoted) in enumerate(joined) if "@" in written and not quoted]
+        if not candidates:
+            if not joined and not comments:
+                return None
+            return " ".join(text for text, _written, _quoted in joined) or " ".join(comments), "", False
+        chosen = candidates[0]
+        addr = joined[chosen][1]
+        name_words = [text for index, (text, _written, _quoted) in enumerate(joined) if index != chosen]
+        bracketed = False
+    name = " ".join(name_words)
+    if not name and comments:
+        name = " ".join(comment.strip() for comment in comments)
+    return name, addr, bracketed
+
+
+def _strip_comments(text: str) -> str:
+    """``text`` without parenthesized comments."""
+    if "(" not in text:
+        return text
+    out: list[str] = []
+    position = 0
+    while True:
+        start = text.find("(", position)
+        if start < 0:
+            out.append(text[position:])
+            return "".join(out)
+        out.append(text[position:start])
+        position = _comment_end(text, start)
 
 
 def normalize_list_id(value: str | None) -> str | None:

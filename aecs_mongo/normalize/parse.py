@@ -53,6 +53,7 @@ from ..errors import InputTooLargeError
 from .charsets import decode_bytes
 from .content import clean_text, make_for_ai, normalize_text
 from .dates import format_utc, parse_date
+from .header_block import repair_header_block
 from .headers import header_text, normalize_list_id, parse_addresses, unfold
 from .html_text import html_to_text, text_to_html
 from .threading import (
@@ -273,7 +274,7 @@ def parse_email(
     defects: list[str] = []
 
     try:
-        message = BytesParser(policy=_POLICY).parsebytes(raw)
+        message = BytesParser(policy=_POLICY).parsebytes(repair_header_block(raw))
     except Exception as exc:
         defects.append(f"message: MIME structure not parseable ({type(exc).__name__}); headers only")
         message = _headers_only(raw)
@@ -340,7 +341,9 @@ def parse_email(
         normalize_message_id(unfold(in_reply_to_header)) if in_reply_to_header is not None else None, hint, defects
     )
     references: list[str] = []
-    for token in parse_references([unfold(value) for value in headers.all("references")]):
+    # The first References header only (as the reference implementation): a second one is
+    # usually a fragment added by a broken relay, not more history.
+    for token in parse_references([unfold(value) for value in headers.all("references")[:1]]):
         reference = _text_id(token, hint, defects)
         if reference:
             references.append(reference)

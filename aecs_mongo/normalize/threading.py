@@ -2,14 +2,15 @@
 
 Decisions where the spec leaves room (documented for the other implementations):
 
-* A header value is trimmed; when it holds an angle-bracketed token, the first such token is
-  the Message-ID (RFC 5322 allows comments around ``msg-id``, e.g.
-  ``<a@b> (added by relay)``); otherwise the trimmed value is used as given.
+* A header value is trimmed and its RFC 5322 comments are dropped (``<a@b> (added by
+  relay)``); when it holds an angle-bracketed token, the first such token is the Message-ID,
+  without the whitespace the obsolete syntax allows inside it; otherwise the trimmed value
+  is used as given.
 * ``References`` is split into bracketed tokens and, between them, bare words separated by
-  whitespace or commas; RFC 5322 comments are dropped. Every entry is kept in
-  ``thread.references``, earliest first, exactly as written (brackets and whitespace
-  stripped) - including entries that are not valid Message-IDs. Invalid entries only take
-  no part in threading (§5.2 rule 1 skips them).
+  whitespace or commas; comments are dropped. Every entry is kept in ``thread.references``,
+  earliest first, as written (brackets and whitespace stripped, as for Message-ID) -
+  including entries that are not valid Message-IDs. Invalid entries only take no part in
+  threading (§5.2 rule 1 skips them). Only the first ``References`` header is read.
 """
 
 from __future__ import annotations
@@ -36,26 +37,49 @@ logger = logging.getLogger("aecs_mongo.normalize")
 _BRACKETED_RE = re.compile(r"<([^<>]*)>")
 _COMMENT_RE = re.compile(r"\([^()<>]*\)")
 _SPLIT_RE = re.compile(r"[\s,]+")
+_WS_RE = re.compile(r"\s+")
 
 
 def normalize_message_id(value: str | None) -> str | None:
-    """Message-ID header value -> id without angle brackets or surrounding whitespace.
+    """Message-ID header value -> id without angle brackets, comments or whitespace.
 
-    Returns ``None`` for an absent or empty value. The result is not checked for validity;
-    see :func:`is_valid_message_id`.
+    Returns ``None`` for an absent or empty value. RFC 5322 comments are dropped, and so is
+    whitespace between the brackets (the obsolete syntax allows CFWS around the dots and the
+    ``@``: ``<1234 @ local(blah) .machine .example>`` is ``1234@local.machine.example``),
+    unless the id holds a quoted string. The result is not checked for validity; see
+    :func:`is_valid_message_id`.
     """
     if value is None:
         return None
-    text = value.strip()
+    text = _strip_comments(value).strip()
     if not text:
         return None
     match = _BRACKETED_RE.search(text)
     if match is not None:
-        inner = match[1].strip()
-        return inner or None
+        return _id_without_cfws(match[1]) or None
     if text.startswith("<"):
         text = text[1:].strip()  # an unclosed bracket
     return text or None
+
+
+def _strip_comments(text: str) -> str:
+    """``text`` without RFC 5322 comments (nested ones up to three levels)."""
+    if "(" not in text:
+        return text
+    for _ in range(3):
+        stripped = _COMMENT_RE.sub(" ", text)
+        if stripped == text:
+            break
+        text = stripped
+    return text
+
+
+def _id_without_cfws(inner: str) -> str:
+    """The text between a msg-id's brackets without its folding whitespace."""
+    inner = inner.strip()
+    if '"' in inner or not _WS_RE.search(inner):
+        return inner
+    return _WS_RE.sub("", inner)
 
 
 def is_valid_message_id(value: str | None) -> bool:
@@ -79,16 +103,11 @@ def parse_references(value: str | Iterable[str] | None) -> list[str]:
     values = [value] if isinstance(value, str) else list(value)
     out: list[str] = []
     for item in values:
-        text = item
-        for _ in range(3):
-            stripped = _COMMENT_RE.sub(" ", text)
-            if stripped == text:
-                break
-            text = stripped
+        text = _strip_comments(item)
         position = 0
         for match in _BRACKETED_RE.finditer(text):
             out.extend(word for word in _SPLIT_RE.split(text[position : match.start()]) if word)
-            inner = match[1].strip()
+            inner = _id_without_cfws(match[1])
             if inner:
                 out.append(inner)
             position = match.end()
@@ -129,8 +148,9 @@ def compute_thread_id(
 
     Values may carry brackets and whitespace (they are normalized first). ``references`` is
     the header value (tokenized with :func:`parse_references`) or a list of entries,
-    earliest first, each normalized with :func:`normalize_message_id`. Logs a warning on
-    ``aecs_mongo.normalize`` when the fallback hash (rule 4) is used.
+    earliest first, each normalized with :func:`normalize_message_id`. Logs at DEBUG on
+    ``aecs_mongo.normalize`` when the fallback hash (rule 4) is used: real mail without a
+    valid Message-ID is common, nothing a user should act on.
     """
     entries = (
         parse_references(references)
@@ -145,7 +165,7 @@ def compute_thread_id(
         if normalized is not None and is_valid_message_id(normalized):
             return normalized
     thread_id = fallback_thread_id(from_email, subject, date)
-    logger.warning(
+    logger.debug(
         "no valid Message-ID in References, In-Reply-To or Message-ID; threadId is the AECS-1 fallback hash %s",
         thread_id,
     )
