@@ -46,7 +46,6 @@ from email.message import Message
 from email.parser import BytesParser
 from email.policy import Compat32
 from email.utils import collapse_rfc2231_value
-from email.utils import unquote as _stdlib_unquote
 from typing import Any
 
 from ..documents import raw_full_from_bytes, raw_full_to_bytes
@@ -123,7 +122,6 @@ _MAX_INLINE_MESSAGE_DEPTH = 10
 #: evidence, kept as attachments (postal-mime's ``forceRfc822Attachments``).
 _REPORT_TYPES = frozenset({"message/delivery-status", "message/feedback-report"})
 _FORWARD_MARKER = "---------- Forwarded message ----------"
-_QUOTED_PAIR_RE = re.compile(r"\\(.)", re.DOTALL)
 _BASE64_JUNK = bytes(set(range(256)) - set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="))
 _PADDING_RUN_RE = re.compile(rb"=+")
 _UUENCODINGS = frozenset({"x-uuencode", "uuencode", "uue", "x-uue"})
@@ -275,22 +273,52 @@ def _charset(part: Message) -> str | None:
     return charset if isinstance(charset, str) else None
 
 
-def _unquote_param(value: str) -> str:
-    """A parameter value with a quoted string's quotes and quoted-pairs removed (RFC 5322 §3.2.4)."""
-    if len(value) > 1 and value.startswith('"') and value.endswith('"'):
-        return _QUOTED_PAIR_RE.sub(r"\1", value[1:-1])
-    return value
+def _quoted_param(header: str, name: str) -> str | None:
+    """Parameter ``name`` of a structured header when it is a quoted string, unquoted by RFC 5322.
+
+    A quoted-pair ``\\X`` stands for ``X`` (``"C:\\TEMP\\x.png"`` is ``C:TEMPx.png``);
+    the stdlib unescapes only ``\\\\`` and ``\\"``. ``None`` when the parameter is absent
+    or not quoted.
+    """
+    position = 0
+    length = len(header)
+    while position < length:
+        separator = header.find(";", position)
+        if separator < 0:
+            return None
+        equals = header.find("=", separator)
+        if equals < 0:
+            return None
+        key = header[separator + 1 : equals].strip().lower()
+        position = equals + 1
+        while position < length and header[position] in " \t":
+            position += 1
+        if position < length and header[position] == '"':
+            chars: list[str] = []
+            position += 1
+            while position < length and header[position] != '"':
+                if header[position] == "\\" and position + 1 < length:
+                    position += 1
+                chars.append(header[position])
+                position += 1
+            position += 1
+            if key == name:
+                return "".join(chars)
+        elif key == name:
+            return None
+    return None
 
 
 def _raw_filename(part: Message) -> str | None:
     for param, header in (("filename", "content-disposition"), ("name", "content-type")):
-        value = part.get_param(param, None, header, unquote=False)
+        value = part.get_param(param, None, header)
         if value is None:
             continue
         if isinstance(value, tuple):  # RFC 2231
-            charset, language, text = value
-            return str(collapse_rfc2231_value((charset, language, _stdlib_unquote(text)))).strip()
-        return _unquote_param(value).strip()
+            return str(collapse_rfc2231_value(value)).strip()
+        raw_header = part.get(header)
+        quoted = _quoted_param(raw_header, param) if isinstance(raw_header, str) and "\\" in raw_header else None
+        return (quoted if quoted is not None else value).strip()
     return None
 
 
@@ -450,10 +478,9 @@ def _forward_header_block(inner: Message, hint: str | None) -> str:
         addresses = parse_addresses(headers.all(name), hint_charset=hint)
         if addresses:
             rows.append((name.capitalize(), _format_addresses(addresses)))
-    lines = [_FORWARD_MARKER]
+    lines = ["", _FORWARD_MARKER]  # a blank line sets the block off from the text above
     lines.extend(_CONTROL_RE.sub("", f"{key}: {value}") for key, value in rows if value)
     return "\n".join(lines) + "\n"
-
 
 
 def parse_email(
