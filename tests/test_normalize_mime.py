@@ -247,7 +247,7 @@ def test_message_parts_keep_their_original_bytes() -> None:
 # --- cause 16: a transfer encoding with blanks or capitals ----------------------------------
 
 
-@pytest.mark.parametrize("value", ["base64 ", " BASE64", "Base64\t", "base64 (comment)"])
+@pytest.mark.parametrize("value", ["base64 ", " BASE64", "Base64\t", "base64 (comment)", "(comment) base64"])
 def test_transfer_encoding_with_trailing_blank_is_recognized(value: str) -> None:
     raw = multipart(
         lines(

@@ -15,11 +15,18 @@ Which parts are what (where AECS-1 is silent, like the TypeScript reference on p
   ``"\\n"`` in MIME order. ``html`` is null when no HTML part exists.
 * A multipart whose boundary is missing or never appears is read as one ``text/plain`` body
   part (what mail clients display for it), with a defect noted.
-* Every other leaf is an attachment, in MIME order: ``message/rfc822``, delivery-status and
-  other ``message/*`` parts are one attachment each (not descended into). A part without a
-  filename has filename ``""``. ``size`` is the length of the decoded bytes (the line break
-  before the next boundary belongs to the boundary, RFC 2046 §5.1.1); ``message/*`` parts
-  are re-serialized with the message's own line ending.
+* A ``message/rfc822`` part without attachment disposition, in a message that holds no
+  ``message/delivery-status`` or ``message/feedback-report`` part, is a forwarded message
+  shown inline and, as in postal-mime, parsed in place (at most 10 levels deep): a group
+  holding a header block (a ``Forwarded message`` marker, then From, Subject, Date, To, Cc,
+  Bcc) joins the body, then its own groups, and its attachments join the list in MIME order.
+* Every other leaf is an attachment, in MIME order: a forwarded message with attachment
+  disposition or inside a report, delivery-status and other ``message/*`` parts are one
+  attachment each. A part without a filename has filename ``""``. ``size`` is the length of
+  the decoded original bytes: the Content-Transfer-Encoding (its first token, any case) is
+  undone, base64 leniently (RFC 2045 §6.8), and the line break before the next boundary
+  belongs to the boundary (RFC 2046 §5.1.1). ``message/*`` parts are never re-serialized.
+* Quoted filename parameters follow RFC 5322's quoted-pair rule (``\\X`` is ``X``).
 * ``cid`` is the Content-ID without brackets for inline parts; for a part whose disposition
   is ``attachment`` it is null unless the HTML body references it (``cid:...``), because
   then it is in fact shown inline.
@@ -124,6 +131,7 @@ _REPORT_TYPES = frozenset({"message/delivery-status", "message/feedback-report"}
 _FORWARD_MARKER = "---------- Forwarded message ----------"
 _BASE64_JUNK = bytes(set(range(256)) - set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="))
 _PADDING_RUN_RE = re.compile(rb"=+")
+_COMMENT_RE = re.compile(r"\([^()]*\)")
 _UUENCODINGS = frozenset({"x-uuencode", "uuencode", "uue", "x-uue"})
 
 
@@ -189,10 +197,12 @@ def _defect_names(part: Message, where: str) -> Iterator[str]:
 
 
 def _transfer_encoding(part: Message) -> str:
-    """The Content-Transfer-Encoding's first token, lowercased (``"base64 "`` is base64)."""
+    """The Content-Transfer-Encoding's first token, lowercased, comments removed (``"base64 "`` is base64)."""
     value = part.get("content-transfer-encoding")
     if not isinstance(value, str):
         return ""
+    if "(" in value:
+        value = _COMMENT_RE.sub(" ", value)
     tokens = value.strip().lower().split(None, 1)
     return tokens[0].strip("\"';") if tokens else ""
 
