@@ -11,6 +11,8 @@ import base64
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aecs_mongo.normalize import ParsedEmail, parse_email
 from aecs_mongo.normalize.charsets import decode_bytes
@@ -348,3 +350,24 @@ def test_forwarded_messages_nested_deeper_than_the_limit_become_attachments() ->
     assert text.count("---------- Forwarded message ----------") == 10
     assert [a["contentType"] for a in parsed.email["attachments"]] == ["message/rfc822"]
     assert "deepest" not in text
+
+
+# --- properties of the lenient decoders ------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64), st.lists(st.sampled_from([b"\r\n", b" ", b"*", b"\t"]), max_size=6), st.randoms())
+def test_lenient_base64_reads_standard_base64_through_blanks_and_junk(
+    data: bytes, noise: list[bytes], rng: Any
+) -> None:
+    encoded = bytearray(base64.b64encode(data))
+    for piece in noise:
+        position = rng.randint(0, len(encoded))
+        encoded[position:position] = piece
+    assert decode_base64_lenient(bytes(encoded))[0] == data
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=48).map(lambda tail: b"\x1b$B" + tail))
+def test_iso2022jp_never_raises_and_never_shows_an_escape(data: bytes) -> None:
+    assert "\x1b" not in decode_bytes(data, "iso-2022-jp")

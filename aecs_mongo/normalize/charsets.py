@@ -171,9 +171,12 @@ def _iso2022jp_lenient(data: bytes) -> str:
 def _decode_iso2022jp(data: bytes, defects: list[str] | None, where: str) -> str:
     for codec in ("iso2022_jp", "iso2022_jp_2"):
         try:
-            return data.decode(codec)
+            text = data.decode(codec)
         except UnicodeDecodeError:
             continue
+        if "\x1b" not in text:  # the codecs pass an unknown escape sequence through
+            return text
+        break
     if defects is not None:
         defects.append(f"{where}: ISO-2022-JP with vendor extensions or invalid sequences")
     return _iso2022jp_lenient(data)
