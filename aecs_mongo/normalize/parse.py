@@ -415,7 +415,7 @@ def _walk_mime(message: Message, defects: list[str]) -> tuple[_Groups, list[_Att
             if report is None:
                 report = reports[id(owner)] = _has_report_part(owner)
             if not report and depth < _MAX_INLINE_MESSAGE_DEPTH:
-                inner = _parse_inline_message(_payload_bytes(part, where, defects), where, defects)
+                inner = _parse_message(_payload_bytes(part, where, defects), f"{where}.message", defects)
                 inline_messages.append(inner)
                 hint = _charset(inner) or first_charset
                 groups[id(part)] = {"plain": [_forward_header_block(inner, hint)], "html": []}
@@ -452,12 +452,13 @@ def _has_report_part(message: Message) -> bool:
     return False
 
 
-def _parse_inline_message(data: bytes, where: str, defects: list[str]) -> Message:
+def _parse_message(raw: bytes, where: str, defects: list[str]) -> Message:
+    """The MIME tree of a message: the top-level one, or a forwarded one shown inline."""
     try:
-        return BytesParser(policy=_POLICY).parsebytes(data)
+        return BytesParser(policy=_POLICY).parsebytes(raw)
     except Exception as exc:
-        defects.append(f"{where}: forwarded message not parseable ({type(exc).__name__}); headers only")
-        return _headers_only(data)
+        defects.append(f"{where}: MIME structure not parseable ({type(exc).__name__}); headers only")
+        return _headers_only(raw)
 
 
 def _format_addresses(addresses: list[Any]) -> str:
@@ -518,11 +519,7 @@ def parse_email(
     processed = format_processed_at(processed_at)
     defects: list[str] = []
 
-    try:
-        message = BytesParser(policy=_POLICY).parsebytes(raw)
-    except Exception as exc:
-        defects.append(f"message: MIME structure not parseable ({type(exc).__name__}); headers only")
-        message = _headers_only(raw)
+    message = _parse_message(raw, "message", defects)
     headers = _Headers(message)
 
     groups, found, first_charset = _walk_mime(message, defects)
