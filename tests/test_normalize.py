@@ -385,6 +385,7 @@ MIXED = (
     b"line two\r\n"
     b"--outer\r\n"
     b"Content-Type: message/rfc822\r\n"
+    b"Content-Disposition: attachment\r\n"
     b"\r\n"
     b"From: inner@example.com\r\n"
     b"Subject: inner\r\n"

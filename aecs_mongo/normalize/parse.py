@@ -15,11 +15,18 @@ Which parts are what (where AECS-1 is silent, like the TypeScript reference on p
   ``"\\n"`` in MIME order. ``html`` is null when no HTML part exists.
 * A multipart whose boundary is missing or never appears is read as one ``text/plain`` body
   part (what mail clients display for it), with a defect noted.
-* Every other leaf is an attachment, in MIME order: ``message/rfc822``, delivery-status and
-  other ``message/*`` parts are one attachment each (not descended into). A part without a
-  filename has filename ``""``. ``size`` is the length of the decoded bytes (the line break
-  before the next boundary belongs to the boundary, RFC 2046 §5.1.1); ``message/*`` parts
-  are re-serialized with the message's own line ending.
+* A ``message/rfc822`` part without attachment disposition, in a message that holds no
+  ``message/delivery-status`` or ``message/feedback-report`` part, is a forwarded message
+  shown inline and, as in postal-mime, parsed in place (at most 10 levels deep): a group
+  holding a header block (a ``Forwarded message`` marker, then From, Subject, Date, To, Cc,
+  Bcc) joins the body, then its own groups, and its attachments join the list in MIME order.
+* Every other leaf is an attachment, in MIME order: a forwarded message with attachment
+  disposition or inside a report, delivery-status and other ``message/*`` parts are one
+  attachment each. A part without a filename has filename ``""``. ``size`` is the length of
+  the decoded original bytes: the Content-Transfer-Encoding (its first token, any case) is
+  undone, base64 leniently (RFC 2045 §6.8), and the line break before the next boundary
+  belongs to the boundary (RFC 2046 §5.1.1). ``message/*`` parts are never re-serialized.
+* Quoted filename parameters follow RFC 5322's quoted-pair rule (``\\X`` is ``X``).
 * ``cid`` is the Content-ID without brackets for inline parts; for a part whose disposition
   is ``attachment`` it is null unless the HTML body references it (``cid:...``), because
   then it is in fact shown inline.
@@ -37,15 +44,15 @@ latin-1 case is ambiguous as text, so keep the original bytes when you need them
 
 from __future__ import annotations
 
-import io
+import binascii
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.generator import BytesGenerator
 from email.message import Message
 from email.parser import BytesParser
 from email.policy import Compat32
+from email.utils import collapse_rfc2231_value
 from typing import Any
 
 from ..documents import raw_full_from_bytes, raw_full_to_bytes
@@ -91,19 +98,42 @@ class _RawCompat32(Compat32):
         return unfold(value)
 
 
-_POLICY = _RawCompat32()
+class _OpaqueMessagePart(Message):
+    """A ``Message`` whose ``message/*`` parts the feed parser keeps as their original bytes.
+
+    The feed parser reads a ``message/*`` part as a nested message, ignoring its
+    Content-Transfer-Encoding (a base64-encoded forwarded message is lost) and losing its
+    original bytes (re-serializing adds blank lines, closes unterminated multiparts, drops an
+    envelope line). Reporting such a part as opaque to the parser keeps its body as a string
+    payload of the original octets, less the line break that belongs to the next boundary
+    (RFC 2046 §5.1.1); :func:`_declared_type` gives the real type, and a forwarded message
+    shown inline is parsed from its decoded bytes.
+    """
+
+    def get_content_type(self) -> str:
+        ctype = super().get_content_type()
+        return _OPAQUE_TYPE if ctype.startswith("message/") else ctype
 
 
-class _VerbatimCompat32(_RawCompat32):
-    """Serializes headers exactly as they were read (original folding and octets)."""
-
-    def fold_binary(self, name: str, value: str) -> bytes:
-        return f"{name}: {value}".encode("ascii", errors="surrogateescape").rstrip(b"\r\n") + self.linesep.encode()
+class _ParsingPolicy(_RawCompat32):
+    message_factory = _OpaqueMessagePart
 
 
-_SERIALIZE_POLICIES = {sep: _VerbatimCompat32(linesep=sep, max_line_length=0) for sep in ("\r\n", "\n")}
+_OPAQUE_TYPE = "application/x-aecs-opaque-message"
+_POLICY = _ParsingPolicy()
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _MAX_PARTS = 10_000
+#: Forwarded messages shown inline are parsed in place down to this depth (as postal-mime
+#: does); deeper ones are attachments.
+_MAX_INLINE_MESSAGE_DEPTH = 10
+#: A message holding one of these parts is a report: its ``message/rfc822`` parts are
+#: evidence, kept as attachments (postal-mime's ``forceRfc822Attachments``).
+_REPORT_TYPES = frozenset({"message/delivery-status", "message/feedback-report"})
+_FORWARD_MARKER = "---------- Forwarded message ----------"
+_BASE64_JUNK = bytes(set(range(256)) - set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="))
+_PADDING_RUN_RE = re.compile(rb"=+")
+_COMMENT_RE = re.compile(r"\([^()]*\)")
+_UUENCODINGS = frozenset({"x-uuencode", "uuencode", "uue", "x-uue"})
 
 
 @dataclass(frozen=True)
@@ -167,31 +197,76 @@ def _defect_names(part: Message, where: str) -> Iterator[str]:
         yield f"{where}: {type(defect).__name__}"
 
 
+def _transfer_encoding(part: Message) -> str:
+    """The Content-Transfer-Encoding's first token, lowercased, comments removed (``"base64 "`` is base64)."""
+    value = part.get("content-transfer-encoding")
+    if not isinstance(value, str):
+        return ""
+    if "(" in value:
+        value = _COMMENT_RE.sub(" ", value)
+    tokens = value.strip().lower().split(None, 1)
+    return tokens[0].strip("\"';") if tokens else ""
+
+
+def decode_base64_lenient(data: bytes) -> tuple[bytes, bool]:
+    """Base64 as RFC 2045 §6.8 reads it: ``(decoded, clean)``.
+
+    Characters outside the alphabet are skipped; ``=`` ends a unit (some mailers pad every
+    line); a unit's last character that cannot form an octet is dropped. ``clean`` is False
+    when something had to be skipped or dropped beyond line breaks and blanks.
+    """
+    padding = data.find(b"=")
+    if padding < 0 or not data[padding:].strip(b"= \t\r\n"):
+        try:
+            return binascii.a2b_base64(data), True
+        except (binascii.Error, ValueError):
+            pass
+    alphabet_only = data.translate(None, _BASE64_JUNK)
+    out: list[bytes] = []
+    clean = True
+    for unit in _PADDING_RUN_RE.split(alphabet_only):
+        leftover = len(unit) % 4
+        if leftover == 1:
+            unit = unit[:-1]
+            clean = False
+        elif leftover:
+            unit += b"=" * (4 - leftover)
+        if unit:
+            out.append(binascii.a2b_base64(unit))
+    return b"".join(out), clean
+
+
 def _payload_bytes(part: Message, where: str, defects: list[str]) -> bytes:
-    try:
-        data = part.get_payload(decode=True)
-    except Exception as exc:
-        defects.append(f"{where}: payload not decodable ({type(exc).__name__})")
-        payload = part.get_payload()
-        if isinstance(payload, str):
-            return payload.encode("utf-8", errors="surrogateescape")
+    """A leaf part's body with its Content-Transfer-Encoding decoded; never raises."""
+    # The stored payload: ``get_payload()`` would decode 8-bit octets with the charset.
+    payload = getattr(part, "_payload", None)
+    if not isinstance(payload, str):
         return b""
-    if isinstance(data, bytes):
+    try:
+        raw = payload.encode("ascii", errors="surrogateescape")
+    except UnicodeEncodeError:
+        raw = payload.encode("utf-8", errors="surrogateescape")
+    encoding = _transfer_encoding(part)
+    if encoding == "base64":
+        data, clean = decode_base64_lenient(raw)
+        if not clean:
+            defects.append(f"{where}: malformed base64 read leniently")
         return data
-    return b""
+    if encoding == "quoted-printable":
+        return binascii.a2b_qp(raw)
+    if encoding in _UUENCODINGS:
+        try:
+            decoded = part.get_payload(decode=True)
+        except Exception as exc:
+            defects.append(f"{where}: payload not decodable ({type(exc).__name__})")
+            return raw
+        return decoded if isinstance(decoded, bytes) else raw
+    return raw
 
 
-def _serialize(part: Message, linesep: str) -> bytes:
-    buffer = io.BytesIO()
-    generator = BytesGenerator(buffer, mangle_from_=False, policy=_SERIALIZE_POLICIES[linesep])
-    payload = part.get_payload()
-    if isinstance(payload, list):
-        for index, sub in enumerate(payload):
-            if index:
-                buffer.write(linesep.encode("ascii"))
-            if isinstance(sub, Message):
-                generator.flatten(sub, unixfrom=False, linesep=linesep)
-    return buffer.getvalue()
+def _declared_type(part: Message) -> str:
+    """The part's own content type (``message/*`` included), as the stdlib reads it."""
+    return Message.get_content_type(part)
 
 
 def _raw_header(part: Message, name: str) -> str | None:
@@ -209,9 +284,58 @@ def _charset(part: Message) -> str | None:
     return charset if isinstance(charset, str) else None
 
 
+def _quoted_param(header: str, name: str) -> str | None:
+    """Parameter ``name`` of a structured header when it is a quoted string, unquoted by RFC 5322.
+
+    A quoted-pair ``\\X`` stands for ``X`` (``"C:\\TEMP\\x.png"`` is ``C:TEMPx.png``);
+    the stdlib unescapes only ``\\\\`` and ``\\"``. ``None`` when the parameter is absent
+    or not quoted.
+    """
+    position = 0
+    length = len(header)
+    while position < length:
+        separator = header.find(";", position)
+        if separator < 0:
+            return None
+        equals = header.find("=", separator)
+        if equals < 0:
+            return None
+        key = header[separator + 1 : equals].strip().lower()
+        position = equals + 1
+        while position < length and header[position] in " \t":
+            position += 1
+        if position < length and header[position] == '"':
+            chars: list[str] = []
+            position += 1
+            while position < length and header[position] != '"':
+                if header[position] == "\\" and position + 1 < length:
+                    position += 1
+                chars.append(header[position])
+                position += 1
+            position += 1
+            if key == name:
+                return "".join(chars)
+        elif key == name:
+            return None
+    return None
+
+
+def _raw_filename(part: Message) -> str | None:
+    for param, header in (("filename", "content-disposition"), ("name", "content-type")):
+        value = part.get_param(param, None, header)
+        if value is None:
+            continue
+        if isinstance(value, tuple):  # RFC 2231
+            return str(collapse_rfc2231_value(value)).strip()
+        raw_header = part.get(header)
+        quoted = _quoted_param(raw_header, param) if isinstance(raw_header, str) and "\\" in raw_header else None
+        return (quoted if quoted is not None else value).strip()
+    return None
+
+
 def _filename(part: Message, hint: str | None, defects: list[str]) -> str:
     try:
-        name = part.get_filename()
+        name = _raw_filename(part)
     except Exception:
         name = None
     if not name:
@@ -230,7 +354,7 @@ def _disposition(part: Message) -> str | None:
 
 def _content_type(part: Message) -> str:
     try:
-        ctype = part.get_content_type()
+        ctype = _declared_type(part)
     except Exception:
         return "application/octet-stream"
     ctype = _CONTROL_RE.sub("", ctype.strip().lower())
@@ -246,6 +370,130 @@ class _Attachment:
     content_type: str
     disposition: str | None
     data: bytes
+
+
+_Groups = dict[int, dict[str, list[str]]]
+
+
+def _walk_mime(message: Message, defects: list[str]) -> tuple[_Groups, list[_Attachment], str | None]:
+    """Body groups and attachments of ``message``, in MIME order; also the first charset.
+
+    A group is a ``multipart/alternative`` (or a lone text part) holding its plain and HTML
+    texts. A forwarded message shown inline (``message/rfc822`` without attachment
+    disposition, in a message that is not a report) is parsed in place: a group holding its
+    header block, then its own groups and attachments.
+    """
+    groups: _Groups = {}
+    found: list[_Attachment] = []
+    inline_messages: list[Message] = []  # kept alive: ids of their parts key ``groups``
+    reports: dict[int, bool] = {}
+    first_charset = _charset(message)
+    # (part, enclosing alternative, where, the message it belongs to, inline depth)
+    stack: list[tuple[Message, Message | None, str, Message, int]] = [(message, None, "message", message, 0)]
+    parts_seen = 0
+    while stack:
+        part, alternative, where, owner, depth = stack.pop()
+        parts_seen += 1
+        defects.extend(_defect_names(part, where))
+        ctype = _content_type(part)
+        if part.is_multipart():
+            children = part.get_payload()
+            if not isinstance(children, list):
+                continue
+            group = part if ctype == "multipart/alternative" else alternative
+            if parts_seen + len(children) > _MAX_PARTS:
+                defects.append(f"{where}: more than {_MAX_PARTS} MIME parts; the rest is ignored")
+                children = children[: max(0, _MAX_PARTS - parts_seen)]
+            prefix = "" if where == "message" else f"{where}."
+            for number in range(len(children), 0, -1):
+                child = children[number - 1]
+                if isinstance(child, Message):
+                    stack.append((child, group, f"{prefix}{number}", owner, depth))
+            continue
+        disposition = _disposition(part)
+        if ctype == "message/rfc822" and disposition in (None, "", "inline"):
+            report = reports.get(id(owner))
+            if report is None:
+                report = reports[id(owner)] = _has_report_part(owner)
+            if not report and depth < _MAX_INLINE_MESSAGE_DEPTH:
+                inner = _parse_message(_payload_bytes(part, where, defects), f"{where}.message", defects)
+                inline_messages.append(inner)
+                hint = _charset(inner) or first_charset
+                groups[id(part)] = {"plain": [_forward_header_block(inner, hint)], "html": []}
+                stack.append((inner, None, f"{where}.message", inner, depth + 1))
+                continue
+            if not report:
+                defects.append(f"{where}: forwarded messages nested too deep; kept as an attachment")
+        broken_multipart = ctype.startswith("multipart/")
+        if broken_multipart:
+            defects.append(f"{where}: {ctype} without usable boundary read as text/plain")
+        if (broken_multipart or ctype in ("text/plain", "text/html")) and disposition != "attachment":
+            charset = _charset(part)
+            if charset and first_charset is None:
+                first_charset = charset
+            part_text = decode_bytes(_payload_bytes(part, where, defects), charset, defects, where=where)
+            key = id(alternative if alternative is not None else part)
+            slot = groups.setdefault(key, {"plain": [], "html": []})
+            slot["html" if ctype == "text/html" else "plain"].append(part_text)
+            continue
+        found.append(_Attachment(part, ctype, disposition, _payload_bytes(part, where, defects)))
+    return groups, found, first_charset
+
+
+def _has_report_part(message: Message) -> bool:
+    """True when ``message`` (not counting messages inside it) holds a delivery or feedback report."""
+    stack = [message]
+    while stack:
+        part = stack.pop()
+        payload = part.get_payload()
+        if isinstance(payload, list):
+            stack.extend(child for child in payload if isinstance(child, Message))
+        elif _content_type(part) in _REPORT_TYPES:
+            return True
+    return False
+
+
+def _parse_message(raw: bytes, where: str, defects: list[str]) -> Message:
+    """The MIME tree of a message: the top-level one, or a forwarded one shown inline. The
+    parser reads a copy whose header block was read leniently (``header_block.py``)."""
+    try:
+        return BytesParser(policy=_POLICY).parsebytes(repair_header_block(raw))
+    except Exception as exc:
+        defects.append(f"{where}: MIME structure not parseable ({type(exc).__name__}); headers only")
+        return _headers_only(raw)
+
+
+def _format_addresses(addresses: list[Any]) -> str:
+    shown = []
+    for address in addresses:
+        name, mail = address.get("name"), address.get("email")
+        shown.append(f"{name} <{mail}>" if name and mail else name or mail or "")
+    return ", ".join(item for item in shown if item)
+
+
+def _forward_header_block(inner: Message, hint: str | None) -> str:
+    """The header block that introduces a forwarded message's text in the body.
+
+    The reference (postal-mime) writes From, Subject, Date, To, Cc and Bcc between dashed
+    lines; here they follow a ``Forwarded message`` marker, which the content rules keep as
+    forwarded content (it is not quoted history) and ``forAI`` condenses to one line.
+    """
+    headers = _Headers(inner)
+    rows: list[tuple[str, str]] = []
+    senders = parse_addresses(headers.all("from")[:1], hint_charset=hint)
+    if senders:
+        rows.append(("From", _format_addresses(senders)))
+    for name in ("subject", "date"):
+        value = header_text(headers.first(name), hint_charset=hint)
+        if value:
+            rows.append((name.capitalize(), value))
+    for name in ("to", "cc", "bcc"):
+        addresses = parse_addresses(headers.all(name), hint_charset=hint)
+        if addresses:
+            rows.append((name.capitalize(), _format_addresses(addresses)))
+    lines = ["", _FORWARD_MARKER]  # a blank line sets the block off from the text above
+    lines.extend(_CONTROL_RE.sub("", f"{key}: {value}") for key, value in rows if value)
+    return "\n".join(lines) + "\n"
 
 
 def parse_email(
@@ -273,57 +521,10 @@ def parse_email(
     processed = format_processed_at(processed_at)
     defects: list[str] = []
 
-    try:
-        message = BytesParser(policy=_POLICY).parsebytes(repair_header_block(raw))
-    except Exception as exc:
-        defects.append(f"message: MIME structure not parseable ({type(exc).__name__}); headers only")
-        message = _headers_only(raw)
+    message = _parse_message(raw, "message", defects)
     headers = _Headers(message)
-    linesep = "\r\n" if b"\r\n" in raw[:65536] else "\n"
 
-    # --- walk the MIME tree: body groups and attachments, in MIME order -------------------
-    groups: dict[int, dict[str, list[str]]] = {}
-    found: list[_Attachment] = []
-    stack: list[tuple[Message, Message | None, str]] = [(message, None, "message")]
-    first_charset: str | None = _charset(message)
-    parts_seen = 0
-    while stack:
-        part, alternative, where = stack.pop()
-        parts_seen += 1
-        defects.extend(_defect_names(part, where))
-        ctype = _content_type(part)
-        if part.is_multipart() and not ctype.startswith("message/"):
-            children = part.get_payload()
-            if not isinstance(children, list):
-                continue
-            group = part if ctype == "multipart/alternative" else alternative
-            if parts_seen + len(children) > _MAX_PARTS:
-                defects.append(f"{where}: more than {_MAX_PARTS} MIME parts; the rest is ignored")
-                children = children[: max(0, _MAX_PARTS - parts_seen)]
-            prefix = "" if where == "message" else f"{where}."
-            for number in range(len(children), 0, -1):
-                child = children[number - 1]
-                if isinstance(child, Message):
-                    stack.append((child, group, f"{prefix}{number}"))
-            continue
-        disposition = _disposition(part)
-        if ctype.startswith("message/") and part.is_multipart():
-            found.append(_Attachment(part, ctype, disposition, _serialize(part, linesep)))
-            continue
-        broken_multipart = ctype.startswith("multipart/")
-        if broken_multipart:
-            defects.append(f"{where}: {ctype} without usable boundary read as text/plain")
-        if (broken_multipart or ctype in ("text/plain", "text/html")) and disposition != "attachment":
-            charset = _charset(part)
-            if charset and first_charset is None:
-                first_charset = charset
-            part_text = decode_bytes(_payload_bytes(part, where, defects), charset, defects, where=where)
-            key = id(alternative if alternative is not None else part)
-            slot = groups.setdefault(key, {"plain": [], "html": []})
-            slot["html" if ctype == "text/html" else "plain"].append(part_text)
-            continue
-        found.append(_Attachment(part, ctype, disposition, _payload_bytes(part, where, defects)))
-
+    groups, found, first_charset = _walk_mime(message, defects)
     hint = first_charset
 
     # --- headers -------------------------------------------------------------------------
