@@ -108,12 +108,47 @@ def _invalid_message_id(value: object) -> bool:
     return not (at and local and domain and "@" not in domain)
 
 
-# Judgments by rule: (field, test on (ours, theirs), reason).
-JUDGED_RULES: list[tuple[str, Callable[[Any, Any], bool], str]] = [
-    (
-        "messageId",
-        lambda ours, theirs: ours is None and _invalid_message_id(theirs),
+_FORWARD_FIELDS = {
+    "attachments.count",
+    "attachments.filenames",
+    "attachments.contentTypes",
+    "attachments.sizes",
+    "text",
+    "html",
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A judgment by rule: for these sources and fields, when ``test(ours, theirs, context)``
+    holds. ``context`` holds what a loader saw beyond the compared fields (keys starting "_")."""
+
+    sources: frozenset[str]
+    fields: frozenset[str]
+    test: Callable[[Any, Any, dict[str, Any]], bool]
+    reason: str
+
+
+JUDGED_RULES: list[Rule] = [
+    Rule(
+        frozenset({"postal-mime", "stalwart", "mime4j", "mimekit"}),
+        frozenset({"messageId"}),
+        lambda ours, theirs, context: ours is None and _invalid_message_id(theirs),
         "not a valid Message-ID by AECS-1 §5.1, so ours is synthetic; the reference keeps it (DESIGN.md)",
+    ),
+    Rule(
+        frozenset({"stalwart"}),
+        frozenset(_FORWARD_FIELDS),
+        lambda ours, theirs, context: bool(context.get("_rfc822_inline")),
+        "DESIGN.md: a message/rfc822 part without attachment disposition, outside a report, is a forwarded "
+        "message parsed in place; stalwart keeps every message/rfc822 part as one attachment",
+    ),
+    Rule(
+        frozenset({"mime4j"}),
+        frozenset({"text"}),
+        lambda ours, theirs, context: bool(context.get("_rfc822_inline")),
+        "a forwarded message parsed in place (DESIGN.md): our text carries its header summary, "
+        "mime4j's tree has only the parts",
     ),
 ]
 
@@ -213,6 +248,8 @@ def pairs_for(ours: Ours, theirs: dict[str, Any]) -> Pairs:
     reference does not publish for that one part) leaves those positions out of the comparison."""
     result: Pairs = {}
     for name, value in theirs.items():
+        if name.startswith("_"):  # context, not a field
+            continue
         mine = ours.facts[name]
         if isinstance(value, list) and isinstance(mine, list) and len(value) == len(mine) and None in value:
             mine = [None if t is None else m for m, t in zip(mine, value, strict=True)]
@@ -362,6 +399,25 @@ def _stalwart_attachment(part: dict[str, Any]) -> tuple[str, str, int | None]:
     return filename, mime, size
 
 
+def _stalwart_is_attachment(part: dict[str, Any]) -> bool:
+    disposition = (_stalwart_header(part, "content_disposition") or [None])[0]
+    return (
+        isinstance(disposition, dict) and disposition.get("ContentType", {}).get("c_type", "").lower() == "attachment"
+    )
+
+
+def _stalwart_in_report(parts: list[dict[str, Any]], parent: dict[int, int], index: int) -> bool:
+    while index in parent:
+        index = parent[index]
+        content_type = (_stalwart_header(parts[index], "content_type") or [None])[0]
+        if (
+            isinstance(content_type, dict)
+            and content_type.get("ContentType", {}).get("c_subtype", "").lower() == "report"
+        ):
+            return True
+    return False
+
+
 def stalwart_facts(expected: Path, row: CorpusFile, raw: bytes) -> dict[str, Any] | None:
     """stalwart's test compares its full parse (serde JSON) of the file with CRs stripped
     (``.json``) and with every LF made CRLF (``.crlf.json``): take the one that matches our bytes."""
@@ -378,6 +434,7 @@ def stalwart_facts(expected: Path, row: CorpusFile, raw: bytes) -> dict[str, Any
     dates = _stalwart_header(root, "date")
     sender = _stalwart_mailboxes(_stalwart_header(root, "from"))
     attachments = [_stalwart_attachment(parts[i]) for i in message["attachments"]]
+    parent = {child: i for i, p in enumerate(parts) for child in (p["body"].get("Multipart") or [])}
     facts: dict[str, Any] = {
         "subject": text_form(subject[0].get("Text")) if subject and isinstance(subject[0], dict) else None,
         "from.address": address_form(sender[0].get("address")) if sender else None,
@@ -392,6 +449,12 @@ def stalwart_facts(expected: Path, row: CorpusFile, raw: bytes) -> dict[str, Any
         "attachments.filenames": [a[0] for a in attachments],
         "attachments.contentTypes": [a[1] for a in attachments],
         "attachments.sizes": [a[2] for a in attachments],
+        "_rfc822_inline": any(
+            mime == "message/rfc822"
+            and not _stalwart_is_attachment(parts[i])
+            and not _stalwart_in_report(parts, parent, i)
+            for i, (_, mime, _) in zip(message["attachments"], attachments, strict=True)
+        ),
     }
     for name, indexes, kind in (("text", message["text_body"], "Text"), ("html", message["html_body"], "Html")):
         bodies = [parts[i]["body"] for i in indexes]
@@ -459,7 +522,8 @@ def _mime4j_leaves(element: ET.Element, fields: dict[str, str], in_report: bool,
         elif child.tag == "message":
             if is_attachment or in_report:
                 out.append(_Leaf("message/rfc822", None, _param(disposition, "filename"), False, True, None))
-            else:
+            else:  # a marker: a forwarded message parsed in place
+                out.append(_Leaf("message/rfc822", None, None, False, False, None))
                 _mime4j_leaves(child, _mime4j_fields(child), False, out)
         elif child.tag in ("text-body", "binary-body"):
             raw_names = [disposition or "", content_type_value or ""]
@@ -489,7 +553,11 @@ def mime4j_facts(expected: Path, row: CorpusFile, raw: bytes) -> dict[str, Any] 
         return None
     root = ET.parse(xml_path).getroot()
     fields = _mime4j_fields(root)
-    facts: dict[str, Any] = {}
+    leaves: list[_Leaf] = []
+    _mime4j_leaves(root, fields, False, leaves)
+    facts: dict[str, Any] = {
+        "_rfc822_inline": any(leaf.content_type == "message/rfc822" and not leaf.attachment for leaf in leaves)
+    }
     subject = fields.get("subject")
     if subject is None or "=?" not in subject:
         facts["subject"] = text_form(subject)
@@ -503,8 +571,6 @@ def mime4j_facts(expected: Path, row: CorpusFile, raw: bytes) -> dict[str, Any] 
         match = _SIMPLE_ANGLE.search(sender) or _BARE_ADDRESS.match(sender.strip())
         if match:
             facts["from.address"] = address_form(match.group(1))
-    leaves: list[_Leaf] = []
-    _mime4j_leaves(root, fields, False, leaves)
     named = [leaf for leaf in leaves if leaf.filename]
     if not any(leaf.encoded_name for leaf in leaves) and all(leaf.body_file for leaf in named):
         facts["attachments.named.filenames"] = [leaf.filename for leaf in named]
@@ -646,8 +712,9 @@ class Report:
     disagreements: list[Disagreement] = field(default_factory=list)
     judged: list[Disagreement] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    normalizer: str = ""  # which aecs_mongo was measured (PYTHONPATH can point at another checkout)
 
-    def add(self, source: str, file: str, pairs: Pairs) -> None:
+    def add(self, source: str, file: str, pairs: Pairs, context: dict[str, Any] | None = None) -> None:
         self.files[source] = self.files.get(source, 0) + 1
         per_field = self.counts.setdefault(source, {})
         for name in FIELDS:
@@ -659,7 +726,12 @@ class Report:
                 tally["agree"] += 1
                 continue
             reason = JUDGED.get((source, file, name)) or next(
-                (why for rule_field, test, why in JUDGED_RULES if rule_field == name and test(ours, theirs)), None
+                (
+                    rule.reason
+                    for rule in JUDGED_RULES
+                    if source in rule.sources and name in rule.fields and rule.test(ours, theirs, context or {})
+                ),
+                None,
             )
             entry = Disagreement(source, file, name, ours, theirs, reason)
             if reason is None:
@@ -674,6 +746,7 @@ class Report:
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "normalizer": self.normalizer,
             "files": self.files,
             "counts": self.counts,
             "skipped": self.skipped,
@@ -697,7 +770,9 @@ def run(
     corpus: Path = CORPUS,
     expected: Path = EXPECTED,
 ) -> Report:
-    report = Report()
+    import aecs_mongo
+
+    report = Report(normalizer=str(Path(aecs_mongo.__file__).parent))
     eml_dir = corpus / "eml"
     rows = read_manifest(corpus)
     ours = normalize_corpus(eml_dir, [row.name for row in rows])
@@ -720,7 +795,8 @@ def run(
                 continue
             facts = LOADERS[source](expected, row, (eml_dir / row.name).read_bytes())
             if facts is not None:
-                report.add(source, row.name, pairs_for(ours[row.name], facts))
+                context = {k: v for k, v in facts.items() if k.startswith("_")}
+                report.add(source, row.name, pairs_for(ours[row.name], facts), context)
     return report
 
 
@@ -745,7 +821,7 @@ def _where_they_differ(ours: Any, theirs: Any) -> tuple[str, str]:
 
 
 def format_report(report: Report, show_judged: bool = True) -> str:
-    out: list[str] = []
+    out: list[str] = [f"normalizer: {report.normalizer}"]
     for source, reason in report.skipped.items():
         out.append(f"{source}: skipped ({reason})")
     for source, fields in report.counts.items():

@@ -257,6 +257,7 @@ def test_stalwart_projection_picks_the_file_for_our_line_endings(tmp_path: Path)
     assert facts["attachments.sizes"] == [3]
     assert facts["text"] == "body"
     assert "html" not in facts  # the html body is the text part: a rendering, not published
+    assert facts["_rfc822_inline"] is False
 
 
 def test_mime4j_projection(tmp_path: Path) -> None:
@@ -274,6 +275,7 @@ def test_mime4j_projection(tmp_path: Path) -> None:
     (tmp_path / "mime4j" / "t" / "one_2.bin").write_bytes(b"12345")
     facts = differential.mime4j_facts(tmp_path, row, b"")
     assert facts == {
+        "_rfc822_inline": False,
         "subject": "two words",
         "messageId": None,
         "from.address": "ann@x.test",
@@ -321,6 +323,10 @@ def test_report_counts_and_sets_judged_disagreements_apart() -> None:
     assert counts["messageId"] == {"agree": 0, "disagree": 1, "judged": 1}
     assert [(d.file, d.field) for d in report.disagreements] == [("b.eml", "subject"), ("b.eml", "messageId")]
     assert report.pins() == {"postal-mime": {"subject": 1, "messageId": 0}}
+    # a forwarded message parsed in place (DESIGN.md) against stalwart's one attachment: judged
+    report.add("stalwart", "c.eml", {"attachments.count": (0, 1)}, {"_rfc822_inline": True})
+    report.add("stalwart", "d.eml", {"attachments.count": (0, 1)}, {"_rfc822_inline": False})
+    assert report.counts["stalwart"]["attachments.count"] == {"agree": 0, "disagree": 1, "judged": 1}
     assert "PINS = {" in differential.format_pins(report)
 
 
