@@ -108,20 +108,27 @@ def _invalid_message_id(value: object) -> bool:
     return not (at and local and domain and "@" not in domain)
 
 
-_FORWARD_FIELDS = {
-    "attachments.count",
-    "attachments.filenames",
-    "attachments.contentTypes",
-    "attachments.sizes",
-    "text",
-    "html",
-}
+_ATTACHMENT_FIELDS = frozenset(
+    {"attachments.count", "attachments.filenames", "attachments.contentTypes", "attachments.sizes"}
+)
+
+
+def _parsed_in_place(context: dict[str, Any]) -> bool:
+    """The reference has more message/rfc822 parts that DESIGN.md parses in place than we kept."""
+    ours_kept: int = context["_ours"]["attachments.contentTypes"].count("message/rfc822")
+    return int(context.get("_rfc822_inline", 0)) > ours_kept
+
+
+def _adds_to(ours: Any, theirs: Any) -> bool:
+    """Our text holds theirs and more (a forwarded message's text joined to the body)."""
+    return isinstance(ours, str) and (theirs is None or (isinstance(theirs, str) and theirs in ours))
 
 
 @dataclass(frozen=True)
 class Rule:
     """A judgment by rule: for these sources and fields, when ``test(ours, theirs, context)``
-    holds. ``context`` holds what a loader saw beyond the compared fields (keys starting "_")."""
+    holds. ``context`` holds what a loader saw beyond the compared fields (keys starting "_")
+    and our projected fields (``context["_ours"]``)."""
 
     sources: frozenset[str]
     fields: frozenset[str]
@@ -138,17 +145,22 @@ JUDGED_RULES: list[Rule] = [
     ),
     Rule(
         frozenset({"stalwart"}),
-        frozenset(_FORWARD_FIELDS),
-        lambda ours, theirs, context: bool(context.get("_rfc822_inline")),
+        _ATTACHMENT_FIELDS,
+        lambda ours, theirs, context: _parsed_in_place(context),
         "DESIGN.md: a message/rfc822 part without attachment disposition, outside a report, is a forwarded "
         "message parsed in place; stalwart keeps every message/rfc822 part as one attachment",
     ),
     Rule(
+        frozenset({"stalwart"}),
+        frozenset({"text", "html"}),
+        lambda ours, theirs, context: _parsed_in_place(context) and _adds_to(ours, theirs),
+        "DESIGN.md: a forwarded message parsed in place joins its text to the body; stalwart's body leaves it out",
+    ),
+    Rule(
         frozenset({"mime4j"}),
         frozenset({"text"}),
-        lambda ours, theirs, context: bool(context.get("_rfc822_inline")),
-        "a forwarded message parsed in place (DESIGN.md): our text carries its header summary, "
-        "mime4j's tree has only the parts",
+        lambda ours, theirs, context: bool(context.get("_rfc822_inline")) and _adds_to(ours, theirs),
+        "a forwarded message parsed in place (DESIGN.md): our text adds its header summary to the parts' text",
     ),
 ]
 
@@ -449,7 +461,7 @@ def stalwart_facts(expected: Path, row: CorpusFile, raw: bytes) -> dict[str, Any
         "attachments.filenames": [a[0] for a in attachments],
         "attachments.contentTypes": [a[1] for a in attachments],
         "attachments.sizes": [a[2] for a in attachments],
-        "_rfc822_inline": any(
+        "_rfc822_inline": sum(
             mime == "message/rfc822"
             and not _stalwart_is_attachment(parts[i])
             and not _stalwart_in_report(parts, parent, i)
@@ -795,7 +807,7 @@ def run(
                 continue
             facts = LOADERS[source](expected, row, (eml_dir / row.name).read_bytes())
             if facts is not None:
-                context = {k: v for k, v in facts.items() if k.startswith("_")}
+                context = {k: v for k, v in facts.items() if k.startswith("_")} | {"_ours": ours[row.name].facts}
                 report.add(source, row.name, pairs_for(ours[row.name], facts), context)
     return report
 

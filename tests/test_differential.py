@@ -257,7 +257,7 @@ def test_stalwart_projection_picks_the_file_for_our_line_endings(tmp_path: Path)
     assert facts["attachments.sizes"] == [3]
     assert facts["text"] == "body"
     assert "html" not in facts  # the html body is the text part: a rendering, not published
-    assert facts["_rfc822_inline"] is False
+    assert facts["_rfc822_inline"] == 0
 
 
 def test_mime4j_projection(tmp_path: Path) -> None:
@@ -324,9 +324,14 @@ def test_report_counts_and_sets_judged_disagreements_apart() -> None:
     assert [(d.file, d.field) for d in report.disagreements] == [("b.eml", "subject"), ("b.eml", "messageId")]
     assert report.pins() == {"postal-mime": {"subject": 1, "messageId": 0}}
     # a forwarded message parsed in place (DESIGN.md) against stalwart's one attachment: judged
-    report.add("stalwart", "c.eml", {"attachments.count": (0, 1)}, {"_rfc822_inline": True})
-    report.add("stalwart", "d.eml", {"attachments.count": (0, 1)}, {"_rfc822_inline": False})
-    assert report.counts["stalwart"]["attachments.count"] == {"agree": 0, "disagree": 1, "judged": 1}
+    kept: dict[str, Any] = {"attachments.contentTypes": ["message/rfc822"]}
+    parsed: dict[str, Any] = {"attachments.contentTypes": ["image/gif"]}
+    for name, ours_facts, inline in (("c.eml", parsed, 1), ("d.eml", parsed, 0), ("e.eml", kept, 1)):
+        context = {"_rfc822_inline": inline, "_ours": ours_facts}
+        report.add("stalwart", name, {"attachments.count": (1, 2), "text": ("a b", "a")}, context)
+    assert report.counts["stalwart"]["attachments.count"] == {"agree": 0, "disagree": 2, "judged": 1}
+    assert report.counts["stalwart"]["text"] == {"agree": 0, "disagree": 2, "judged": 1}
+    assert [d.file for d in report.judged if d.source == "stalwart"] == ["c.eml", "c.eml"]
     assert "PINS = {" in differential.format_pins(report)
 
 
