@@ -236,6 +236,7 @@ class IngestReport:
     inputs: int = 0
     stored: int = 0
     present: int = 0
+    variants: int = 0  # of the present: other bytes under a stored Message-ID, kept beside it
     failures: list[Failure] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     aborted: str | None = None
@@ -250,6 +251,7 @@ class IngestReport:
         return {
             "stored": self.stored,
             "present": self.present,
+            "variants": self.variants,
             "failed": len(self.failures),
             "total": self.processed,
             "failures": [f.as_dict() for f in self.failures],
@@ -522,6 +524,7 @@ def _ingest(ctx: Context) -> int:
                     report.stored += 1
                 else:
                     report.present += 1
+                    report.variants += result.variant
                 progress.update(report)
         report.interrupted = stop.requested
     except KeyboardInterrupt:
@@ -550,10 +553,11 @@ def _ingest_summary(ctx: Context, report: IngestReport, pending: _Pending) -> No
         _say(f"failed: {failure.describe()}")
     for path in report.ignored:
         _say(f"ignored (not .eml or .mbox): {path}")
-    line = (
-        f"{report.processed} messages in {report.seconds:.1f} s: {report.stored} stored, "
-        f"{report.present} already present, {len(report.failures)} failed"
-    )
+    line = f"{report.processed} messages in {report.seconds:.1f} s: {report.stored} stored, "
+    line += f"{report.present} already present"
+    if report.variants:
+        line += f", of them {report.variants} kept as variants"
+    line += f", {len(report.failures)} failed"
     if report.ignored:
         line += f"; {len(report.ignored)} other files ignored"
     _say(line)
@@ -658,7 +662,10 @@ def _show(ctx: Context) -> int:
         if ctx.json:
             raise CliError("--raw and --html print the content itself; leave out --json", EXIT_USAGE)
         if ctx.args.raw:
-            raw = ctx.store.get_raw(mid)
+            copies = ctx.store.get_raw_variants(mid)
+            if not 0 <= ctx.args.variant < max(len(copies), 1):
+                raise CliError(f"message {mid!r} has {len(copies)} copies stored (--variant 0 to {len(copies) - 1})")
+            raw = copies[ctx.args.variant] if copies else None
             if raw is None:
                 raise CliError(_absent(ctx, mid, "raw.eml"))
             _out().flush()
@@ -710,6 +717,13 @@ def _configure_show(p: argparse.ArgumentParser) -> None:
     p.add_argument("id", metavar="ID", help="Message-ID, with or without <>")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--raw", action="store_true", help="write the message exactly as received (raw.eml bytes)")
+    p.add_argument(
+        "--variant",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --raw: copy N as received (0: the first; 1...: other bytes that came under the same Message-ID)",
+    )
     what.add_argument("--html", action="store_true", help="write the HTML body")
 
 

@@ -25,6 +25,7 @@ Decisions where the spec is silent:
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import logging
 import re
@@ -65,6 +66,7 @@ __all__ = [
     "thread_update",
     "to_normalized_email",
     "validate_email",
+    "variant_blob_key",
 ]
 
 log = logging.getLogger("aecs_mongo")
@@ -516,6 +518,7 @@ def build_documents(
             "blobPrefix": prefix,
             "blobs": blob_names,
             "sizeBytes": None if raw_bytes is None else len(raw_bytes),
+            "rawSha256": None if raw_bytes is None else hashlib.sha256(raw_bytes).hexdigest(),
             "uidl": uidl,
         }
     )
@@ -594,6 +597,14 @@ def derived_fields(message: Mapping[str, Any], body: Mapping[str, Any] | None) -
     if body.get("spill") and "to" not in body:  # address lists in body.json: keep the stored arrays
         del fields["participants"], fields["recipients"]
     return fields
+
+
+# --- variants: other bytes under a stored Message-ID -----------------------------------------
+
+
+def variant_blob_key(blob_prefix: str, sha256: str) -> str:
+    """Where another copy's bytes are kept: under the message's prefix, so ``delete`` takes it."""
+    return f"{blob_prefix}variants/{sha256}.eml"
 
 
 # --- thread summaries ------------------------------------------------------------------------

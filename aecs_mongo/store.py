@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import time
 import contextlib
+import datetime as _dt
 import email
 import email.policy
+import hashlib
 import inspect
 import json
 import logging
@@ -36,6 +38,7 @@ from .documents import (
     thread_summary_from_messages,
     thread_update,
     to_normalized_email,
+    variant_blob_key,
 )
 from .errors import AecsMongoError, NotFoundError
 from .indexes import VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
@@ -348,12 +351,80 @@ class MessageStore:
             inserted = [d for i, d in enumerate(unique) if i not in rejected]
             self._fold_many([d.message for d in inserted])
             created = {d.message["_id"] for d in inserted}
-        results = []
+        fresh = []
         for docs in batch:
-            is_new = docs.message["_id"] in created
+            fresh.append(docs.message["_id"] in created)
             created.discard(docs.message["_id"])  # a repeat within the batch is "already stored"
-            results.append(StoreResult(docs.message_id, docs.message_key, docs.thread_id, docs.thread_key, is_new))
-        return results
+        # a repeat within the batch, and every copy of a stored message, may be other bytes
+        variants = self._keep_variants([d for d, new in zip(batch, fresh, strict=True) if not new])
+        return [
+            StoreResult(d.message_id, d.message_key, d.thread_id, d.thread_key, new, id(d) in variants)
+            for d, new in zip(batch, fresh, strict=True)
+        ]
+
+    def _keep_variants(self, copies: Sequence[MessageDocuments]) -> set[int]:
+        """Keep the raw bytes of each copy of a stored message that differ from every copy kept
+        (compared by SHA-256), as a blob under the message's prefix and a ``variants`` record on it.
+
+        Blob first, then the hash added to ``variantHashes`` (the commit point: atomic and
+        idempotent, so the same bytes again or from a concurrent writer add nothing), then the
+        copy's record (size, time, UIDL) appended to ``variants`` by the writer that added it.
+        Returns ``id()`` of the copies kept. Costs nothing for mail without duplicates.
+        """
+        copies = [d for d in copies if d.message.get("rawSha256")]
+        if not copies:
+            return set()
+        ids = list({d.message["_id"] for d in copies})
+        fields = {"rawSha256": 1, "variantHashes": 1, "blobPrefix": 1, "blobs": 1, "messageKey": 1}
+        stored = {m["_id"]: m for m in self._messages.find(self._by_ids(ids), fields)}
+        known: dict[str, set[str]] = {}
+        todo: list[tuple[MessageDocuments, Mapping[str, Any], Blob]] = []
+        for docs in copies:
+            message = stored.get(docs.message["_id"])
+            if message is None:  # deleted meanwhile: nothing to keep it beside
+                continue
+            if message["_id"] not in known:
+                known[message["_id"]] = self._kept_hashes(message)
+            sha = docs.message["rawSha256"]
+            if sha in known[message["_id"]]:
+                continue
+            known[message["_id"]].add(sha)
+            raw = next(b.data for b in docs.blobs if b.key.endswith("/raw.eml"))
+            todo.append((docs, message, Blob(variant_blob_key(message["blobPrefix"], sha), raw, "message/rfc822")))
+        if not todo:
+            return set()
+        self._put_blobs([(blob, message["messageKey"]) for _, message, blob in todo])
+        kept = set()
+        for docs, message, blob in todo:
+            record = {
+                "sha256": docs.message["rawSha256"],
+                "size": len(blob.data),
+                "receivedAt": _dt.datetime.now(_dt.UTC).replace(microsecond=0),
+                "uidl": docs.message.get("uidl"),
+                "blobKey": blob.key,
+            }
+            # the hash is the commit point: $addToSet is atomic on every server (a conditional
+            # pipeline update is not, on the test server), so only one writer records a copy
+            outcome = self._messages.update_one(
+                self._by_id(message["_id"]), {"$addToSet": {"variantHashes": record["sha256"]}}
+            )
+            if outcome.modified_count:
+                self._messages.update_one(self._by_id(message["_id"]), {"$push": {"variants": record}})
+                kept.add(id(docs))
+                log.debug("kept other bytes of %s as a variant (%s)", docs.message_id, record["sha256"][:12])
+        return kept
+
+    def _kept_hashes(self, message: Mapping[str, Any]) -> set[str]:
+        """SHA-256 of every copy kept of a stored message (hashing raw.eml for mail stored before
+        the store recorded ``rawSha256``)."""
+        hashes = set(message.get("variantHashes") or ())
+        if message.get("rawSha256"):
+            hashes.add(message["rawSha256"])
+        elif "raw.eml" in (message.get("blobs") or ()):
+            raw = self._get_blob(message["blobPrefix"] + "raw.eml")
+            if raw is not None:
+                hashes.add(hashlib.sha256(raw).hexdigest())
+        return hashes
 
     def _use_transactions(self) -> bool:
         """Transactions where the deployment has them: a replica set or a sharded cluster."""
@@ -523,6 +594,19 @@ class MessageStore:
     def get_raw(self, message_id: str) -> bytes | None:
         """The message exactly as received (``raw.eml``), or None."""
         return self._get_blob(self._blob_key(message_id, "raw.eml"))
+
+    def get_raw_variants(self, message_id: str) -> list[bytes]:
+        """Every copy of the message kept, as received: ``get_raw``'s first, then each copy with
+        other bytes under the same Message-ID, in the order they came. Empty if absent."""
+        message = self._messages.find_one(
+            self._by_id(self._id_for(message_id)), {"blobPrefix": 1, "blobs": 1, "variantHashes": 1}
+        )
+        if message is None:
+            return []
+        keys = [message["blobPrefix"] + "raw.eml"] if "raw.eml" in (message.get("blobs") or ()) else []
+        keys += [variant_blob_key(message["blobPrefix"], sha) for sha in message.get("variantHashes") or ()]
+        copies = [self._get_blob(key) for key in keys]
+        return [c for c in copies if c is not None]
 
     def get_html(self, message_id: str) -> str | None:
         """The HTML body (``body.html``), or None."""
@@ -896,6 +980,10 @@ class MessageStore:
         if raw is None:
             return False
         docs = self._build(raw, None, old.get("uidl"))
+        if old.get("variants"):
+            docs.message["variants"] = old["variants"]  # only the first copy is re-parsed
+        if old.get("variantHashes"):
+            docs.message["variantHashes"] = old["variantHashes"]
         self._put_blobs([(blob, docs.message_key) for blob in docs.blobs])
         self._bodies.replace_one(self._upsert_key(_id), docs.body, upsert=True)
         self._messages.replace_one(self._by_id(_id), docs.message)
