@@ -527,9 +527,10 @@ class MessageStore:
         blob already stored: every statement is answered by the ``_id`` or ``files_id_1_n_1`` index.
 
         Leftovers of an interrupted upload are looked for only where there is a reason: a chunk
-        insert refused as a duplicate (a chunk of that key is already there), or a blob with no
-        chunks at all. Uploads insert chunks in order, so a leftover that reaches past the new
-        blob's end also holds its chunk 0, which the insert then reports.
+        insert refused as a duplicate (a chunk of that key is already there), or blobs with no
+        chunks at all (one ``$in`` delete per batch). Uploads insert chunks in order, so a
+        leftover that reaches past the new blob's end also holds its chunk 0, which the insert
+        then reports.
         """
         if not items:
             return
@@ -540,9 +541,11 @@ class MessageStore:
             return
         chunks = [c for blob, _ in todo for c in blobs.chunk_documents(blob.key, blob.data)]
         refused = _insert_ignoring_duplicates(self._chunks, chunks)
-        suspects = {chunks[i]["files_id"] for i in refused} | {blob.key for blob, _ in todo if not blob.data}
-        if suspects:
-            self._replace_leftover_chunks([chunks[i] for i in sorted(refused)], todo, suspects)
+        empty = [blob.key for blob, _ in todo if not blob.data]
+        if empty:  # no chunk insert to tell: drop any leftover of all of them in one statement
+            self._chunks.delete_many({"files_id": {"$in": empty}})
+        if refused:
+            self._replace_leftover_chunks([chunks[i] for i in sorted(refused)], todo)
         files = [
             blobs.file_document(
                 blob.key, len(blob.data), blob.content_type, {"mailboxId": self.mailbox_id, "messageKey": mkey}
@@ -552,10 +555,11 @@ class MessageStore:
         _insert_ignoring_duplicates(self._files, files)
 
     def _replace_leftover_chunks(
-        self, refused: Sequence[Mapping[str, Any]], todo: Sequence[tuple[Blob, str]], suspects: set[str]
+        self, refused: Sequence[Mapping[str, Any]], todo: Sequence[tuple[Blob, str]]
     ) -> None:
         """Overwrite the chunks an interrupted upload left (they may hold other bytes) and drop any
         past the new end; each statement is on an index. Rare: only after an interrupted upload."""
+        suspects = {c["files_id"] for c in refused}
         log.debug("completing %d interrupted blob upload(s)", len(suspects))
         # on a sharded cluster the chunks' shard key ({files_id, n}) must be in the filter
         keys = ("_id", "files_id", "n") if self.sharded else ("_id",)

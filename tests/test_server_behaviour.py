@@ -301,6 +301,7 @@ def test_every_write_path_statement_uses_an_index(servers: Any, backend: str, db
         store.add("uidl-1", raw_mail(21, b"pop3"))
         store.add("uidl-2", raw_mail(21, b"pop3"))  # a second download of a stored message
         assert store.store(raw_mail(21, b"other bytes")).variant  # and a variant of it
+        store.store(raw_mail(22, b""))  # an empty attachment: a blob without chunks
         assert store.get_raw("w20@example.com") == raw_mail(20, big + b"longer")
     finally:
         client.close()
