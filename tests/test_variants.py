@@ -30,12 +30,9 @@ def direct_copy(mid: str = "launch@example.com") -> bytes:
 
 def list_copy(mid: str = "launch@example.com") -> bytes:
     """The same message as the list delivered it: List-Id and a footer added."""
-    return (
-        f"From: Carol <carol@example.com>\r\nTo: team@lists.example.org\r\nCc: alice@example.com\r\n"
-        f"Subject: Launch plan\r\nDate: Mon, 29 Jun 2026 09:00:00 +0000\r\nMessage-ID: <{mid}>\r\n"
-        "List-Id: Team <team.lists.example.org>\r\n\r\n"
-        "We launch on Thursday.\r\n-- \r\nTeam list: https://lists.example.org/team\r\n"
-    ).encode()
+    head, body = direct_copy(mid).split(b"\r\n\r\n", 1)
+    footer = b"-- \r\nTeam list: https://lists.example.org/team\r\n"
+    return head + b"\r\nList-Id: Team <team.lists.example.org>\r\n\r\n" + body + footer
 
 
 def unrelated(mid: str = "launch@example.com") -> bytes:
