@@ -26,6 +26,7 @@ from .indexes import IndexReport
 # import the subpackage's other names with ``from aecs_mongo.normalize import ...``
 from .normalize import ParsedEmail, normalize, parse_email
 from .results import MessagePage, StoreResult, ThreadPage
+from .sources import IngestReport, Origin, RawMessage, Skipped, read_messages
 from .store import MessageStore
 
 __version__ = "0.1.0"
@@ -36,6 +37,7 @@ __all__ = [
     "DispatchError",
     "DocumentTooLargeError",
     "IndexReport",
+    "IngestReport",
     "InputTooLargeError",
     "InvalidCursorError",
     "InvalidEmailError",
@@ -45,12 +47,16 @@ __all__ = [
     "MessagePage",
     "MessageStore",
     "NotFoundError",
+    "Origin",
     "ParsedEmail",
+    "RawMessage",
     "ServerFeatureError",
+    "Skipped",
     "StoreResult",
     "ThreadPage",
     "UnsafeFieldNameError",
     "__version__",
     "normalize",
     "parse_email",
+    "read_messages",
 ]

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from aecs_mongo.cli import _finish_in_hand_on_interrupt, command_names, iter_mbox, main
+from aecs_mongo.cli import _finish_in_hand_on_interrupt, command_names, main
+from aecs_mongo.sources import iter_mbox
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"
@@ -120,43 +121,6 @@ def test_no_embedded_server_prints_the_install_command(
     monkeypatch.setattr(aecs_mongo.embedded, "embedded_available", lambda: False)
     assert main(["--data-dir", str(tmp_path / "data"), "inbox"]) == 2
     assert aecs_mongo.embedded.INSTALL_HINT in capsys.readouterr().err
-
-
-def test_mbox_reader_splits_and_unquotes(tmp_path: Path) -> None:
-    originals = [p.read_bytes() for p in sorted(SAMPLES.glob("*.eml"))] + [FROM_LINE_MESSAGE]
-    path = tmp_path / "box.mbox"
-    path.write_bytes(mbox_from(originals))
-    entries = list(iter_mbox(path))
-    assert [e.number for e in entries] == list(range(1, len(originals) + 1))
-    # byte-exact back, but for line endings the samples may lack at the very end
-    for entry, original in zip(entries, originals, strict=True):
-        assert entry.data == original if original.endswith(b"\n") else original + b"\n"
-    assert b"\nFrom the start of the project" in entries[-1].data
-    assert b"\n>From an already quoted line" in entries[-1].data
-    assert entries[0].offset == 0 and sum(e.size for e in entries) == path.stat().st_size
-
-
-def test_mbox_reader_keeps_an_unquoted_from_inside_a_paragraph(tmp_path: Path) -> None:
-    path = tmp_path / "box"
-    path.write_bytes(
-        b"junk before\n\nFrom a b\nSubject: one\n\nline\nFrom here on, not a separator\n\nFrom c d\nSubject: two\n\nx\n"
-    )
-    entries = list(iter_mbox(path))
-    assert [e.number for e in entries] == [0, 1, 2]
-    assert entries[1].data == b"Subject: one\n\nline\nFrom here on, not a separator\n"
-    assert entries[2].data == b"Subject: two\n\nx\n"
-
-
-def test_what_counts_as_not_mail() -> None:
-    from aecs_mongo.cli import _not_mail
-
-    assert _not_mail(b"Subject: hi\n\nbody\n") is None
-    assert _not_mail(b"   \r\nDelivered-To: bob@example.com\r\n\r\nbody") is None  # a line of blanks first
-    assert _not_mail(b"From x Mon Nov  2 09:15:00 2026\nSubject: hi\n") is None
-    assert (_not_mail(b"") or "").startswith("empty")
-    assert (_not_mail(b" \n\t\n") or "").startswith("empty")
-    assert "not an email message" in (_not_mail(b"\nWhat does Thunderbird do?\n") or "")
-    assert "not an email message" in (_not_mail(b"\x89PNG\r\n\x1a\n") or "")
 
 
 # --- against the test servers --------------------------------------------------------------------
