@@ -35,6 +35,7 @@ import signal
 import sys
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,9 +107,38 @@ def _sender(message: dict[str, Any]) -> str:
     return f"{name} <{address}>" if name else str(address)
 
 
+def _char_cells(char: str) -> int:
+    """Terminal cells of one character: wide and fullwidth (CJK) take two, combining marks and
+    zero-width format characters none, the rest one (ambiguous-width ones too, as most terminals
+    outside East Asian locales draw them)."""
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def _cells(text: str) -> int:
+    return sum(_char_cells(c) for c in text)
+
+
 def _one_line(text: object, width: int) -> str:
+    """``text`` on one line, at most ``width`` terminal cells (cut with an ellipsis)."""
     flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    if _cells(flat) <= width:
+        return flat
+    kept, used = [], 0
+    for char in flat:
+        cells = _char_cells(char)
+        if used + cells > width - 1:  # room for the ellipsis
+            break
+        kept.append(char)
+        used += cells
+    return "".join(kept) + "…"
+
+
+def _column(text: object, width: int) -> str:
+    """``_one_line`` padded to exactly ``width`` cells, so the next column lines up."""
+    line = _one_line(text, width)
+    return line + " " * (width - _cells(line))
 
 
 # --- arguments --------------------------------------------------------------------------------
@@ -304,7 +334,7 @@ def _configure_ingest(p: argparse.ArgumentParser) -> None:
 
 def _print_messages(messages: Sequence[dict[str, Any]]) -> None:
     for m in messages:
-        _say(f"{m.get('date') or '-':20}  {_one_line(_sender(m), 36):36}  {_one_line(m.get('subject'), 50)}")
+        _say(f"{m.get('date') or '-':20}  {_column(_sender(m), 36)}  {_one_line(m.get('subject'), 50)}")
         _say(f"{'':20}  <{m['messageId']}>")
 
 
@@ -338,7 +368,7 @@ def _threads(ctx: Context) -> int:
     else:
         for t in page.threads:
             last = dt.datetime.fromtimestamp(t["lastTs"], dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            _say(f"{last:20}  {t['messageCount']:4d} msg  {_one_line(t.get('subject'), 50):50}  {t['threadId']}")
+            _say(f"{last:20}  {t['messageCount']:4d} msg  {_column(t.get('subject'), 50)}  {t['threadId']}")
         _print_next(page.next_cursor)
     return EXIT_OK
 
@@ -487,7 +517,7 @@ def _search(ctx: Context) -> int:
     else:
         for r in results:
             when = dt.datetime.fromtimestamp(int(r.get("ts") or 0), dt.UTC).strftime("%Y-%m-%d")
-            _say(f"{when}  {_one_line(r.get('subject'), 60):60}  <{r.get('messageId')}>")
+            _say(f"{when}  {_column(r.get('subject'), 60)}  <{r.get('messageId')}>")
             if r.get("snippet"):
                 _say(f"            {_one_line(r['snippet'], 100)}")
         if not results:

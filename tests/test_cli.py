@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import unicodedata
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -316,6 +317,52 @@ def test_text_output_of_the_reads(cli: Cli) -> None:
     assert "messages" in stats and "specVersion" in stats
     assert "aecs_messages_thread" in cli("indexes").out
     assert cli("thread", "nothing@example.com").code == 1
+
+
+def _terminal_cells(text: str) -> int:
+    """Cells a terminal draws: East Asian wide/fullwidth 2, combining marks 0, others 1."""
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text
+    )
+
+
+WIDE_SUBJECTS = {
+    "wide-ja@example.jp": ("山田太郎", "会議の議題について確認をお願いします"),
+    "wide-zh@example.cn": ("王小明", "关于下周预算会议的安排和准备工作以及其他相关事项的详细说明与讨论"),
+    "wide-mark@example.com": ("Rene\u0301e Dupont", "Cafe\u0301 re\u0301sume\u0301 for the week"),
+    "wide-ascii@example.com": ("Bob Builder", "Plain subject"),
+}
+
+
+@pytest.mark.server
+def test_tables_line_up_on_wide_characters(cli: Cli, tmp_path: Path) -> None:
+    from email.header import Header
+
+    for n, (mid, (name, subject)) in enumerate(WIDE_SUBJECTS.items()):
+        sender = Header(name, "utf-8").encode()
+        (tmp_path / f"{n}.eml").write_bytes(
+            f"From: {sender} <s{n}@example.com>\r\nTo: alice@example.com\r\n"
+            f"Subject: {Header(subject, 'utf-8').encode()}\r\nMessage-ID: <{mid}>\r\n"
+            f"Date: Mon, 02 Nov 2026 09:0{n}:00 +0000\r\n\r\nbody\r\n".encode()
+        )
+    assert cli("ingest", str(tmp_path)).code == 0
+
+    rows = cli("threads").out.splitlines()[:-1]  # the last line is next_cursor
+    assert len(rows) == len(WIDE_SUBJECTS)
+    # the thread id column starts at the same cell on every row, whatever the subject's script
+    starts = {_terminal_cells(row[: row.rindex("  ") + 2]) for row in rows}
+    assert starts == {20 + 2 + 4 + 6 + 50 + 2}, rows
+    chinese = next(row for row in rows if "关于" in row)
+    assert "…" in chinese  # 62 cells of subject, cut to fit 50
+
+    lines = cli("inbox").out.splitlines()
+    firsts = [line for line in lines if not line.startswith(" ") and not line.startswith("next_cursor")]
+    assert len(firsts) == len(WIDE_SUBJECTS)
+    for line in firsts:
+        subject = next(s for _, s in WIDE_SUBJECTS.values() if s[:3] in line)
+        # the subject column starts after the 36-cell sender column on every row
+        assert _terminal_cells(line[: line.index(subject[:3])]) == 20 + 2 + 36 + 2, line
+    assert any("山田太郎" in line for line in firsts) and any("Rene\u0301e Dupont" in line for line in firsts)
 
 
 @pytest.mark.server
