@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from .types import MessageSummary, ThreadSummary
 
 __all__ = ["DispatchReport", "DownloadReport", "MessagePage", "MigrationReport", "StoreResult", "ThreadPage"]
 
@@ -23,7 +24,7 @@ class StoreResult:
 class MessagePage:
     """One keyset page of message summaries; pass ``next_cursor`` back for the next (None: last page)."""
 
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[MessageSummary] = field(default_factory=list)
     next_cursor: str | None = None
 
 
@@ -31,7 +32,7 @@ class MessagePage:
 class ThreadPage:
     """One keyset page of thread summaries, most recent activity first."""
 
-    threads: list[dict[str, Any]] = field(default_factory=list)
+    threads: list[ThreadSummary] = field(default_factory=list)
     next_cursor: str | None = None
 
 
