@@ -531,21 +531,31 @@ def test_progress_line_on_a_terminal_only(servers: Any, backend: str, tmp_path: 
     servers.client(backend).drop_database(name)
 
 
+@pytest.fixture(scope="module")
+def interrupt_mbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An mbox of about 300 messages (16 batches of 20): long enough to interrupt mid-ingest,
+    short enough that the resumed ingest is quick; written once for the three interruptions."""
+    mbox = tmp_path_factory.mktemp("interrupt") / "big.mbox"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_mbox.py"), "--size-mb", "3", "--out", str(mbox)],
+        check=True,
+        capture_output=True,
+    )
+    return mbox
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to the process group", "SIGKILL to the command"])
-def test_interrupted_ingest_stops_the_embedded_server_and_resumes(how: str, tmp_path: Path) -> None:
+def test_interrupted_ingest_stops_the_embedded_server_and_resumes(
+    how: str, tmp_path: Path, interrupt_mbox: Path
+) -> None:
     from aecs_mongo.embedded import embedded_available
 
     if not embedded_available():
         pytest.skip("the embedded server is not installed")
     if not Path("/proc/self/stat").exists():
         pytest.skip("needs /proc to find the server process")
-    mbox = tmp_path / "big.mbox"
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gen_mbox.py"), "--size-mb", "8", "--out", str(mbox)],
-        check=True,
-        capture_output=True,
-    )
+    mbox = interrupt_mbox
     total = sum(1 for _ in iter_mbox(mbox))
     env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
     argv = ["--data-dir", str(tmp_path / "data"), "ingest", str(mbox), "--batch-size", "20", "--json"]
