@@ -4,7 +4,7 @@
   tests/budgets.py), each delivered 3 times, shuffled: every message is stored once and every
   thread summary equals a recomputation.
 - A child process ingesting a mailbox is killed with SIGKILL at seeded random moments until 25
-  kills per mode (6 without ``CI=true``) have landed mid-ingest; re-running the ingest (and
+  kills per mode (4 without ``CI=true``) have landed mid-ingest; re-running the ingest (and
   ``reindex()`` where there are no transactions) gives a database equal to a clean ingest,
   document for document, and no document points at a missing GridFS file.
 """
@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.server, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 MESSAGES = budget("AECS_CONCURRENCY_MESSAGES", big=2000, small=400)
 WORKERS = 8
-CRASH_RUNS_PER_MODE = budget("AECS_CRASH_RUNS", big=25, small=6)
+CRASH_RUNS_PER_MODE = budget("AECS_CRASH_RUNS", big=25, small=4)
 
 
 def test_eight_workers_store_every_message_once(servers: Any, backend: str, db: Any) -> None:
