@@ -26,16 +26,36 @@ from .indexes import IndexReport
 # import the subpackage's other names with ``from aecs_mongo.normalize import ...``
 from .normalize import ParsedEmail, normalize, parse_email
 from .results import MessagePage, StoreResult, ThreadPage
+from .sources import IngestReport, Origin, RawMessage, Skipped, read_messages
 from .store import MessageStore
+from .types import (
+    Address,
+    Attachment,
+    Content,
+    ContextEntry,
+    MessageSummary,
+    Metadata,
+    NormalizedEmail,
+    Processing,
+    SearchHit,
+    SemanticHit,
+    Thread,
+    ThreadSummary,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Address",
     "AecsMongoError",
     "AsyncMessageStore",
+    "Attachment",
+    "Content",
+    "ContextEntry",
     "DispatchError",
     "DocumentTooLargeError",
     "IndexReport",
+    "IngestReport",
     "InputTooLargeError",
     "InvalidCursorError",
     "InvalidEmailError",
@@ -44,13 +64,25 @@ __all__ = [
     "MailboxError",
     "MessagePage",
     "MessageStore",
+    "MessageSummary",
+    "Metadata",
+    "NormalizedEmail",
     "NotFoundError",
+    "Origin",
     "ParsedEmail",
+    "Processing",
+    "RawMessage",
+    "SearchHit",
+    "SemanticHit",
     "ServerFeatureError",
+    "Skipped",
     "StoreResult",
+    "Thread",
     "ThreadPage",
+    "ThreadSummary",
     "UnsafeFieldNameError",
     "__version__",
     "normalize",
     "parse_email",
+    "read_messages",
 ]

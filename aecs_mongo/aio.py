@@ -23,7 +23,7 @@ import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from email.message import EmailMessage
 from time import monotonic
-from typing import Any
+from typing import Any, cast
 
 from pymongo import ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure, PyMongoError
@@ -47,6 +47,7 @@ from .indexes import VECTORS_COLLECTION, IndexReport, atlas_search_indexes, inde
 from .keys import blob_prefix, check_mailbox_id, check_str, doc_id, message_key, strip_message_id, thread_key
 from .prefetch import AsyncPrefetch
 from .results import MessagePage, StoreResult, ThreadPage
+from .types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, ThreadSummary
 
 __all__ = ["SEARCH_ENGINES", "AsyncMessageStore"]
 
@@ -235,7 +236,7 @@ class AsyncMessageStore:
 
     async def store(
         self,
-        email: Mapping[str, Any] | bytes,
+        email: NormalizedEmail | Mapping[str, Any] | bytes,
         attachments: Sequence[bytes | None] | None = None,
         uidl: str | None = None,
     ) -> StoreResult:
@@ -282,7 +283,7 @@ class AsyncMessageStore:
 
     async def store_many(
         self,
-        items: Iterable[Mapping[str, Any] | bytes],
+        items: Iterable[NormalizedEmail | Mapping[str, Any] | bytes],
         batch_size: int = 100,
         on_error: Callable[[int, Any, Exception], None] | None = None,
     ) -> list[StoreResult]:
@@ -296,7 +297,7 @@ class AsyncMessageStore:
 
     async def store_iter(
         self,
-        items: Iterable[Mapping[str, Any] | bytes],
+        items: Iterable[NormalizedEmail | Mapping[str, Any] | bytes],
         batch_size: int = 100,
         on_error: Callable[[int, Any, Exception], None] | None = None,
     ) -> AsyncIterator[StoreResult]:
@@ -645,7 +646,7 @@ class AsyncMessageStore:
         # the _id embeds the mailbox, so an _id lookup never crosses mailboxes
         return doc_id(self.mailbox_id, message_key(message_id))
 
-    async def get_message(self, message_id: str, include_raw: bool = False) -> dict[str, Any] | None:
+    async def get_message(self, message_id: str, include_raw: bool = False) -> NormalizedEmail | None:
         """The AECS-1 object as stored (hot + warm; the cold tier too with ``include_raw``)."""
         _id = self._id_for(message_id)
         message = await self._messages.find_one(self._by_id(_id))
@@ -661,7 +662,7 @@ class AsyncMessageStore:
         *,
         include_raw: bool,
         position: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> NormalizedEmail:
         spilled = None
         if body is not None and body.get("spill"):
             data = await self._get_blob(body["spill"])
@@ -679,7 +680,7 @@ class AsyncMessageStore:
                 html = None if html_bytes is None else html_bytes.decode("utf-8")
             if message.get("rawFromFull") and raw_full is not None:
                 raw = _parse_raw(raw_full, self.for_ai_max_chars).email.get("content", {}).get("raw")
-        return to_normalized_email(
+        assembled = to_normalized_email(
             message,
             body,
             raw_full=raw_full,
@@ -689,13 +690,14 @@ class AsyncMessageStore:
             position=position,
             shared=self.shared_view,
         )
+        return cast(NormalizedEmail, assembled)
 
     # --- threads ---------------------------------------------------------------------------
 
     def _thread_filter(self, thread_id: str) -> dict[str, Any]:
         return {"mailboxId": self.mailbox_id, "threadKey": thread_key(check_str(thread_id, "thread_id"))}
 
-    async def get_thread(self, thread_id: str) -> list[dict[str, Any]]:
+    async def get_thread(self, thread_id: str) -> list[NormalizedEmail]:
         """Every message of a thread, oldest first, each with ``thread.position`` set."""
         messages = await _to_list(
             self._messages.find(self._thread_filter(thread_id)).sort([("ts", 1), ("messageKey", 1)])
@@ -706,7 +708,7 @@ class AsyncMessageStore:
             await self._assemble(m, bodies.get(m["_id"]), include_raw=False, position=i) for i, m in enumerate(messages)
         ]
 
-    async def thread_context(self, thread_id: str, limit: int = 20) -> list[dict[str, Any]]:
+    async def thread_context(self, thread_id: str, limit: int = 20) -> list[ContextEntry]:
         """The newest ``limit`` messages of a thread for a prompt, oldest first, with positions."""
         _check_limit(limit)
         selector = self._thread_filter(thread_id)
@@ -721,7 +723,9 @@ class AsyncMessageStore:
         if total == limit:
             total = await self._messages.count_documents(selector)
         first_position = max(total - len(newest), 0)
-        return [context_entry(m, first_position + offset) for offset, m in enumerate(reversed(newest))]
+        return [
+            cast(ContextEntry, context_entry(m, first_position + offset)) for offset, m in enumerate(reversed(newest))
+        ]
 
     # --- pages -----------------------------------------------------------------------------
 
@@ -757,19 +761,19 @@ class AsyncMessageStore:
             self.mailbox_id, sender=sender, thread_key=tkey, since=since, until=until, order=check_str(order, "order")
         )
         rows, next_cursor = await self._page(query, cursor, limit, queries.LIST_PROJECTION)
-        return MessagePage([message_summary(r) for r in rows], next_cursor)
+        return MessagePage([cast(MessageSummary, message_summary(r)) for r in rows], next_cursor)
 
     async def with_participant(self, address: str, cursor: str | None = None, limit: int = 50) -> MessagePage:
         """Mail to or from one address (from, to, cc, stored bcc), newest first."""
         query = queries.participant_query(self.mailbox_id, address, shared=self.shared_view)
         rows, next_cursor = await self._page(query, cursor, limit, queries.LIST_PROJECTION)
-        return MessagePage([message_summary(r) for r in rows], next_cursor)
+        return MessagePage([cast(MessageSummary, message_summary(r)) for r in rows], next_cursor)
 
     async def list_threads(self, cursor: str | None = None, limit: int = 50) -> ThreadPage:
         """The conversation list: one summary per thread, most recent activity first."""
         query = queries.threads_query(self.mailbox_id)
         rows, next_cursor = await self._page(query, cursor, limit, None)
-        threads = [
+        threads: list[ThreadSummary] = [
             {
                 "threadId": r["threadId"],
                 "subject": r.get("subject"),
@@ -783,7 +787,7 @@ class AsyncMessageStore:
         ]
         return ThreadPage(threads, next_cursor)
 
-    async def replies_to(self, message_id: str) -> list[dict[str, Any]]:
+    async def replies_to(self, message_id: str) -> list[MessageSummary]:
         """Messages whose References (or In-Reply-To) name ``message_id``, oldest first."""
         mid = strip_message_id(message_id)
         by_references = await _to_list(
@@ -794,7 +798,7 @@ class AsyncMessageStore:
         )
         unique = {r["messageKey"]: r for r in by_references + by_parent}
         ordered = sorted(unique.values(), key=lambda r: (r["ts"], r["messageKey"]))
-        return [message_summary(r) for r in ordered]
+        return [cast(MessageSummary, message_summary(r)) for r in ordered]
 
     async def stale(self, spec_version: str, limit: int = 100) -> list[str]:
         """Message ids normalized under a spec version other than ``spec_version`` (C.4)."""
@@ -841,7 +845,7 @@ class AsyncMessageStore:
 
     # --- search -------------------------------------------------------------------------------
 
-    async def search(self, query: str, limit: int = 20) -> list[dict[str, Any]]:
+    async def search(self, query: str, limit: int = 20) -> list[SearchHit]:
         """Full-text search of subject and clean text: messageId, subject, ts, snippet (best first).
 
         The engine is ``search_engine``: Atlas Search, ``$text`` on ``aecs_bodies_search``, or
@@ -880,7 +884,7 @@ class AsyncMessageStore:
             pipeline = queries.fallback_search_pipeline(self.mailbox_id, query, limit, self.scan_limit)
             hits = await _to_list(await _resolve(self._bodies.aggregate(pipeline)))
         rows = await self._messages_of(hits)
-        results = []
+        results: list[SearchHit] = []
         for hit in hits:
             message = rows.get(hit["_id"])
             if message is None:  # a body whose message insert never happened (an interrupted store)
@@ -935,7 +939,7 @@ class AsyncMessageStore:
 
     async def semantic_search(
         self, vector: Sequence[float], limit: int = 10, thread_id: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[SemanticHit]:
         """Nearest messages by vector (Atlas Vector Search): messageId, subject, ts, score."""
         _check_limit(limit)
         tkey = None if thread_id is None else thread_key(check_str(thread_id, "thread_id"))

@@ -10,26 +10,14 @@ Exit codes: 0 success; 1 the command ran but something failed (an input that cou
 stored, a message that is not there, a database error); 2 usage errors (bad options, no
 embedded server installed, a feature this version lacks); 130 interrupted.
 
-``ingest`` decisions, where the issue left them open:
+``ingest`` reads its inputs with :mod:`aecs_mongo.sources` (``.eml`` files, directories, Maildir
+folders, mboxrd mbox files, streamed; the decisions are in its docstring) and prints that module's
+``IngestReport``:
 
-- Inputs: ``.eml`` files, directories (recursive; ``*.eml`` and ``*.mbox`` files are read, other
-  files are listed as ignored, hidden entries skipped), Maildir folders (a directory with ``cur``
-  and ``new``: every file in them, ``tmp`` skipped; Maildir++ sub-folders ``.Name`` too) and mbox
-  files. A file named on the command line is an mbox when it ends in ``.mbox``, or when it does
-  not end in ``.eml`` and starts with ``From ``; an ``.eml`` file is always one message, byte for
-  byte (many real ``.eml`` files start with a ``From `` line).
-- mbox is read as **mboxrd**, streamed line by line (memory is bounded by one message and one
-  store batch, never the file): a message starts at a line beginning ``From `` at the start of
-  the file or after an empty line; the empty line before it is the separator and is dropped;
-  one ``>`` is removed from every ``>From `` / ``>>From `` ... line. For an mboxo file (which
-  quotes ``From `` but not ``>From ``) this turns an original ``>From `` body line into
-  ``From ``: the two formats cannot be told apart, and mboxrd is what current writers produce.
-  ``Content-Length`` (mboxcl) is not used.
-- A failure is an input that is not stored: a file or directory that cannot be read, an empty
-  file or mbox entry, data that is not a mail message (no header field before the first empty
-  line), bytes before the first ``From `` line of an mbox, or a message the store refuses (too
-  large, unstorable). Every failure is listed with its input (the file, or the mbox file with the
-  message number and byte offset) and its reason. Messages already in the mailbox (same
+- A failure is an input that is not stored: what ``sources`` skips (unreadable, empty, not
+  mail, stray bytes before the first ``From `` line of an mbox) and a message the store refuses
+  (too large, unstorable). Every failure is listed with its input (the file, or the mbox file
+  with the message number and byte offset) and its reason. Messages already in the mailbox (same
   Message-ID) count as "already present", not as failures.
 - Exit code 0 when every message was stored or already present, 1 when anything failed.
 """
@@ -43,18 +31,19 @@ import datetime as dt
 import json
 import logging
 import os
-import re
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, field
+import unicodedata
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any, NoReturn
 
 from .errors import AecsMongoError
+from .sources import IngestReport, InputFile, RawMessage, Skipped, find_inputs, read_inputs
 
 __all__ = ["main"]
 
@@ -64,9 +53,6 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 _MAX_LIMIT = 1000
-_HEADER_LINE = re.compile(rb"^[\x21-\x39\x3b-\x7e]+[ \t]*:")
-_BLANK_LINES = (b"\n", b"\r\n")
-_HEADER_SCAN_BYTES = 256 * 1024
 
 
 class CliError(Exception):
@@ -121,9 +107,38 @@ def _sender(message: dict[str, Any]) -> str:
     return f"{name} <{address}>" if name else str(address)
 
 
+def _char_cells(char: str) -> int:
+    """Terminal cells of one character: wide and fullwidth (CJK) take two, combining marks and
+    zero-width format characters none, the rest one (ambiguous-width ones too, as most terminals
+    outside East Asian locales draw them)."""
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def _cells(text: str) -> int:
+    return sum(_char_cells(c) for c in text)
+
+
 def _one_line(text: object, width: int) -> str:
+    """``text`` on one line, at most ``width`` terminal cells (cut with an ellipsis)."""
     flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    if _cells(flat) <= width:
+        return flat
+    kept, used = [], 0
+    for char in flat:
+        cells = _char_cells(char)
+        if used + cells > width - 1:  # room for the ellipsis
+            break
+        kept.append(char)
+        used += cells
+    return "".join(kept) + "…"
+
+
+def _column(text: object, width: int) -> str:
+    """``_one_line`` padded to exactly ``width`` cells, so the next column lines up."""
+    line = _one_line(text, width)
+    return line + " " * (width - _cells(line))
 
 
 # --- arguments --------------------------------------------------------------------------------
@@ -202,207 +217,7 @@ def _page_options(parser: argparse.ArgumentParser, default_limit: int = 20) -> N
     parser.add_argument("--cursor", default=None, help="continue after a page: the next_cursor it printed")
 
 
-# --- ingest: inputs -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Source:
-    """One input file: a single message (``eml``, also Maildir files) or an ``mbox``."""
-
-    kind: str
-    path: Path
-    size: int
-
-
-@dataclass
-class Failure:
-    input: str
-    reason: str
-    message: int | None = None
-    offset: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"input": self.input, "message": self.message, "offset": self.offset, "reason": self.reason}
-
-    def describe(self) -> str:
-        where = self.input
-        if self.message is not None:
-            where += f" (message {self.message} at byte {self.offset})"
-        return f"{where}: {self.reason}"
-
-
-@dataclass
-class IngestReport:
-    inputs: int = 0
-    stored: int = 0
-    present: int = 0
-    variants: int = 0  # of the present: other bytes under a stored Message-ID, kept beside it
-    failures: list[Failure] = field(default_factory=list)
-    ignored: list[str] = field(default_factory=list)
-    aborted: str | None = None
-    interrupted: bool = False
-    seconds: float = 0.0
-
-    @property
-    def processed(self) -> int:
-        return self.stored + self.present + len(self.failures)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "stored": self.stored,
-            "present": self.present,
-            "variants": self.variants,
-            "failed": len(self.failures),
-            "total": self.processed,
-            "failures": [f.as_dict() for f in self.failures],
-            "ignored": self.ignored,
-            "aborted": self.aborted,
-            "interrupted": self.interrupted,
-            "seconds": round(self.seconds, 3),
-        }
-
-
-def _is_maildir(path: Path) -> bool:
-    return (path / "cur").is_dir() and (path / "new").is_dir()
-
-
-def _file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _sniff_mbox(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(5) == b"From "
-    except OSError:
-        return False  # read as a single message, which reports the error
-
-
-def _collect(paths: Sequence[str], report: IngestReport) -> list[Source]:
-    """Every input file, in a stable order; unreadable paths become failures."""
-    sources: list[Source] = []
-
-    def scan_error(exc: OSError) -> None:
-        report.failures.append(Failure(str(exc.filename or "?"), f"cannot read directory: {exc.strerror or exc}"))
-
-    def add_maildir(folder: Path) -> None:
-        for sub in ("new", "cur"):
-            try:
-                entries = sorted(os.scandir(folder / sub), key=lambda e: e.name)
-            except OSError as exc:
-                scan_error(exc)
-                continue
-            for entry in entries:
-                if not entry.name.startswith("."):
-                    path = Path(entry.path)
-                    sources.append(Source("eml", path, _file_size(path)))
-        # Maildir++ folders (.Sent, .Archive, ...) live inside the top-level Maildir
-        try:
-            subfolders = sorted(e.name for e in os.scandir(folder) if e.name.startswith(".") and e.is_dir())
-        except OSError as exc:
-            scan_error(exc)
-            return
-        for name in subfolders:
-            if name not in (".", "..") and _is_maildir(folder / name):
-                add_maildir(folder / name)
-
-    def add_directory(folder: Path) -> None:
-        if _is_maildir(folder):
-            add_maildir(folder)
-            return
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError as exc:
-            scan_error(exc)
-            return
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            path = Path(entry.path)
-            if entry.is_dir(follow_symlinks=False):
-                add_directory(path)
-            elif path.suffix.lower() == ".eml":
-                sources.append(Source("eml", path, _file_size(path)))
-            elif path.suffix.lower() == ".mbox":
-                sources.append(Source("mbox", path, _file_size(path)))
-            else:
-                report.ignored.append(str(path))
-
-    for name in paths:
-        path = Path(name)
-        if path.is_dir():
-            add_directory(path)
-        elif path.exists() or path.is_symlink():
-            suffix = path.suffix.lower()
-            is_mbox = suffix == ".mbox" or (suffix != ".eml" and _sniff_mbox(path))
-            sources.append(Source("mbox" if is_mbox else "eml", path, _file_size(path)))
-        else:
-            report.failures.append(Failure(name, "no such file or directory"))
-    return sources
-
-
-def _not_mail(data: bytes) -> str | None:
-    """Why ``data`` is not a mail message, or None. The normalizer accepts anything, so this is
-    the CLI's own floor: something, and at least one header field before the first empty line."""
-    if not data.strip():
-        return "empty: no message"
-    for line in data[:_HEADER_SCAN_BYTES].splitlines():
-        if not line:  # the empty line that ends the header (a line of blanks does not)
-            break
-        if _HEADER_LINE.match(line):
-            return None
-    return "not an email message: no header field before the first empty line"
-
-
-def _unquote(line: bytes) -> bytes:
-    """mboxrd: ``>From `` -> ``From ``, ``>>From `` -> ``>From ``, ..."""
-    if line.startswith(b">") and line.lstrip(b">").startswith(b"From "):
-        return line[1:]
-    return line
-
-
-@dataclass(frozen=True)
-class MboxEntry:
-    number: int  # 1-based
-    offset: int  # byte offset of its From_ line (of the stray data for number 0)
-    data: bytes
-    size: int  # bytes of the file this entry spans
-
-
-def iter_mbox(path: Path) -> Iterator[MboxEntry]:
-    """Stream an mbox (mboxrd rules, see the module docstring) one message at a time.
-
-    Data before the first ``From `` line that is not blank comes back as entry number 0.
-    """
-    with open(path, "rb") as f:
-        lines: list[bytes] = []
-        number = 0
-        start = 0
-        pos = 0
-        previous_blank = True
-
-        def finish() -> MboxEntry:
-            if lines and lines[-1] in _BLANK_LINES:
-                lines.pop()  # the separator's empty line
-            data = b"".join(lines)
-            return MboxEntry(number, start, data, pos - start)
-
-        for line in f:
-            if previous_blank and line.startswith(b"From "):
-                if number > 0 or any(x.strip() for x in lines):
-                    yield finish()
-                lines = []
-                number += 1
-                start = pos
-            else:
-                lines.append(_unquote(line) if number else line)
-            previous_blank = line in _BLANK_LINES
-            pos += len(line)
-        if number > 0 or any(x.strip() for x in lines):
-            yield finish()
+# --- ingest -------------------------------------------------------------------------------------
 
 
 class Progress:
@@ -439,55 +254,13 @@ class Progress:
             _err().flush()
 
 
-@dataclass
-class _Pending:
-    """Labels of the messages handed to the store and not yet answered, in order."""
-
-    labels: dict[int, Failure] = field(default_factory=dict)
-    next_index: int = 0
-
-
-def _items(
-    sources: Sequence[Source], report: IngestReport, pending: _Pending, progress: Progress
-) -> Generator[bytes, None, None]:
-    """The messages to store, streamed; what cannot be a message becomes a failure here."""
-
-    def offer(label: Failure, data: bytes) -> Iterator[bytes]:
-        problem = _not_mail(data)
-        if problem is not None:
-            label.reason = problem
-            report.failures.append(label)
-            return
-        pending.labels[pending.next_index] = label
-        pending.next_index += 1
-        yield data
-
-    for source in sources:
-        if source.kind == "eml":
-            label = Failure(str(source.path), "")
-            try:
-                data = source.path.read_bytes()
-            except OSError as exc:
-                label.reason = f"cannot read: {exc.strerror or exc}"
-                report.failures.append(label)
-                continue
-            finally:
-                progress.bytes_done += source.size
-            yield from offer(label, data)
-            progress.update(report)
-            continue
-        try:
-            for entry in iter_mbox(source.path):
-                progress.bytes_done += entry.size
-                label = Failure(str(source.path), "", entry.number, entry.offset)
-                if entry.number == 0:
-                    label.reason = "data before the first 'From ' line (not an mbox message)"
-                    report.failures.append(label)
-                    continue
-                yield from offer(label, entry.data)
-                progress.update(report)
-        except OSError as exc:
-            report.failures.append(Failure(str(source.path), f"cannot read: {exc.strerror or exc}"))
+def _with_progress(
+    items: Iterator[RawMessage | Skipped], report: IngestReport, progress: Progress
+) -> Iterator[RawMessage | Skipped]:
+    for item in items:
+        progress.bytes_done += item.size
+        yield item
+        progress.update(report)
 
 
 def _until(items: Iterator[bytes], stop: _StopRequest) -> Iterator[bytes]:
@@ -503,28 +276,23 @@ def _until(items: Iterator[bytes], stop: _StopRequest) -> Iterator[bytes]:
 def _ingest(ctx: Context) -> int:
     args = ctx.args
     started = time.monotonic()
-    report = IngestReport(inputs=len(args.paths))
-    sources = _collect(args.paths, report)
-    total = None if any(s.kind == "mbox" for s in sources) else len(sources) + len(report.failures)
-    progress = Progress(total, sum(s.size for s in sources), enabled=_err().isatty() and not args.no_progress)
+    report = IngestReport()
+    inputs = list(find_inputs(args.paths))  # listed first: the progress line shows totals
+    files = [i for i in inputs if isinstance(i, InputFile)]
+    total = (
+        None
+        if any(f.kind == "mbox" for f in files)
+        else sum(not i.ignored if isinstance(i, Skipped) else 1 for i in inputs)
+    )
+    progress = Progress(total, sum(f.size for f in files), enabled=_err().isatty() and not args.no_progress)
     ctx.store.ensure_indexes()
-    pending = _Pending()
-
-    def refused(index: int, item: object, exc: Exception) -> None:
-        label = pending.labels.pop(index)
-        label.reason = f"refused by the store: {exc}"
-        report.failures.append(label)
-
-    items = _items(sources, report, pending, progress)
+    items = report.track(_with_progress(read_inputs(inputs), report, progress))
     try:
         with _finish_in_hand_on_interrupt() as stop:
-            for result in ctx.store.store_iter(_until(items, stop), batch_size=args.batch_size, on_error=refused):
-                pending.labels.pop(next(iter(pending.labels)))
-                if result.inserted:
-                    report.stored += 1
-                else:
-                    report.present += 1
-                    report.variants += result.variant
+            for result in ctx.store.store_iter(
+                _until(items, stop), batch_size=args.batch_size, on_error=report.refused
+            ):
+                report.count(result)
                 progress.update(report)
         report.interrupted = stop.requested
     except KeyboardInterrupt:
@@ -536,37 +304,14 @@ def _ingest(ctx: Context) -> int:
         progress.update(report, force=True)
         progress.close()
     report.seconds = time.monotonic() - started
-    _ingest_summary(ctx, report, pending)
+    if ctx.json:
+        _emit_json(report.as_dict())
+    else:
+        for line in report.lines():
+            _say(line)
     if report.interrupted:
         return EXIT_INTERRUPTED
     return EXIT_FAILED if report.failures or report.aborted else EXIT_OK
-
-
-def _ingest_summary(ctx: Context, report: IngestReport, pending: _Pending) -> None:
-    unanswered = len(pending.labels)
-    if ctx.json:
-        data = report.as_dict()
-        data["unconfirmed"] = [f.input if f.message is None else f.describe() for f in pending.labels.values()]
-        _emit_json(data)
-        return
-    for failure in report.failures:
-        _say(f"failed: {failure.describe()}")
-    for path in report.ignored:
-        _say(f"ignored (not .eml or .mbox): {path}")
-    line = f"{report.processed} messages in {report.seconds:.1f} s: {report.stored} stored, "
-    line += f"{report.present} already present"
-    if report.variants:
-        line += f", of them {report.variants} kept as variants"
-    line += f", {len(report.failures)} failed"
-    if report.ignored:
-        line += f"; {len(report.ignored)} other files ignored"
-    _say(line)
-    if report.processed and report.stored == 0 and not report.failures:
-        _say("nothing new: every message was already in the mailbox")
-    if report.interrupted:
-        _say(f"interrupted: the inputs after these were not read ({unanswered} handed to the store unconfirmed)")
-    if report.aborted:
-        _say(f"aborted: {report.aborted} ({unanswered} messages of the last batch unconfirmed)")
 
 
 def _configure_ingest(p: argparse.ArgumentParser) -> None:
@@ -589,7 +334,7 @@ def _configure_ingest(p: argparse.ArgumentParser) -> None:
 
 def _print_messages(messages: Sequence[dict[str, Any]]) -> None:
     for m in messages:
-        _say(f"{m.get('date') or '-':20}  {_one_line(_sender(m), 36):36}  {_one_line(m.get('subject'), 50)}")
+        _say(f"{m.get('date') or '-':20}  {_column(_sender(m), 36)}  {_one_line(m.get('subject'), 50)}")
         _say(f"{'':20}  <{m['messageId']}>")
 
 
@@ -623,7 +368,7 @@ def _threads(ctx: Context) -> int:
     else:
         for t in page.threads:
             last = dt.datetime.fromtimestamp(t["lastTs"], dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            _say(f"{last:20}  {t['messageCount']:4d} msg  {_one_line(t.get('subject'), 50):50}  {t['threadId']}")
+            _say(f"{last:20}  {t['messageCount']:4d} msg  {_column(t.get('subject'), 50)}  {t['threadId']}")
         _print_next(page.next_cursor)
     return EXIT_OK
 
@@ -782,7 +527,7 @@ def _search(ctx: Context) -> int:
     else:
         for r in results:
             when = dt.datetime.fromtimestamp(int(r.get("ts") or 0), dt.UTC).strftime("%Y-%m-%d")
-            _say(f"{when}  {_one_line(r.get('subject'), 60):60}  <{r.get('messageId')}>")
+            _say(f"{when}  {_column(r.get('subject'), 60)}  <{r.get('messageId')}>")
             if r.get("snippet"):
                 _say(f"            {_one_line(r['snippet'], 100)}")
         if not results:

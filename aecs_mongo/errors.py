@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .mailbox import DispatchReport, DownloadReport
+    from .results import DispatchReport, DownloadReport
 
 
 class AecsMongoError(Exception):

@@ -33,13 +33,16 @@ import shutil
 import ssl
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from email.message import EmailMessage
 from os import PathLike, fspath
 from types import ModuleType
 from typing import IO, Any, BinaryIO, Literal, Protocol, TypeVar
 
 from .errors import AecsMongoError, DispatchError, MailboxAuthError, MailboxConnectionError, MailboxError
+
+# the reports live with the other results (so errors.py can name them without importing this
+# module); imported here, where they were first defined, so old imports keep working
+from .results import DispatchReport, DownloadReport, MigrationReport
 
 __all__ = [
     "DispatchError",
@@ -82,57 +85,6 @@ class MailboxStore(Protocol):
 
 
 # --- errors --------------------------------------------------------------------------------------
-
-
-# --- reports -------------------------------------------------------------------------------------
-
-
-@dataclass
-class MigrationReport:
-    """What ``migrate_from_uidl_store`` did.
-
-    ``added``: UIDLs newly recorded in the store. ``duplicates``: how many of those carried a
-    Message-ID the store already held (the UIDL is recorded, the message is not stored twice).
-    ``skipped``: UIDLs the store already knew, left alone. ``failed``: ``(uidl, reason)`` for
-    records that could not be decoded or that the store refused.
-    """
-
-    added: int = 0
-    skipped: int = 0
-    duplicates: int = 0
-    failed: list[tuple[str, str]] = field(default_factory=list)
-
-
-@dataclass
-class DownloadReport:
-    """What ``download`` did.
-
-    ``downloaded``: messages fetched and stored (their UIDLs are now recorded). ``skipped``: server
-    UIDLs the store already knew. ``deleted_on_server``: deletions the server committed (set only
-    after QUIT succeeded, since POP3 deletes nothing before QUIT). ``failed``: ``(uidl, reason)``
-    for messages the store refused; they stay on the server.
-    """
-
-    downloaded: int = 0
-    skipped: int = 0
-    deleted_on_server: int = 0
-    failed: list[tuple[str, str]] = field(default_factory=list)
-
-
-@dataclass
-class DispatchReport:
-    """What ``dispatch`` did.
-
-    ``routed``: messages handed to each route (by route address). ``defaulted``: messages handed
-    to the default handler. ``unrouted``: ids of messages no route matched, left in the store
-    (only without a default handler). ``missing``: ids listed but gone before they could be read
-    (deleted concurrently).
-    """
-
-    routed: dict[str, int] = field(default_factory=dict)
-    defaulted: int = 0
-    unrouted: list[str] = field(default_factory=list)
-    missing: int = 0
 
 
 # --- migration from the old GDBM store ---------------------------------------------------------

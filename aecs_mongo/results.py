@@ -1,11 +1,12 @@
-"""What the store's methods return."""
+"""What the store's methods and the POP3 pipeline (``aecs_mongo.mailbox``) return."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-__all__ = ["MessagePage", "StoreResult", "ThreadPage"]
+from .types import MessageSummary, ThreadSummary
+
+__all__ = ["DispatchReport", "DownloadReport", "MessagePage", "MigrationReport", "StoreResult", "ThreadPage"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class StoreResult:
 class MessagePage:
     """One keyset page of message summaries; pass ``next_cursor`` back for the next (None: last page)."""
 
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[MessageSummary] = field(default_factory=list)
     next_cursor: str | None = None
 
 
@@ -42,5 +43,53 @@ class MessagePage:
 class ThreadPage:
     """One keyset page of thread summaries, most recent activity first."""
 
-    threads: list[dict[str, Any]] = field(default_factory=list)
+    threads: list[ThreadSummary] = field(default_factory=list)
     next_cursor: str | None = None
+
+
+@dataclass
+class MigrationReport:
+    """What ``migrate_from_uidl_store`` did.
+
+    ``added``: UIDLs newly recorded in the store. ``duplicates``: how many of those carried a
+    Message-ID the store already held (the UIDL is recorded, the message is not stored twice).
+    ``skipped``: UIDLs the store already knew, left alone. ``failed``: ``(uidl, reason)`` for
+    records that could not be decoded or that the store refused.
+    """
+
+    added: int = 0
+    skipped: int = 0
+    duplicates: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class DownloadReport:
+    """What ``download`` did.
+
+    ``downloaded``: messages fetched and stored (their UIDLs are now recorded). ``skipped``: server
+    UIDLs the store already knew. ``deleted_on_server``: deletions the server committed (set only
+    after QUIT succeeded, since POP3 deletes nothing before QUIT). ``failed``: ``(uidl, reason)``
+    for messages the store refused; they stay on the server.
+    """
+
+    downloaded: int = 0
+    skipped: int = 0
+    deleted_on_server: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class DispatchReport:
+    """What ``dispatch`` did.
+
+    ``routed``: messages handed to each route (by route address). ``defaulted``: messages handed
+    to the default handler. ``unrouted``: ids of messages no route matched, left in the store
+    (only without a default handler). ``missing``: ids listed but gone before they could be read
+    (deleted concurrently).
+    """
+
+    routed: dict[str, int] = field(default_factory=dict)
+    defaulted: int = 0
+    unrouted: list[str] = field(default_factory=list)
+    missing: int = 0

@@ -17,6 +17,7 @@ from pymongo import MongoClient
 
 from aecs_mongo import MessageStore
 from aecs_mongo.embedded import INSTALL_HINT, EmbeddedServer, embedded_available
+from aecs_mongo.sources import Skipped, read_messages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,10 +32,14 @@ def run(uri: str, db_name: str, mailbox: Path) -> None:
             print(f"; skipped {name} ({reason})", end="")
         print()
 
-        for path in sorted(mailbox.glob("*.eml")):
-            result = store.store(path.read_bytes())
+        for item in read_messages([mailbox]):
+            name = Path(item.origin.path).name
+            if isinstance(item, Skipped):
+                print(f"{'skipped':>15}  {name:24} {item.reason}")
+                continue
+            result = store.store(item.data)
             state = "stored" if result.inserted else "already stored"
-            print(f"{state:>15}  {path.name:24} {result.message_id}")
+            print(f"{state:>15}  {name:24} {result.message_id}")
 
         print("\nconversations, most recent first:")
         for t in store.list_threads(limit=10).threads:

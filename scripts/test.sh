@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the tests need (a venv with the package and its test extra, mongosh from
-# npm) and run every check CI runs. Extra arguments go to pytest.
+# npm) and run every check CI runs. Extra arguments go to pytest. CI=true runs the big test
+# budgets (tests/budgets.py); the default ones keep this under 5 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # system packages for the POP3 and GDBM tests (a real Dovecot; gdbm_dump/gdbm_load); as root only
@@ -14,7 +15,14 @@ if ! command -v dovecot >/dev/null || ! command -v gdbm_dump >/dev/null; then
 fi
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# (re)install only when pyproject.toml changed since the last install: the package itself is
+# editable, so code changes need none, and pip's no-op run still costs seconds
+stamp=.venv/.aecs-test-install
+want="$(sha256sum pyproject.toml)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+  echo "$want" >"$stamp"
+fi
 if [ ! -x node_modules/.bin/mongosh ]; then
   npm ci --no-audit --no-fund --silent
 fi

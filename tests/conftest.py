@@ -8,7 +8,8 @@
 Choose with ``--backends=mongomock,rs,standalone,uri`` or ``AECS_BACKENDS``; the default is
 ``mongomock,rs,standalone`` plus ``uri`` when ``MONGODB_URI`` is set. A requested backend that
 cannot start fails the run: nothing is skipped silently. Each test gets its own database and
-drops it afterwards. Tests marked ``server`` run only on real servers.
+drops it afterwards. Tests marked ``server`` run only on real servers; ``one_server`` ones (what
+they check does not depend on the deployment) on the first server backend requested.
 
 Store tests (those using ``make_store``/``store``) also run once per store flavor: the sync
 ``MessageStore``, and ``AsyncMessageStore`` over PyMongo's ``AsyncMongoClient`` and over Motor
@@ -36,6 +37,12 @@ SERVER_BACKENDS = ("rs", "standalone", "uri")
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "one_server: needs a server, but checks nothing that depends on which: the first one only"
+    )
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--backends", default=None, help="comma-separated: " + ",".join(ALL_BACKENDS))
     parser.addoption("--flavors", default=",".join(FLAVORS), help="store flavors: " + ",".join(FLAVORS))
@@ -61,6 +68,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = enabled_backends(metafunc.config)
     if metafunc.definition.get_closest_marker("server"):
         names = [n for n in names if n in SERVER_BACKENDS]
+    if metafunc.definition.get_closest_marker("one_server"):
+        names = [n for n in names if n in SERVER_BACKENDS][:1]
     if "store_flavor" not in metafunc.fixturenames:
         metafunc.parametrize("backend", names, scope="session")
         return

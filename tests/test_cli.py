@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import unicodedata
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from aecs_mongo.cli import _finish_in_hand_on_interrupt, command_names, iter_mbox, main
+from aecs_mongo.cli import _finish_in_hand_on_interrupt, command_names, main
+from aecs_mongo.sources import iter_mbox
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"
@@ -120,43 +122,6 @@ def test_no_embedded_server_prints_the_install_command(
     monkeypatch.setattr(aecs_mongo.embedded, "embedded_available", lambda: False)
     assert main(["--data-dir", str(tmp_path / "data"), "inbox"]) == 2
     assert aecs_mongo.embedded.INSTALL_HINT in capsys.readouterr().err
-
-
-def test_mbox_reader_splits_and_unquotes(tmp_path: Path) -> None:
-    originals = [p.read_bytes() for p in sorted(SAMPLES.glob("*.eml"))] + [FROM_LINE_MESSAGE]
-    path = tmp_path / "box.mbox"
-    path.write_bytes(mbox_from(originals))
-    entries = list(iter_mbox(path))
-    assert [e.number for e in entries] == list(range(1, len(originals) + 1))
-    # byte-exact back, but for line endings the samples may lack at the very end
-    for entry, original in zip(entries, originals, strict=True):
-        assert entry.data == original if original.endswith(b"\n") else original + b"\n"
-    assert b"\nFrom the start of the project" in entries[-1].data
-    assert b"\n>From an already quoted line" in entries[-1].data
-    assert entries[0].offset == 0 and sum(e.size for e in entries) == path.stat().st_size
-
-
-def test_mbox_reader_keeps_an_unquoted_from_inside_a_paragraph(tmp_path: Path) -> None:
-    path = tmp_path / "box"
-    path.write_bytes(
-        b"junk before\n\nFrom a b\nSubject: one\n\nline\nFrom here on, not a separator\n\nFrom c d\nSubject: two\n\nx\n"
-    )
-    entries = list(iter_mbox(path))
-    assert [e.number for e in entries] == [0, 1, 2]
-    assert entries[1].data == b"Subject: one\n\nline\nFrom here on, not a separator\n"
-    assert entries[2].data == b"Subject: two\n\nx\n"
-
-
-def test_what_counts_as_not_mail() -> None:
-    from aecs_mongo.cli import _not_mail
-
-    assert _not_mail(b"Subject: hi\n\nbody\n") is None
-    assert _not_mail(b"   \r\nDelivered-To: bob@example.com\r\n\r\nbody") is None  # a line of blanks first
-    assert _not_mail(b"From x Mon Nov  2 09:15:00 2026\nSubject: hi\n") is None
-    assert (_not_mail(b"") or "").startswith("empty")
-    assert (_not_mail(b" \n\t\n") or "").startswith("empty")
-    assert "not an email message" in (_not_mail(b"\nWhat does Thunderbird do?\n") or "")
-    assert "not an email message" in (_not_mail(b"\x89PNG\r\n\x1a\n") or "")
 
 
 # --- against the test servers --------------------------------------------------------------------
@@ -354,6 +319,52 @@ def test_text_output_of_the_reads(cli: Cli) -> None:
     assert cli("thread", "nothing@example.com").code == 1
 
 
+def _terminal_cells(text: str) -> int:
+    """Cells a terminal draws: East Asian wide/fullwidth 2, combining marks 0, others 1."""
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text
+    )
+
+
+WIDE_SUBJECTS = {
+    "wide-ja@example.jp": ("山田太郎", "会議の議題について確認をお願いします"),
+    "wide-zh@example.cn": ("王小明", "关于下周预算会议的安排和准备工作以及其他相关事项的详细说明与讨论"),
+    "wide-mark@example.com": ("Rene\u0301e Dupont", "Cafe\u0301 re\u0301sume\u0301 for the week"),
+    "wide-ascii@example.com": ("Bob Builder", "Plain subject"),
+}
+
+
+@pytest.mark.server
+def test_tables_line_up_on_wide_characters(cli: Cli, tmp_path: Path) -> None:
+    from email.header import Header
+
+    for n, (mid, (name, subject)) in enumerate(WIDE_SUBJECTS.items()):
+        sender = Header(name, "utf-8").encode()
+        (tmp_path / f"{n}.eml").write_bytes(
+            f"From: {sender} <s{n}@example.com>\r\nTo: alice@example.com\r\n"
+            f"Subject: {Header(subject, 'utf-8').encode()}\r\nMessage-ID: <{mid}>\r\n"
+            f"Date: Mon, 02 Nov 2026 09:0{n}:00 +0000\r\n\r\nbody\r\n".encode()
+        )
+    assert cli("ingest", str(tmp_path)).code == 0
+
+    rows = cli("threads").out.splitlines()[:-1]  # the last line is next_cursor
+    assert len(rows) == len(WIDE_SUBJECTS)
+    # the thread id column starts at the same cell on every row, whatever the subject's script
+    starts = {_terminal_cells(row[: row.rindex("  ") + 2]) for row in rows}
+    assert starts == {20 + 2 + 4 + 6 + 50 + 2}, rows
+    chinese = next(row for row in rows if "关于" in row)
+    assert "…" in chinese  # 62 cells of subject, cut to fit 50
+
+    lines = cli("inbox").out.splitlines()
+    firsts = [line for line in lines if not line.startswith(" ") and not line.startswith("next_cursor")]
+    assert len(firsts) == len(WIDE_SUBJECTS)
+    for line in firsts:
+        subject = next(s for _, s in WIDE_SUBJECTS.values() if s[:3] in line)
+        # the subject column starts after the 36-cell sender column on every row
+        assert _terminal_cells(line[: line.index(subject[:3])]) == 20 + 2 + 36 + 2, line
+    assert any("山田太郎" in line for line in firsts) and any("Rene\u0301e Dupont" in line for line in firsts)
+
+
 @pytest.mark.server
 def test_mailboxes_are_separate(cli: Cli) -> None:
     assert cli("ingest", str(SAMPLES), "--mailbox", "alice").code == 0
@@ -520,21 +531,31 @@ def test_progress_line_on_a_terminal_only(servers: Any, backend: str, tmp_path: 
     servers.client(backend).drop_database(name)
 
 
+@pytest.fixture(scope="module")
+def interrupt_mbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An mbox of about 300 messages (16 batches of 20): long enough to interrupt mid-ingest,
+    short enough that the resumed ingest is quick; written once for the three interruptions."""
+    mbox = tmp_path_factory.mktemp("interrupt") / "big.mbox"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_mbox.py"), "--size-mb", "3", "--out", str(mbox)],
+        check=True,
+        capture_output=True,
+    )
+    return mbox
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to the process group", "SIGKILL to the command"])
-def test_interrupted_ingest_stops_the_embedded_server_and_resumes(how: str, tmp_path: Path) -> None:
+def test_interrupted_ingest_stops_the_embedded_server_and_resumes(
+    how: str, tmp_path: Path, interrupt_mbox: Path
+) -> None:
     from aecs_mongo.embedded import embedded_available
 
     if not embedded_available():
         pytest.skip("the embedded server is not installed")
     if not Path("/proc/self/stat").exists():
         pytest.skip("needs /proc to find the server process")
-    mbox = tmp_path / "big.mbox"
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gen_mbox.py"), "--size-mb", "8", "--out", str(mbox)],
-        check=True,
-        capture_output=True,
-    )
+    mbox = interrupt_mbox
     total = sum(1 for _ in iter_mbox(mbox))
     env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
     argv = ["--data-dir", str(tmp_path / "data"), "ingest", str(mbox), "--batch-size", "20", "--json"]

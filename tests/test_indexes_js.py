@@ -489,7 +489,7 @@ def test_indexes_js_atlas_mode_fails_loudly_off_atlas(servers: Any, backend: str
     assert run.names("created") == [spec.name for spec in index_specs() if spec.name != TEXT_INDEX]
 
 
-@pytest.mark.server
+@pytest.mark.one_server  # indexes.js checks its settings before it sends any command
 @pytest.mark.parametrize(
     ("settings", "message"),
     [

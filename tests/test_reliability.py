@@ -1,9 +1,10 @@
 """Concurrency and crash consistency on the real test server (both modes).
 
-- 8 worker processes store an overlapping set of 2,000 messages, each delivered 3 times,
-  shuffled: every message is stored once and every thread summary equals a recomputation.
+- 8 worker processes store an overlapping set of 2,000 messages (400 without ``CI=true``, see
+  tests/budgets.py), each delivered 3 times, shuffled: every message is stored once and every
+  thread summary equals a recomputation.
 - A child process ingesting a mailbox is killed with SIGKILL at seeded random moments until 25
-  kills per mode have landed mid-ingest (50 over both modes); re-running the ingest (and
+  kills per mode (4 without ``CI=true``) have landed mid-ingest; re-running the ingest (and
   ``reindex()`` where there are no transactions) gives a database equal to a clean ingest,
   document for document, and no document points at a missing GridFS file.
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import multiprocessing
-import os
 import random
 import signal
 import subprocess
@@ -27,15 +27,16 @@ from pymongo import MongoClient
 
 from aecs_mongo import AsyncMessageStore, MessageStore
 
+from .budgets import budget
 from .factories import recomputed_threads, stored_threads
 from .reliability_workers import VICTIM_APP, concurrent_worker, generated_mail, ingest, victim_mail
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
-MESSAGES = int(os.environ.get("AECS_CONCURRENCY_MESSAGES", "2000"))
+MESSAGES = budget("AECS_CONCURRENCY_MESSAGES", big=2000, small=400)
 WORKERS = 8
-CRASH_RUNS_PER_MODE = int(os.environ.get("AECS_CRASH_RUNS", "25"))
+CRASH_RUNS_PER_MODE = budget("AECS_CRASH_RUNS", big=25, small=4)
 
 
 def test_eight_workers_store_every_message_once(servers: Any, backend: str, db: Any) -> None:

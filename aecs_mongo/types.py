@@ -1,0 +1,166 @@
+"""Typed shapes of what the store takes and gives back, for a user's ``mypy --strict``.
+
+``NormalizedEmail`` and its parts follow the AECS-1 schema
+(``normalized-email.schema.json``): ``messageId`` and ``threadId`` are required, everything
+the schema does not require is ``NotRequired``, and a field the spec documents as ``X | null``
+is typed ``X | None``. Where the store gives back ``None`` for a field the schema leaves
+non-nullable (``metadata.from`` of a message without a sender, ``processing.processedAt`` of an
+object stored without one), the type says ``| None`` too: these types describe the objects the
+store actually returns.
+
+``x_`` extension fields (allowed at every level by AECS-1 §9) cannot be declared in a
+``TypedDict``: the store accepts any ``Mapping[str, Any]`` as well, so a dict with ``x_`` fields
+still type-checks as input, and reads return them at runtime (read them with
+``cast(Mapping[str, Any], email)["x_..."]``).
+
+The read records (``MessageSummary``, ``ContextEntry``, ``ThreadSummary``, ``SearchHit``,
+``SemanticHit``) are the small dicts the list reads return, all keys always present.
+"""
+
+from __future__ import annotations
+
+from typing import NotRequired, TypedDict
+
+__all__ = [
+    "Address",
+    "Attachment",
+    "Content",
+    "ContextEntry",
+    "MessageSummary",
+    "Metadata",
+    "NormalizedEmail",
+    "Processing",
+    "SearchHit",
+    "SemanticHit",
+    "Thread",
+    "ThreadSummary",
+]
+
+
+class Address(TypedDict):
+    """A mailbox: ``email`` (at least ``a@b``) and an optional display name."""
+
+    email: str
+    name: NotRequired[str | None]
+
+
+# "from" is a keyword: the functional form is the only way to name the field
+Metadata = TypedDict(
+    "Metadata",
+    {
+        "from": NotRequired[Address | None],
+        "to": NotRequired[list[Address]],
+        "cc": NotRequired[list[Address]],
+        "bcc": NotRequired[list[Address]],
+        "subject": NotRequired[str | None],
+        "date": NotRequired[str | None],  # ISO 8601 UTC, null when the Date header is absent or unparseable
+        "timestamp": NotRequired[int | None],  # Unix seconds, null when date is
+    },
+)
+
+
+class Content(TypedDict, total=False):
+    """The bodies: ``rawFull`` (base64 of the whole message), ``raw``, ``html``, ``text``,
+    ``clean`` (quotes and signature removed) and ``forAI``."""
+
+    rawFull: str | None
+    raw: str | None
+    html: str | None
+    text: str | None
+    clean: str | None
+    forAI: str | None
+
+
+class Thread(TypedDict, total=False):
+    position: int | None
+    inReplyTo: str | None
+    references: list[str]
+
+
+class Attachment(TypedDict):
+    filename: str
+    contentType: str
+    size: int
+    id: NotRequired[str | None]
+    cid: NotRequired[str | None]
+
+
+class Processing(TypedDict, total=False):
+    processedAt: str | None
+    specVersion: str | None
+    cleanFallback: bool | None  # AECS-1.1: clean fell back to text (the store keeps it)
+
+
+class NormalizedEmail(TypedDict):
+    """An AECS-1 NormalizedEmail."""
+
+    messageId: str
+    threadId: str
+    metadata: NotRequired[Metadata]
+    content: NotRequired[Content]
+    thread: NotRequired[Thread]
+    attachments: NotRequired[list[Attachment]]
+    processing: NotRequired[Processing]
+
+
+# --- what the list reads return -------------------------------------------------------------------
+
+MessageSummary = TypedDict(
+    "MessageSummary",
+    {
+        "messageId": str,
+        "threadId": str,
+        "subject": str | None,
+        "from": Address | None,
+        "date": str | None,
+        "ts": int,
+        "inReplyTo": str | None,
+        "attachmentCount": int,
+    },
+)
+MessageSummary.__doc__ = "One message of ``list_messages``, ``with_participant`` and ``replies_to``."
+
+ContextEntry = TypedDict(
+    "ContextEntry",
+    {
+        "messageId": str,
+        "from": Address | None,
+        "subject": str | None,
+        "date": str | None,
+        "ts": int,
+        "forAI": str | None,
+        "position": int,
+    },
+)
+ContextEntry.__doc__ = "One message of ``thread_context``: what a prompt needs, with its position in the thread."
+
+
+class ThreadSummary(TypedDict):
+    """One thread of ``list_threads``."""
+
+    threadId: str
+    subject: str | None
+    messageCount: int
+    firstTs: int
+    lastTs: int
+    firstMessageKey: str
+    lastMessageKey: str
+
+
+class SearchHit(TypedDict):
+    """One result of ``search``, best first (newest first for the scan)."""
+
+    messageId: str
+    subject: str | None
+    ts: int
+    snippet: str
+    score: float | None
+
+
+class SemanticHit(TypedDict):
+    """One result of ``semantic_search``, nearest first."""
+
+    messageId: str
+    subject: str | None
+    ts: int
+    score: float | None
