@@ -1050,6 +1050,22 @@ class MessageStore:
         """
         return Feed(self, consumer, since=since, auto_ack=auto_ack, max_await_ms=max_await_ms)
 
+    def set_embeddings(self, vectors_by_id: Mapping[str, Sequence[float]]) -> int:
+        """``set_embedding`` for many messages in one read and one write; returns how many were kept.
+
+        A message not in the mailbox (deleted since a worker saw it) is skipped, not an error.
+        """
+        checked = {self._id_for(mid): vectors.check_vector(vector) for mid, vector in vectors_by_id.items()}
+        if not checked:
+            return 0
+        found = self._messages.find(self._by_ids(list(checked)), {"threadKey": 1, "messageKey": 1})
+        writes = [
+            (self._upsert_key(m["_id"]), vectors.vector_document(self.mailbox_id, m, checked[m["_id"]]))
+            for m in found
+        ]
+        self._write_each(self._vectors, writes, replace=True)
+        return len(writes)
+
     def _vector_hits(self, vector: Sequence[float], limit: int, tkey: str | None) -> list[dict[str, Any]]:
         """``{_id, score}`` of the nearest vectors, by the engine ``vector_engine`` picks."""
         engine = self.vector_engine

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .indexes import ATLAS_VECTOR_INDEX_NAME
@@ -20,9 +21,11 @@ __all__ = [
     "NearestVectors",
     "atlas_index_pipeline",
     "check_query_vector",
+    "check_vector",
     "cosine",
     "first_time",
     "mailbox_id_range",
+    "vector_document",
 ]
 
 #: ``vector_engine`` values: Atlas ``$vectorSearch``, the exact bounded scan, or pick (Atlas
@@ -42,25 +45,51 @@ def first_time(*key: str) -> bool:
 
 def check_query_vector(vector: object) -> list[float]:
     """A non-empty sequence of numbers, not all zero (cosine is undefined for the zero vector)."""
-    if isinstance(vector, (str, bytes)) or not isinstance(vector, Sequence):
-        raise TypeError("vector must be a sequence of numbers")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vector):
-        raise TypeError("vector must be a sequence of numbers")
-    values = [float(v) for v in vector]
+    values = check_vector(vector)
     if not values or not any(values) or not all(math.isfinite(v) for v in values):
         raise ValueError("vector must be non-empty, finite and not all zeros")
     return values
 
 
-def cosine(a: Sequence[float], b: Sequence[float]) -> float | None:
-    """Cosine similarity; None when undefined (lengths differ, or either vector is zero)."""
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return float(sum(map(operator.mul, a, b)))
+
+
+#: ``math.sumprod`` (Python 3.12) where there is one: the dot product in C, several times faster
+_sumprod: Callable[[Sequence[float], Sequence[float]], float] = getattr(math, "sumprod", _dot)
+
+
+def check_vector(vector: object) -> list[float]:
+    """A vector to store: a sequence of numbers (as ``set_embedding`` takes it)."""
+    if isinstance(vector, (str, bytes)) or not isinstance(vector, Sequence):
+        raise TypeError("vector must be a sequence of numbers")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vector):
+        raise TypeError("vector must be a sequence of numbers")
+    return [float(v) for v in vector]
+
+
+def vector_document(mailbox_id: str, message: Mapping[str, Any], embedding: list[float]) -> dict[str, Any]:
+    """The ``vectors`` document of one message: the one ``set_embedding`` writes."""
+    return {
+        "_id": message["_id"],
+        "mailboxId": mailbox_id,
+        "messageKey": message["messageKey"],
+        "threadKey": message["threadKey"],
+        "embedding": embedding,
+    }
+
+
+def cosine(a: Sequence[float], b: Sequence[float], norm_a: float | None = None) -> float | None:
+    """Cosine similarity; None when undefined (lengths differ, or either vector is zero).
+
+    ``norm_a``: ``a``'s length, when the caller compares one vector with many.
+    """
     if len(a) != len(b):
         return None
-    dot = math.fsum(x * y for x, y in zip(a, b, strict=True))
-    norms = math.sqrt(math.fsum(x * x for x in a)) * math.sqrt(math.fsum(y * y for y in b))
+    norms = (math.hypot(*a) if norm_a is None else norm_a) * math.hypot(*b)
     if norms == 0.0 or not math.isfinite(norms):
         return None
-    return dot / norms
+    return float(_sumprod(a, b)) / norms
 
 
 class NearestVectors:
@@ -73,6 +102,7 @@ class NearestVectors:
 
     def __init__(self, query: Sequence[float], limit: int) -> None:
         self.query = list(query)
+        self.query_norm = math.hypot(*self.query)
         self.limit = limit
         self.examined = 0
         self.skipped = 0
@@ -80,7 +110,7 @@ class NearestVectors:
 
     def offer(self, _id: str, embedding: Any) -> None:
         self.examined += 1
-        similarity = cosine(self.query, embedding) if isinstance(embedding, list) else None
+        similarity = cosine(self.query, embedding, self.query_norm) if isinstance(embedding, list) else None
         if similarity is None:
             self.skipped += 1
             return

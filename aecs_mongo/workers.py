@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pymongo.errors import OperationFailure
 
 from . import feed
-from .errors import NotFoundError, ServerFeatureError
+from .errors import ServerFeatureError
 from .feed import FeedItem, Vectors
 
 if TYPE_CHECKING:
@@ -243,9 +243,11 @@ def embed_new(
 ) -> int:
     """Embed the messages ``consumer`` has not embedded yet; returns how many were embedded.
 
-    ``fn(texts)`` gets up to ``batch_size`` ``forAI`` texts and returns one vector per text,
-    stored with ``set_embedding``. The consumer's checkpoint moves only after a batch is stored,
-    so a worker killed mid-way embeds at most that batch again. Messages without text are
+    ``fn(texts)`` (async: it may be a coroutine function) gets up to ``batch_size`` ``forAI``
+    texts and returns one vector per text, stored as ``set_embedding`` stores them
+    (``set_embeddings``: one read and one write per batch). The consumer's checkpoint moves
+    only after a batch is stored, so a worker killed mid-way embeds at most that batch again.
+    Messages without text are
     skipped, as are messages deleted before their vector was stored. ``follow=False`` returns
     once the feed is caught up (nothing new within ``max_await_ms``); ``follow=True`` keeps
     going until cancelled or interrupted. A new consumer starts at ``since`` (every stored
@@ -273,12 +275,7 @@ def _embed_batch(
         return 0
     texts = [item.for_ai or "" for item in todo.values()]
     vectors = feed.check_vectors(_resolve(fn(texts)), len(texts))
-    stored = 0
-    for message_id, vector in zip(todo, vectors, strict=True):
-        try:
-            store.set_embedding(message_id, vector)
-        except NotFoundError:
-            log.debug("not embedded: message %r was deleted before its vector was stored", message_id)
-            continue
-        stored += 1
+    stored = store.set_embeddings(dict(zip(todo, vectors, strict=True)))
+    if stored < len(todo):
+        log.debug("%d messages were deleted before their vectors were stored", len(todo) - stored)
     return stored

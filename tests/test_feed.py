@@ -169,6 +169,21 @@ def test_exact_semantic_search_is_bounded_by_scan_limit(make_store: Callable[...
     assert len(hits) == 10  # only scan_limit vectors were compared
 
 
+def test_set_embeddings_writes_what_set_embedding_writes(db: Any) -> None:
+    store = MessageStore(db, mailbox_id="alice")
+    store.ensure_indexes()
+    store.store_many([email(1), email(2)])
+    store.set_embedding("m1@example.com", [1, 2.5])
+    one = db.vectors.find_one({"_id": doc_id("alice", message_key("m1@example.com"))})
+    db.vectors.delete_many({})
+    kept = store.set_embeddings({"m1@example.com": [1, 2.5], "<m2@example.com>": [3.0, 4.0], "gone@x": [1.0, 1.0]})
+    assert kept == 2  # the message that is not stored is skipped
+    assert db.vectors.find_one({"_id": one["_id"]}) == one
+    assert db.vectors.find_one({"_id": doc_id("alice", message_key("m2@example.com"))})["embedding"] == [3.0, 4.0]
+    with pytest.raises(TypeError):
+        store.set_embeddings({"m1@example.com": ["x"]})
+
+
 def test_vector_engines(db: Any) -> None:
     store = MessageStore(db, mailbox_id="alice")
     store.ensure_indexes()
