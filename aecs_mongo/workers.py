@@ -247,11 +247,10 @@ def embed_new(
     texts and returns one vector per text, stored as ``set_embedding`` stores them
     (``set_embeddings``: one read and one write per batch). The consumer's checkpoint moves
     only after a batch is stored, so a worker killed mid-way embeds at most that batch again.
-    Messages without text are
-    skipped, as are messages deleted before their vector was stored. ``follow=False`` returns
-    once the feed is caught up (nothing new within ``max_await_ms``); ``follow=True`` keeps
-    going until cancelled or interrupted. A new consumer starts at ``since`` (every stored
-    message by default).
+    Messages without text are skipped, as are messages deleted before their vector was
+    stored. ``follow=False`` returns once the feed is caught up (nothing new within
+    ``max_await_ms``); ``follow=True`` keeps going until cancelled or interrupted. A new
+    consumer starts at ``since`` (every stored message by default).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= _MAX_BATCH:
         raise ValueError(f"batch_size must be an int between 1 and {_MAX_BATCH}")
