@@ -154,7 +154,8 @@ def backfill_filter(mailbox_id: str, after: Sequence[Any] | None) -> dict[str, A
     if after is None:
         return base
     ts, key = int(after[0]), str(after[1])
-    return {"$and": [base, {"$or": [{"ts": {"$gt": ts}}, {"ts": ts, "messageKey": {"$gt": key}}]}]}
+    # the plain ``ts`` bound lets the index scan start at the position instead of the mailbox's start
+    return {**base, "ts": {"$gte": ts}, "$or": [{"ts": {"$gt": ts}}, {"messageKey": {"$gt": key}}]}
 
 
 def checkpoint_document(mailbox_id: str, consumer: str, position: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ __all__ = ["Feed", "embed_new"]
 
 log = logging.getLogger("aecs_mongo")
 
-_BACKFILL_PAGE = 200
+_BACKFILL_PAGE = 500
 _MAX_BATCH = 1000
 _NOT_A_REPLICA_SET = 40573  # "The $changeStream stage is only supported on replica sets"
 _NEEDS = "a replica set or a sharded cluster (MongoDB change streams; a single-node replica set will do)"

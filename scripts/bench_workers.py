@@ -3,10 +3,12 @@
 
 - feed: messages/s delivered by ``store.watch`` from the beginning (backfill) and from the
   stream, acknowledging every item (``auto_ack``) and once per batch of 100 (``next_batch``);
-  the floor is reading the same messages with one PyMongo ``find``.
+  the floors are reading the same messages with one PyMongo ``find``, and draining the same
+  change stream with PyMongo.
 - embed: ``embed_new`` messages/s with an embedding function that costs nothing, so what is
   measured is the feed plus ``set_embedding``.
-- exact search: median ``semantic_search`` latency over N stored vectors of 384 dimensions.
+- exact search: median ``semantic_search`` latency over N stored vectors of 384 dimensions;
+  the floor is reading those vectors with one PyMongo ``find``.
 
 Usage: ``python scripts/bench_workers.py [--messages 2000] [--vectors 1000,5000]``.
 """
@@ -30,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from aecs_mongo import MessageStore  # noqa: E402
 from aecs_mongo.embedded import EmbeddedServer  # noqa: E402
+from aecs_mongo.feed import stream_pipeline  # noqa: E402
 from aecs_mongo.workers import embed_new  # noqa: E402
 from tests.factories import email  # noqa: E402
 
@@ -59,13 +62,24 @@ def bench_feed(db: Any, count: int) -> None:
                     seen += len(feed.next_batch(100))
                     feed.ack()
         print(f"{label}{rate(seen, time.perf_counter() - started)}")
-    # the stream: new messages after the consumers caught up
-    more = [email(100_000 + i, thread="s@example.com") for i in range(count)]
-    store.store_many(more, batch_size=500)
-    for label, auto in (("stream, ack every item:     ", True), ("stream, ack per 100:        ", False)):
+    # the stream: consumers that start now (an open stream), then new mail arrives
+    pipeline = stream_pipeline("feed")
+    followers = {auto: store.watch(f"stream-{auto}", auto_ack=auto, max_await_ms=100) for auto in (False, True)}
+    for follower in followers.values():
+        assert follower.next_batch(1) == []  # started: the stream is open, its position kept
+    with db.messages.watch(pipeline) as raw:
+        token = raw.resume_token
+    store.store_many([email(100_000 + i, thread="s@example.com") for i in range(count)], batch_size=500)
+    started = time.perf_counter()
+    seen = 0
+    with db.messages.watch(pipeline, resume_after=token, max_await_time_ms=100) as raw:
+        while seen < count:
+            seen += raw.try_next() is not None
+    print(f"floor, PyMongo change stream: {rate(seen, time.perf_counter() - started)}")
+    for label, auto in (("stream, ack per 100:        ", False), ("stream, ack every item:     ", True)):
         started = time.perf_counter()
         seen = 0
-        with store.watch(f"bench-{auto}", auto_ack=auto, max_await_ms=100) as feed:
+        with followers[auto] as feed:
             if auto:
                 for _ in feed:
                     seen += 1
@@ -88,8 +102,10 @@ def bench_exact(db: Any, sizes: list[int], rounds: int = 5) -> None:
         store = MessageStore(db, mailbox_id=name, scan_limit=size)
         store.ensure_indexes()
         store.store_many([email(i) for i in range(size)], batch_size=500)
-        for i in range(size):
-            store.set_embedding(f"m{i}@example.com", [rng.uniform(-1, 1) for _ in range(384)])
+        store.set_embeddings({f"m{i}@example.com": [rng.uniform(-1, 1) for _ in range(384)] for i in range(size)})
+        started = time.perf_counter()
+        rows = list(db.vectors.find({"mailboxId": name}, {"embedding": 1}))
+        print(f"floor, reading {len(rows)} vectors: {(time.perf_counter() - started) * 1000:7.1f} ms")
         query = [rng.uniform(-1, 1) for _ in range(384)]
         times = []
         for _ in range(rounds):

@@ -65,9 +65,7 @@ def test_the_stream_pipeline_keeps_one_mailbox_and_inserts() -> None:
 def test_backfill_filter_continues_strictly_after_the_position() -> None:
     assert feed_rules.backfill_filter("a", None) == {"mailboxId": "a"}
     after = feed_rules.backfill_filter("a", [10, "k"])
-    assert after == {
-        "$and": [{"mailboxId": "a"}, {"$or": [{"ts": {"$gt": 10}}, {"ts": 10, "messageKey": {"$gt": "k"}}]}]
-    }
+    assert after == {"mailboxId": "a", "ts": {"$gte": 10}, "$or": [{"ts": {"$gt": 10}}, {"messageKey": {"$gt": "k"}}]}
 
 
 def test_a_record_from_a_message_document() -> None:
