@@ -50,7 +50,10 @@ class Feed:
     a message stored during that read may come twice, none is missed). A consumer with a
     checkpoint continues after it, whatever ``since`` says; consumers are independent of each
     other. Use it in ``with``: leaving the block normally acknowledges (with
-    ``auto_ack``) the last item, leaving it by an exception does not.
+    ``auto_ack``) the last item, leaving it by an exception does not (without ``with``, only
+    asking for the next item does). The records are in commit order; the backfill is in date
+    order (``ts``, then message key). Needs change streams: ``ServerFeatureError`` on first use
+    where there are none (a standalone server, mongomock).
     """
 
     def __init__(
