@@ -768,6 +768,39 @@ def _configure_migrate(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="PATH", help="the old UIDL-keyed GDBM file")
 
 
+# --- watch: follow the mailbox -------------------------------------------------------------------
+
+
+def _watch(ctx: Context) -> int:
+    """One line per message stored in the mailbox, until interrupted. A line is acknowledged once
+    it is written (the consumer's checkpoint), so the next run continues after it."""
+    with _signals_as_interrupt(), ctx.store.watch(ctx.args.consumer, since=ctx.args.since) as feed:
+        for item in feed:
+            if ctx.json:
+                _out().write(json.dumps(item.as_dict(), ensure_ascii=False) + "\n")
+            else:
+                when = dt.datetime.fromtimestamp(item.ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                sender = _one_line(item.sender or "?", 36)
+                _say(f"{when:20}  {sender:36}  {_one_line(item.subject, 50):50}  <{item.message_id}>")
+            _out().flush()
+    return EXIT_OK
+
+
+def _configure_watch(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--since",
+        choices=("now", "beginning"),
+        default="now",
+        help="where a new consumer starts: new mail only, or every stored message first (default: now);"
+        " a consumer that ran before continues where it stopped",
+    )
+    p.add_argument(
+        "--consumer",
+        default="cli",
+        help="the reader's name, whose position is kept between runs (default: cli; one per reader)",
+    )
+
+
 # --- the command table ------------------------------------------------------------------------
 
 
@@ -798,6 +831,12 @@ def _commands() -> list[Command]:
             "copy an old UIDL-keyed GDBM message store into the mailbox",
             _migrate_gdbm,
             _configure_migrate,
+        ),
+        Command(
+            "watch",
+            "follow the mailbox: one line per newly stored message, until interrupted",
+            _watch,
+            _configure_watch,
         ),
     ]
 

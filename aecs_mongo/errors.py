@@ -12,7 +12,7 @@ cursor) rather than the driver's or the server's. Argument type mistakes are pla
     ├── DocumentTooLargeError       a message MongoDB cannot hold (over 16 MiB; names the field)
     ├── InvalidCursorError          a pagination cursor that is malformed, forged or foreign
     ├── NotFoundError               an operation that needs a stored message that is absent
-    ├── ServerFeatureError          the server lacks something required (e.g. the embedded server)
+    ├── ServerFeatureError          the server lacks something required (change streams, the embedded server)
     ├── MailboxError                the POP3 server or the old GDBM store failed as a whole
     │   ├── MailboxConnectionError  unreachable, TLS failed, connection dropped
     │   └── MailboxAuthError        user name or password refused

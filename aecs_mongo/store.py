@@ -26,7 +26,8 @@ from typing import Any, cast
 from pymongo import ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure, PyMongoError
 
-from . import blobs, queries
+from . import blobs, queries, vectors
+from .workers import Feed
 from .documents import (
     Blob,
     MessageDocuments,
@@ -126,7 +127,8 @@ class MessageStore:
     ``owner_addresses`` are the mailbox owner's addresses: bcc is stored only on mail they sent.
     ``shared_view=True`` is for a store whose reads other people see: bcc is never returned, and
     ``with_participant`` does not match bcc recipients. ``transactions`` (default: detect) writes
-    each batch's documents in one transaction. ``search_engine`` and ``scan_limit``: ``search``.
+    each batch's documents in one transaction. ``search_engine`` and ``scan_limit``: ``search``;
+    ``vector_engine``: ``semantic_search``.
     ``sharded=True`` on a cluster sharded by ``scripts/shard.js``: point reads then carry the
     shard key and reach one shard. ``retry_seconds``: how long a batch's transaction retries
     transient errors (write conflicts, failovers, a crashed writer's open transaction).
@@ -141,6 +143,7 @@ class MessageStore:
         owner_addresses: Iterable[str] = (),
         for_ai_max_chars: int = 8000,
         search_engine: str = "auto",
+        vector_engine: str = "auto",
         scan_limit: int = 5000,
         transactions: bool | None = None,
         shared_view: bool = False,
@@ -156,6 +159,11 @@ class MessageStore:
         if search_engine not in SEARCH_ENGINES:
             raise ValueError(f"search_engine must be one of {', '.join(SEARCH_ENGINES)}")
         self.search_engine = search_engine
+        if vector_engine not in vectors.VECTOR_ENGINES:
+            raise ValueError(f"vector_engine must be one of {', '.join(vectors.VECTOR_ENGINES)}")
+        #: ``semantic_search``'s engine: ``atlas`` ($vectorSearch), ``exact`` (cosine over at most
+        #: ``scan_limit`` vectors) or ``auto`` (atlas where its vector index is queryable, else exact)
+        self.vector_engine = vector_engine
         self.scan_limit = scan_limit
         self._text_index: bool | None = None  # learned on first search
         self._ignored_fields: set[str] = set()  # unknown input fields already reported
@@ -938,11 +946,14 @@ class MessageStore:
     def semantic_search(
         self, vector: Sequence[float], limit: int = 10, thread_id: str | None = None
     ) -> list[SemanticHit]:
-        """Nearest messages by vector (Atlas Vector Search): messageId, subject, ts, score."""
+        """Nearest messages by vector, best first: messageId, subject, ts, score.
+
+        The engine is ``vector_engine``: Atlas ``$vectorSearch``, or the exact bounded scan
+        (``exact``, and ``auto`` where the Atlas vector index is not queryable).
+        """
         _check_limit(limit)
         tkey = None if thread_id is None else thread_key(check_str(thread_id, "thread_id"))
-        pipeline = queries.vector_search_pipeline(self.mailbox_id, [float(v) for v in vector], limit, tkey)
-        hits = _to_list(_resolve(self._vectors.aggregate(pipeline)))
+        hits = self._vector_hits(vector, limit, tkey)
         rows = self._messages_of(hits)
         return [
             {
@@ -1201,6 +1212,78 @@ class MessageStore:
         op = ReplaceOne if replace else UpdateOne
         outcome = collection.bulk_write([op(s, d, upsert=upsert) for s, d in writes], ordered=False)
         return int(outcome.upserted_count)
+
+    # --- workers: the feed of new mail, and vector search without Atlas (issue 16) ---------------
+
+    _atlas_vectors: bool | None = None  # learned on the first ``auto`` search
+
+    def watch(self, consumer: str, *, since: str = "now", auto_ack: bool = True, max_await_ms: int = 1000) -> Feed:
+        """Every message stored in the mailbox, at least once, in commit order, across restarts.
+
+        ``consumer`` names the reader; its position is kept in ``feed_checkpoints`` (see
+        ``Feed``). Needs change streams (a replica set), else ``ServerFeatureError``.
+        """
+        return Feed(self, consumer, since=since, auto_ack=auto_ack, max_await_ms=max_await_ms)
+
+    def set_embeddings(self, vectors_by_id: Mapping[str, Sequence[float]]) -> int:
+        """``set_embedding`` for many messages in one read and one write; returns how many were kept.
+
+        A message not in the mailbox (deleted since a worker saw it) is skipped, not an error.
+        """
+        checked = {self._id_for(mid): vectors.check_vector(vector) for mid, vector in vectors_by_id.items()}
+        if not checked:
+            return 0
+        found = self._messages.find(self._by_ids(list(checked)), {"threadKey": 1, "messageKey": 1})
+        writes = [
+            (self._upsert_key(m["_id"]), vectors.vector_document(self.mailbox_id, m, checked[m["_id"]]))
+            for m in found
+        ]
+        self._write_each(self._vectors, writes, replace=True)
+        return len(writes)
+
+    def _vector_hits(self, vector: Sequence[float], limit: int, tkey: str | None) -> list[dict[str, Any]]:
+        """``{_id, score}`` of the nearest vectors, by the engine ``vector_engine`` picks."""
+        engine = self.vector_engine
+        if engine not in vectors.VECTOR_ENGINES:
+            raise ValueError(f"vector_engine must be one of {', '.join(vectors.VECTOR_ENGINES)}")
+        if engine == "auto":
+            engine = "atlas" if self._has_atlas_vectors() else "exact"
+        if engine == "atlas":
+            pipeline = queries.vector_search_pipeline(self.mailbox_id, [float(v) for v in vector], limit, tkey)
+            return _to_list(_resolve(self._vectors.aggregate(pipeline)))
+        query = vectors.check_query_vector(vector)
+        if vectors.first_time("exact vector search", self.db.name, self.mailbox_id):
+            log.warning(
+                "semantic_search in mailbox %r compares at most %d vectors one by one: no Atlas vector"
+                " index (not an index)",
+                self.mailbox_id,
+                self.scan_limit,
+            )
+        nearest = vectors.NearestVectors(query, limit)
+        if tkey is None:
+            candidates = self._vectors.find({"_id": vectors.mailbox_id_range(self.mailbox_id)}, {"embedding": 1})
+            candidates = candidates.sort("_id", 1).limit(self.scan_limit)
+        else:
+            members = self._messages.find({"mailboxId": self.mailbox_id, "threadKey": tkey}, {"_id": 1})
+            members = members.sort([("ts", 1), ("messageKey", 1)]).limit(self.scan_limit)
+            ids = [m["_id"] for m in members]
+            candidates = self._vectors.find(self._by_ids(ids), {"embedding": 1})
+        for candidate in candidates:
+            nearest.offer(candidate["_id"], candidate.get("embedding"))
+        return nearest.results()
+
+    def _has_atlas_vectors(self) -> bool:
+        """Whether Atlas lists the vector index as queryable (any refusal: no)."""
+        if self._atlas_vectors is None:
+            if self._mongomock:
+                self._atlas_vectors = False
+            else:
+                try:
+                    listed = _to_list(_resolve(self._vectors.aggregate(vectors.atlas_index_pipeline())))
+                except OperationFailure:
+                    listed = []
+                self._atlas_vectors = any(ix.get("queryable") for ix in listed)
+        return self._atlas_vectors
 
 
 def _parse_raw(raw: bytes, for_ai_max_chars: int) -> Any:
