@@ -27,7 +27,7 @@ from pymongo import MongoClient
 
 from aecs_mongo import AsyncMessageStore, MessageStore
 
-from .budgets import budget
+from .budgets import BIG, budget
 from .factories import recomputed_threads, stored_threads
 from .reliability_workers import VICTIM_APP, concurrent_worker, generated_mail, ingest, victim_mail
 
@@ -199,6 +199,10 @@ def test_redelivery_right_after_writers_died_inside_their_writes(
     uri = servers.uri(backend)
     MessageStore(db, mailbox_id="victims").ensure_indexes()
     transactions = bool(client.admin.command("hello").get("setName"))
+    if transactions and not BIG and not os.environ.get("AECS_REDELIVERY"):
+        pytest.skip(
+            "waits out the server's 60 s transactionLifetimeLimitSeconds: runs with CI=true or AECS_REDELIVERY=1"
+        )
     client.admin.command(
         "configureFailPoint",
         "failCommand",
