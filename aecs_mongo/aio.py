@@ -405,25 +405,27 @@ class AsyncMessageStore:
         if not todo:
             return set()
         await self._put_blobs([(blob, message["messageKey"]) for _, message, blob in todo])
-        kept = set()
+        kept: list[tuple[MessageDocuments, Mapping[str, Any], dict[str, Any]]] = []
         for docs, message, blob in todo:
-            record = {
-                "sha256": docs.message["rawSha256"],
-                "size": len(blob.data),
-                "receivedAt": _dt.datetime.now(_dt.UTC).replace(microsecond=0),
-                "uidl": docs.message.get("uidl"),
-                "blobKey": blob.key,
-            }
+            sha = docs.message["rawSha256"]
             # the hash is the commit point: $addToSet is atomic on every server (a conditional
-            # pipeline update is not, on the test server), so only one writer records a copy
-            outcome = await self._messages.update_one(
-                self._by_id(message["_id"]), {"$addToSet": {"variantHashes": record["sha256"]}}
-            )
-            if outcome.modified_count:
-                await self._messages.update_one(self._by_id(message["_id"]), {"$push": {"variants": record}})
-                kept.add(id(docs))
-                log.debug("kept other bytes of %s as a variant (%s)", docs.message_id, record["sha256"][:12])
-        return kept
+            # pipeline update is not, on the test server), so exactly one writer claims a copy
+            claim = await self._messages.update_one(self._by_id(message["_id"]), {"$addToSet": {"variantHashes": sha}})
+            if claim.modified_count:
+                record = {
+                    "sha256": sha,
+                    "size": len(blob.data),
+                    "receivedAt": _dt.datetime.now(_dt.UTC).replace(microsecond=0),
+                    "uidl": docs.message.get("uidl"),
+                    "blobKey": blob.key,
+                }
+                kept.append((docs, message, record))
+                log.debug("kept other bytes of %s as a variant (%s)", docs.message_id, sha[:12])
+        # the records of the copies this writer claimed, in one round trip
+        await self._write_each(
+            self._messages, [(self._by_id(m["_id"]), {"$push": {"variants": r}}) for _, m, r in kept]
+        )
+        return {id(docs) for docs, _, _ in kept}
 
     async def _kept_hashes(self, message: Mapping[str, Any]) -> set[str]:
         """SHA-256 of every copy kept of a stored message (hashing raw.eml for mail stored before
