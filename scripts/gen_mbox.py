@@ -32,8 +32,8 @@ CORPUS = REPO.parent / "shared" / "corpus" / "eml"
 
 
 def _unique(raw: bytes, round_: int) -> bytes:
-    """Prefix the Message-IDs in the id headers (folded lines too) with the round; mark id-less
-    mail with a header. CRLF and LF files alike."""
+    """Prefix the Message-IDs in the id headers (folded lines too) with the round; mark mail
+    without a usable id with a header, so its synthetic id differs per round. CRLF and LF alike."""
     match = _HEADER_END.search(raw)
     end = match.start() if match else len(raw)
     lines = raw[:end].split(b"\n")
@@ -45,8 +45,8 @@ def _unique(raw: bytes, round_: int) -> bytes:
             has_id = has_id or lower.startswith(b"message-id:")
         if in_id_header:
             lines[i] = _ID.sub(lambda m: b"<r%d.%s>" % (round_, m.group(1)), line)
-    if not has_id:
-        lines.insert(0, b"X-Gen-Round: %d" % round_)
+    if not has_id or not any(_ID.search(line) for line in lines if line.lower().startswith(b"message-id:")):
+        lines.insert(0, b"X-Gen-Round: %d" % round_)  # no usable id: the synthetic id hashes the bytes
     return b"\n".join(lines) + raw[end:]
 
 
