@@ -27,7 +27,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -68,8 +67,6 @@ __all__ = [
     "validate_email",
     "variant_blob_key",
 ]
-
-log = logging.getLogger("aecs_mongo")
 
 #: MongoDB's document limit (16 MiB): the one size the store refuses a message for.
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
