@@ -15,7 +15,13 @@ Decisions where the spec is silent:
 
 - ``ts`` (the sort key) is ``metadata.timestamp``, else ``processing.processedAt``, else 0.
 - Only ``x_`` fields are kept besides the spec's own; other unknown fields are ignored as §10.6
-  asks (and logged). ``x_`` names MongoDB cannot store (``$`` first, a dot, NUL) are refused.
+  asks (``MessageDocuments.ignored``; the store says so once per field name). ``x_`` names
+  MongoDB cannot store (``$`` first, a dot, NUL) are refused.
+- The hot row cuts display strings (``HOT_TEXT_CHARS``) and keeps them whole in ``bodies``; only
+  a ``messages`` document over MongoDB's 16 MiB is refused (C.5 asks for a small hot row, and a
+  mail store must not turn away mail a mail client shows).
+- ``rawSha256`` identifies the bytes of the first copy; other bytes under the same Message-ID are
+  kept as variants (``variant_blob_key``) by the store.
 - ``metadata.date`` is stored as a BSON date; a value that does not re-render identically (an
   offset of ``+00:00``, microseconds) is kept verbatim beside it so it comes back unchanged.
 - ``content.rawFull`` is stored as bytes: the raw bytes given to ``store``, or the string's
