@@ -33,12 +33,28 @@ sys.path.insert(0, str(ROOT))
 from aecs_mongo import MessageStore  # noqa: E402
 from aecs_mongo.embedded import EmbeddedServer  # noqa: E402
 from aecs_mongo.feed import stream_pipeline  # noqa: E402
-from aecs_mongo.workers import embed_new  # noqa: E402
+from aecs_mongo.workers import Feed, embed_new  # noqa: E402
 from tests.factories import email  # noqa: E402
 
 
 def rate(count: int, seconds: float) -> str:
     return f"{count / seconds:8.0f} msg/s ({count} in {seconds:.2f} s)"
+
+
+def drain(feed: Feed, auto_ack: bool, count: int) -> int:
+    """Consume ``count`` items as a worker would: one by one (the feed acks each) or in batches of
+    100 acked together."""
+    seen = 0
+    if auto_ack:
+        for _ in feed:
+            seen += 1
+            if seen == count:
+                break
+    else:
+        while seen < count:
+            seen += len(feed.next_batch(100))
+            feed.ack()
+    return seen
 
 
 def bench_feed(db: Any, count: int) -> None:
@@ -50,17 +66,8 @@ def bench_feed(db: Any, count: int) -> None:
     print(f"floor, one find:              {rate(len(rows), time.perf_counter() - started)}")
     for label, auto in (("backfill, ack every item:   ", True), ("backfill, ack per 100:      ", False)):
         started = time.perf_counter()
-        seen = 0
         with store.watch(f"bench-{auto}", since="beginning", auto_ack=auto, max_await_ms=100) as feed:
-            if auto:
-                for _ in feed:
-                    seen += 1
-                    if seen == count:
-                        break
-            else:
-                while seen < count:
-                    seen += len(feed.next_batch(100))
-                    feed.ack()
+            seen = drain(feed, auto, count)
         print(f"{label}{rate(seen, time.perf_counter() - started)}")
     # the stream: consumers that start now (an open stream), then new mail arrives
     pipeline = stream_pipeline("feed")
@@ -78,17 +85,8 @@ def bench_feed(db: Any, count: int) -> None:
     print(f"floor, PyMongo change stream: {rate(seen, time.perf_counter() - started)}")
     for label, auto in (("stream, ack per 100:        ", False), ("stream, ack every item:     ", True)):
         started = time.perf_counter()
-        seen = 0
         with followers[auto] as feed:
-            if auto:
-                for _ in feed:
-                    seen += 1
-                    if seen == count:
-                        break
-            else:
-                while seen < count:
-                    seen += len(feed.next_batch(100))
-                    feed.ack()
+            seen = drain(feed, auto, count)
         print(f"{label}{rate(seen, time.perf_counter() - started)}")
     started = time.perf_counter()
     done = embed_new(store, "bench-embed", lambda texts: [[1.0, float(len(t))] for t in texts], batch_size=100)
