@@ -7,10 +7,10 @@ Two kinds of reference:
 * The expected outputs other parsers publish with their own tests, for the corpus files that
   came from them: stalwart mail-parser (``resources/eml/**/*.json``), Apache mime4j
   (``testmsgs/*_decoded.xml`` and the decoded body files) and MimeKit (``mbox/*-summary.txt``).
-  The project may not commit those files, so they are read from ``--expected DIR`` (default
-  ``../shared/corpus/expected``), laid out as ``DIR/<source>/<path in that repository>``.
-  ``--extract-from-git stalwart=GITDIR`` fills that layout from a clone, at the commits
-  ``manifest.tsv`` names.
+  They are committed, unmodified and with their licenses, in ``tests/published_expected``
+  (``--expected DIR`` reads another copy), laid out as ``DIR/<source>/<path in that
+  repository>``. ``--extract-from-git stalwart=GITDIR`` fills that layout from a clone, at the
+  commits ``manifest.tsv`` names.
 
 Each reference is projected onto the AECS-1 fields it actually publishes (a field it does not
 publish for a file is not compared), and so is our output; values are compared after light
@@ -43,8 +43,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
-# The published expected outputs: $AECS_DIFFERENTIAL_EXPECTED, else ../shared/corpus/expected.
-EXPECTED = Path(os.environ.get("AECS_DIFFERENTIAL_EXPECTED") or CORPUS / "expected")
+# The published expected outputs: $AECS_DIFFERENTIAL_EXPECTED, else the committed copies.
+EXPECTED = Path(os.environ.get("AECS_DIFFERENTIAL_EXPECTED") or ROOT / "tests" / "published_expected")
 NODE_HELPER = ROOT / "scripts" / "postal_mime_json.mjs"
 
 # Compared pairs: field -> (ours, theirs); a field missing from the dict is not published.

@@ -5,9 +5,9 @@ they can only rise (after a normalizer fix, raise the pins with ``--print-pins``
 not expected to be total: where a reference deviates from AECS-1 we follow the spec.
 
 * postal-mime over the whole corpus: skipped when ``../shared/corpus`` or node/postal-mime is absent.
-* the expected outputs stalwart, mime4j and MimeKit publish with their tests: skipped unless
-  they are in ``../shared/corpus/expected`` or ``$AECS_DIFFERENTIAL_EXPECTED`` (the project may
-  not commit them; ``scripts/differential.py --extract-from-git`` fills that directory from clones).
+* the expected outputs stalwart, mime4j and MimeKit publish with their tests, committed in
+  ``tests/published_expected`` (``$AECS_DIFFERENTIAL_EXPECTED`` points elsewhere): skipped only
+  when ``../shared/corpus`` is absent.
 
 The unit tests below feed the projections small documents written for the test.
 """
