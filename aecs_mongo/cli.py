@@ -874,18 +874,27 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
-def _signals_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP (the terminal closed) unwind like Ctrl-C, so the embedded server is
-    stopped (main thread only: Python delivers signals there)."""
+def _handling(signals: Sequence[signal.Signals], handler: Callable[[int, FrameType | None], None]) -> Iterator[None]:
+    """``handler`` for ``signals`` while the block runs, then the previous handlers again. A
+    signal ignored when we started stays ignored: ``nohup`` ignores SIGHUP so that closing the
+    terminal does not stop the command, and a background job ignores SIGINT (main thread only:
+    Python delivers signals there)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in _STOP_SIGNALS}
+    taken = [sig for sig in signals if signal.getsignal(sig) is not signal.SIG_IGN]
+    previous = {sig: signal.signal(sig, handler) for sig in taken}
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _signals_as_interrupt() -> contextlib.AbstractContextManager[None]:
+    """SIGTERM and SIGHUP (the terminal closed) unwind like Ctrl-C, so the embedded server is
+    stopped."""
+    return _handling(_STOP_SIGNALS, _raise_interrupt)
 
 
 @dataclass
@@ -898,9 +907,6 @@ def _finish_in_hand_on_interrupt() -> Iterator[_StopRequest]:
     """The first Ctrl-C (or SIGTERM, SIGHUP) asks the ingest to stop once the messages already
     handed to the store are written; a second one interrupts at once (main thread only)."""
     stop = _StopRequest()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
 
     def request(signum: int, frame: FrameType | None) -> None:
         if stop.requested:
@@ -908,13 +914,8 @@ def _finish_in_hand_on_interrupt() -> Iterator[_StopRequest]:
         stop.requested = True
         _note("stopping once the messages in hand are stored (press Ctrl-C again to stop now)")
 
-    signals = (signal.SIGINT, *_STOP_SIGNALS)
-    previous = {sig: signal.signal(sig, request) for sig in signals}
-    try:
+    with _handling((signal.SIGINT, *_STOP_SIGNALS), request):
         yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager

@@ -466,6 +466,9 @@ def _on_a_terminal(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[sub
         stderr=writer,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
+        # a shell gives its foreground job the default SIGINT, even when the suite itself runs in
+        # the background (where it inherited SIGINT ignored, as the command then rightly keeps it)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     os.close(writer)
     return proc, reader
@@ -599,11 +602,31 @@ def test_interrupted_ingest_stops_the_embedded_server_and_resumes(
 
 
 def test_a_second_interrupt_stops_at_once() -> None:
-    with _finish_in_hand_on_interrupt() as stop:
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.01)  # the handler runs at the next bytecode boundary
-        assert stop.requested
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(1)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    # Ctrl-C as at a terminal, also when the suite itself runs as a background job
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with _finish_in_hand_on_interrupt() as stop:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)  # the handler runs at the next bytecode boundary
+            assert stop.requested
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_signals_ignored_at_start_stay_ignored() -> None:
+    """``nohup aecs-mongo ingest big.mbox &``: closing the terminal (SIGHUP) must not stop it."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with _finish_in_hand_on_interrupt() as stop:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert callable(signal.getsignal(signal.SIGTERM))  # the others are taken
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.05)
+            assert not stop.requested
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
