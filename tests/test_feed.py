@@ -539,6 +539,9 @@ def watch_cli(rs: tuple[str, Any]) -> Iterator[Callable[..., subprocess.Popen[by
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            # Ctrl-C as at a terminal: a suite started in the background (nohup, `&` without job
+            # control) passes SIGINT on ignored, and Python then rightly leaves it ignored
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         started.append(proc)
         return proc
