@@ -580,7 +580,8 @@ def test_interrupted_ingest_stops_the_embedded_server_and_resumes(
         deadline = time.monotonic() + 30
         while _alive(servers[0]) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(servers[0])
+        log = tmp_path / "data" / "server.log"
+        assert not _alive(servers[0]), log.read_text(errors="replace")[-4000:] if log.exists() else "no server.log"
         confirmed, unconfirmed = 0, total
     else:
         assert proc.returncode == 130, shown.decode(errors="replace")
