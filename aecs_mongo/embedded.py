@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -31,19 +30,30 @@ def embedded_available() -> bool:
     return importlib.util.find_spec("secantus") is not None
 
 
-# Runs SecantusDB in the child. On Linux it first asks for SIGTERM when its parent dies
-# (PR_SET_PDEATHSIG), so a command killed with SIGKILL leaves no server holding the data dir;
-# doing that here, after exec, avoids a preexec_fn in a parent that has driver threads.
+# Runs SecantusDB in the child, with a watch thread that ends it when its parent dies (a command
+# killed with SIGKILL must not leave a server holding the data dir): one SIGTERM, the clean stop,
+# then, like ``EmbeddedServer.stop``, a hard exit if the server is still running
+# ``ORPHAN_GRACE_SECONDS`` later. Not PR_SET_PDEATHSIG: Linux sends that signal again each time an
+# exiting thread of the parent hands the child on to the next one, and SecantusDB's SIGTERM handler
+# is not reentrant (a second SIGTERM inside it deadlocks the server: seen in CI, stack dumped).
+ORPHAN_GRACE_SECONDS = 10
 _LAUNCHER = """# aecs-mongo: the embedded SecantusDB server
-import ctypes, os, runpy, signal, sys
-parent = int(sys.argv.pop(1))
-if parent:
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:
-        sys.exit("aecs-mongo: the parent of the embedded server is gone")
+import os, runpy, signal, sys, threading, time
+parent, grace = int(sys.argv.pop(1)), float(sys.argv.pop(1))
+if os.getppid() != parent:
+    sys.exit("aecs-mongo: the parent of the embedded server is gone")
+
+
+def end_when_orphaned():
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(grace)
+    print("aecs-mongo: the server did not stop after its parent died; exiting", file=sys.stderr, flush=True)
+    os._exit(1)
+
+
+threading.Thread(target=end_when_orphaned, name="aecs-orphan-watch", daemon=True).start()
 runpy.run_module("secantus", run_name="__main__", alter_sys=True)
 """
 
@@ -59,8 +69,8 @@ class EmbeddedServer:
 
     ``standalone=True`` advertises a standalone server (no transactions); the default is a
     single-node replica set. ``data_dir=None`` uses a temporary directory. The server runs in a
-    session of its own (a terminal's Ctrl-C reaches only us) and, started from the main thread
-    on Linux, is sent SIGTERM by the kernel when this process dies without stopping it.
+    session of its own (a terminal's Ctrl-C reaches only us) and stops by itself when this
+    process dies without stopping it (SIGTERM, then a hard exit after ``ORPHAN_GRACE_SECONDS``).
     """
 
     def __init__(
@@ -97,14 +107,13 @@ class EmbeddedServer:
             self.data_dir = Path(self._tmp)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = _free_port(self.host)
-        # tie the server's life to ours only from the main thread: the kernel signals when the
-        # *thread* that started it ends, which for a worker thread is not the end of the program
-        parent = os.getpid() if threading.current_thread() is threading.main_thread() else 0
+        parent = os.getpid()  # the server's watch thread ends it when this process is gone
         args = [
             sys.executable,
             "-c",
             _LAUNCHER,
             str(parent),
+            str(ORPHAN_GRACE_SECONDS),
             "--host",
             self.host,
             "--port",

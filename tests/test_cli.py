@@ -509,6 +509,40 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def test_a_server_whose_stop_hangs_still_ends_after_its_parent_is_killed(tmp_path: Path) -> None:
+    """The launcher's promise without relying on the server's own SIGTERM handling: a stand-in
+    server that ignores SIGTERM (a stop that hangs) still exits once the grace after its parent's
+    death is over, so a SIGKILLed command never leaves the data directory held."""
+    from aecs_mongo import embedded
+
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("needs /proc to follow the processes")
+    stand_in = tmp_path / "secantus"
+    stand_in.mkdir()
+    (stand_in / "__init__.py").write_text("")
+    (stand_in / "__main__.py").write_text(
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\ntime.sleep(600)\n"
+    )
+    parent_code = (
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', sys.argv[1], str(os.getpid()), '2'], stdout=sys.stdout)\n"
+        "time.sleep(600)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    parent = subprocess.Popen(
+        [sys.executable, "-c", parent_code, embedded._LAUNCHER], env=env, stdout=subprocess.PIPE, cwd=tmp_path
+    )
+    assert parent.stdout is not None
+    assert parent.stdout.readline() == b"up\n"  # the stand-in runs, with SIGTERM ignored
+    (server,) = _children(parent.pid)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while _alive(server) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(server)
+
+
 @pytest.mark.server
 def test_progress_line_on_a_terminal_only(servers: Any, backend: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
