@@ -168,8 +168,7 @@ class AsyncMessageStore:
         self.vector_engine = vector_engine
         self.scan_limit = scan_limit
         self._text_index: bool | None = None  # learned on first search
-        self._ignored_fields: set[str] = set()  # unknown input fields already reported
-        self._scan_warned = False
+        self._said: set[str] = set()  # conditions already logged by this store (each said once)
         self._transactions = transactions  # None: detected on first write
         self.shared_view = bool(shared_view)
         self.sharded = bool(sharded)
@@ -260,10 +259,17 @@ class AsyncMessageStore:
         docs = self._build_documents(email, attachments, uidl)
         for path in docs.ignored:
             name = _INDEX.sub("[]", path)
-            if name not in self._ignored_fields:
-                self._ignored_fields.add(name)
+            if self._first_time(f"ignored field {name}"):
                 log.info("ignoring unknown field %s (AECS-1 §10.6); said once per store", name)
         return docs
+
+    def _first_time(self, condition: str) -> bool:
+        """True the first time this store meets ``condition``: what the library logs about normal
+        conditions of real mail, or about a missing index, it says once per store."""
+        if condition in self._said:
+            return False
+        self._said.add(condition)
+        return True
 
     def _build_documents(
         self, email: Mapping[str, Any] | bytes, attachments: Sequence[bytes | None] | None, uidl: str | None
@@ -884,8 +890,7 @@ class AsyncMessageStore:
                 .limit(limit)
             )
         else:
-            if not self._scan_warned:
-                self._scan_warned = True
+            if self._first_time("scan search"):
                 log.warning(
                     "search in mailbox %r scans at most %d bodies: no text index (not an index); said once per store",
                     self.mailbox_id,
@@ -1256,7 +1261,7 @@ class AsyncMessageStore:
             pipeline = queries.vector_search_pipeline(self.mailbox_id, [float(v) for v in vector], limit, tkey)
             return await _to_list(await _resolve(self._vectors.aggregate(pipeline)))
         query = vectors.check_query_vector(vector)
-        if vectors.first_time("exact vector search", self.db.name, self.mailbox_id):
+        if self._first_time("exact vector search"):
             log.warning(
                 "semantic_search in mailbox %r compares at most %d vectors one by one: no Atlas vector"
                 " index (not an index)",

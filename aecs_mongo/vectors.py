@@ -23,7 +23,6 @@ __all__ = [
     "check_query_vector",
     "check_vector",
     "cosine",
-    "first_time",
     "mailbox_id_range",
     "vector_document",
 ]
@@ -31,16 +30,6 @@ __all__ = [
 #: ``vector_engine`` values: Atlas ``$vectorSearch``, the exact bounded scan, or pick (Atlas
 #: where its vector index is queryable, else exact).
 VECTOR_ENGINES = ("auto", "atlas", "exact")
-
-_said: set[tuple[str, ...]] = set()
-
-
-def first_time(*key: str) -> bool:
-    """True the first time this process sees ``key`` (for things logged once)."""
-    if key in _said:
-        return False
-    _said.add(key)
-    return True
 
 
 def check_query_vector(vector: object) -> list[float]:
