@@ -754,19 +754,19 @@ def to_normalized_email(
 
     ``shared`` marks a view other people see: bcc is left out of it (C.6).
     """
-    body = body or {}
-    spilled = spilled or {}
+    # the body with what moved to body.json put back: one place that holds every whole value
+    whole = {**(spilled or {}), **(body or {})}
     x = message.get("x") or {}
-    sender = body.get("from")
+    sender = whole.get("from")
     if sender is None and message.get("from"):
         sender = {"name": message["from"].get("name"), "email": message["from"]["email"]}
     timestamp = message.get("timestamp")
     metadata: dict[str, Any] = {
         "from": dict(sender) if sender else None,
-        "to": [dict(a) for a in body.get("to", spilled.get("to")) or ()],
-        "cc": [dict(a) for a in body.get("cc", spilled.get("cc")) or ()],
-        "bcc": [] if shared else [dict(a) for a in body.get("bcc", spilled.get("bcc")) or ()],
-        "subject": body["subject"] if "subject" in body else message.get("subject"),  # bodies keep it whole
+        "to": [dict(a) for a in whole.get("to") or ()],
+        "cc": [dict(a) for a in whole.get("cc") or ()],
+        "bcc": [] if shared else [dict(a) for a in whole.get("bcc") or ()],
+        "subject": whole["subject"] if "subject" in whole else message.get("subject"),  # bodies keep it whole
         "date": _iso_or_none(message),
         "timestamp": None if timestamp is None else int(timestamp),
         **x.get("metadata", {}),
@@ -775,15 +775,15 @@ def to_normalized_email(
         del metadata["from"]
     content: dict[str, Any] = {
         "rawFull": None if raw_full is None else raw_full_from_bytes(raw_full),
-        "raw": body.get("raw", spilled.get("raw", raw)),
+        "raw": whole.get("raw", raw),
         "html": html,
-        "text": body.get("text", spilled.get("text")),
-        "clean": body.get("clean", spilled.get("clean")),
-        "forAI": body.get("forAI", spilled.get("forAI", message.get("forAI"))),
+        "text": whole.get("text"),
+        "clean": whole.get("clean"),
+        "forAI": whole.get("forAI", message.get("forAI")),
         **x.get("content", {}),
     }
     attachments = []
-    full_filenames = body.get("fullFilenames", spilled.get("fullFilenames")) or {}
+    full_filenames = whole.get("fullFilenames") or {}
     for att in message.get("attachments") or ():
         item = {
             "id": att.get("attachmentId"),
