@@ -780,8 +780,7 @@ def _watch(ctx: Context) -> int:
                 _out().write(json.dumps(item.as_dict(), ensure_ascii=False) + "\n")
             else:
                 when = dt.datetime.fromtimestamp(item.ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                sender = _one_line(item.sender or "?", 36)
-                _say(f"{when:20}  {sender:36}  {_one_line(item.subject, 50):50}  <{item.message_id}>")
+                _say(f"{when:20}  {_column(item.sender or '?', 36)}  {_column(item.subject, 50)}  <{item.message_id}>")
             _out().flush()
     return EXIT_OK
 

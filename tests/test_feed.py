@@ -553,6 +553,31 @@ def watch_cli(rs: tuple[str, Any]) -> Iterator[Callable[..., subprocess.Popen[by
         proc.communicate(timeout=30)
 
 
+def test_the_watch_command_lines_up_on_wide_characters(
+    rs: tuple[str, Any], watch_cli: Callable[..., subprocess.Popen[bytes]]
+) -> None:
+    import unicodedata
+
+    _, db = rs
+    store = MessageStore(db, mailbox_id="cli")
+    store.ensure_indexes()
+    senders = ("山田太郎", "Rene\u0301e Dupont", "Bob")
+    subjects = ("会議の議題について確認をお願いします", "Cafe\u0301 re\u0301sume\u0301", "Plain")
+    for n, (name, subject) in enumerate(zip(senders, subjects, strict=True)):
+        message = email(n, subject=subject)
+        message["metadata"]["from"]["name"] = name
+        store.store(message)
+    proc = watch_cli("--since", "beginning", "--consumer", "wide")
+    lines = Lines(proc).take(3)
+    proc.send_signal(signal.SIGTERM)
+
+    def cells(text: str) -> int:
+        return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+    # the Message-ID column starts at the same terminal cell whatever the script of the columns before
+    assert len({cells(line[: line.rindex("<")]) for line in lines}) == 1, lines
+
+
 def test_the_watch_command(rs: tuple[str, Any], watch_cli: Callable[..., subprocess.Popen[bytes]]) -> None:
     import json
 
