@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from .types import MessageSummary, ThreadSummary
 
-__all__ = ["DispatchReport", "DownloadReport", "MessagePage", "MigrationReport", "StoreResult", "ThreadPage"]
+__all__ = [
+    "DispatchReport",
+    "DownloadReport",
+    "MessagePage",
+    "MigrationReport",
+    "SearchResults",
+    "StoreResult",
+    "ThreadPage",
+]
+
+HitT = TypeVar("HitT")
 
 
 @dataclass(frozen=True)
@@ -93,3 +104,22 @@ class DispatchReport:
     defaulted: int = 0
     unrouted: list[str] = field(default_factory=list)
     missing: int = 0
+
+
+class SearchResults(list[HitT], Generic[HitT]):
+    """Hits of ``search`` or ``semantic_search``, best first, and how much was looked at.
+
+    A list of the usual hit dicts, so code that iterates the hits keeps working. ``complete`` is
+    False only when an explicit cap (``scan_limit``) stopped the engine before it had looked at
+    every candidate: a better hit may exist. ``examined``: candidates the engine looked at
+    (bodies or vectors; 0 where an index answered and does not say). ``engine``: which engine
+    answered (``atlas``, ``text``, ``scan``, ``exact``...).
+    """
+
+    def __init__(
+        self, hits: list[HitT] | None = None, *, complete: bool = True, examined: int = 0, engine: str = ""
+    ) -> None:
+        super().__init__(hits or [])
+        self.complete = complete
+        self.examined = examined
+        self.engine = engine
