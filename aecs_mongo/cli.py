@@ -930,7 +930,8 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
             EXIT_USAGE,
         )
     data_dir = Path(args.data_dir).resolve()
-    server = EmbeddedServer(data_dir=data_dir)
+    # pop3 --delete-on-server deletes the only other copy: every commit is synced to disk
+    server = EmbeddedServer(data_dir=data_dir, sync_on_commit=bool(getattr(args, "delete_on_server", False)))
     _note(f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}")
     with _signals_as_interrupt():
         try:

@@ -36,7 +36,9 @@ from collections.abc import Callable, Iterator, Mapping
 from email.message import EmailMessage
 from os import PathLike, fspath
 from types import ModuleType
-from typing import IO, Any, BinaryIO, Literal, Protocol, TypeVar
+from typing import IO, Any, BinaryIO, Literal, Protocol, TypeVar, cast
+
+from pymongo import WriteConcern
 
 from .errors import AecsMongoError, DispatchError, MailboxAuthError, MailboxConnectionError, MailboxError
 
@@ -45,6 +47,7 @@ from .errors import AecsMongoError, DispatchError, MailboxAuthError, MailboxConn
 from .results import DispatchReport, DownloadReport, MigrationReport
 
 __all__ = [
+    "DURABLE",
     "DispatchError",
     "DispatchReport",
     "DownloadReport",
@@ -56,6 +59,7 @@ __all__ = [
     "MigrationReport",
     "dispatch",
     "download",
+    "durable_store",
     "migrate_from_uidl_store",
 ]
 
@@ -285,7 +289,10 @@ def download(
     With ``delete_on_server`` a message is marked for deletion (DELE) only after ``store.add``
     returned, and so are messages stored by an earlier run (their UIDL is known), so a run cut
     short is finished by the next. The server deletes nothing before QUIT, so a dropped
-    connection loses nothing: the stored messages are found again and skipped.
+    connection loses nothing: the stored messages are found again and skipped. The writes of a
+    download that deletes on the server are durable before the DELE: they use ``DURABLE`` write
+    concern (``{w: "majority", j: true}``: on disk, in the journal of a majority) when ``store``
+    is a ``MessageStore``; any other store is trusted to write durably.
 
     Raises ``MailboxConnectionError`` (unreachable, TLS failure, dropped connection) and
     ``MailboxAuthError`` (credentials refused); the exception's ``report`` tells what was
@@ -294,6 +301,8 @@ def download(
     after QUIT, which commits only the deletions of messages already stored.
     """
     report = DownloadReport()
+    if delete_on_server:
+        store = durable_store(store)
     conn = _connect(host, port, security, timeout, ssl_context)
     try:
         _login(conn, user, password)
@@ -326,6 +335,23 @@ def download(
     finally:
         _close(conn)
     return report
+
+
+DURABLE = WriteConcern(w="majority", j=True)
+"""Write concern of a download that deletes on the server: acknowledged once journaled (on disk)
+by a majority. On the embedded SecantusDB ``j: true`` syncs the log on that commit."""
+
+_S = TypeVar("_S", bound=MailboxStore)
+
+
+def durable_store(store: _S) -> _S:
+    """``store`` writing with ``DURABLE`` write concern when it is a ``MessageStore``; any other
+    store (a wrapper too: its own ``add`` must stay in the path) is trusted to write durably."""
+    from .store import MessageStore
+
+    if not isinstance(store, MessageStore):
+        return store
+    return cast(_S, store.with_write_concern(DURABLE))
 
 
 class _StoreFailed(Exception):

@@ -2,7 +2,10 @@
 
 - ``mongomock``: the fast unit tier (no sessions, no explain, no text index).
 - ``rs`` / ``standalone``: SecantusDB started as a subprocess on a free loopback port, once as a
-  single-node replica set (transactions) and once with ``--standalone``; failpoints enabled.
+  single-node replica set (transactions) and once with ``--standalone``; failpoints enabled
+  (``--enable-test-commands``). They run as the CLI's embedded server does: with ``--auth``, the
+  URI carrying the credentials of the server's ``root`` user (which may run ``configureFailPoint``),
+  so the whole suite runs against an authenticating server.
 - ``uri``: any real deployment named by ``MONGODB_URI`` (mongod, Atlas).
 
 Choose with ``--backends=mongomock,rs,standalone,uri`` or ``AECS_BACKENDS``; the default is
