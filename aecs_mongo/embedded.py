@@ -151,6 +151,14 @@ class EmbeddedServer:
 
     def start(self) -> str:
         """Start the server and wait until it answers ``ping``; returns its URI."""
+        self.prepare()
+        self._launch(auth=self.auth)
+        return self.uri
+
+    def prepare(self) -> Credentials | None:
+        """Everything before the server process: the private data directory, the server's empty
+        configuration file and, with ``auth``, the credentials (the user created on the first
+        start of a directory without them). Returns the credentials."""
         if not embedded_available():
             raise ServerFeatureError(f"the embedded server is not installed: {INSTALL_HINT}")
         if self.data_dir is None:
@@ -167,30 +175,13 @@ class EmbeddedServer:
             self._credentials = load_credentials(self.data_dir)
             if self._credentials is None:
                 self._provision()
-        self._launch(auth=self.auth)
-        return self.uri
+        return self._credentials
 
-    def _launch(self, *, auth: bool) -> None:
-        assert self.data_dir is not None and self._log is not None
-        self.port = _free_port(self.host)
-        parent = os.getpid()  # the server's watch thread ends it when this process is gone
-        args = [
-            sys.executable,
-            "-c",
-            _LAUNCHER,
-            str(parent),
-            str(ORPHAN_GRACE_SECONDS),
-            "--config",
-            str(self.data_dir / "secantusd.toml"),
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-            "--storage-path",
-            str(self.data_dir / "db"),
-            "--log-level",
-            "WARNING",
-        ]
+    def server_args(self, port: int, *, auth: bool) -> list[str]:
+        """SecantusDB's command line for this server on ``port`` (after ``prepare``)."""
+        data_dir = self._data_dir
+        args = ["--config", str(data_dir / "secantusd.toml"), "--host", self.host, "--port", str(port)]
+        args += ["--storage-path", str(data_dir / "db"), "--log-level", "WARNING"]
         if auth:
             args.append("--auth")
         if self.standalone:
@@ -199,6 +190,14 @@ class EmbeddedServer:
             args.append("--enable-test-commands")
         if self.sync_on_commit:
             args.append("--sync-on-commit")
+        return args
+
+    def _launch(self, *, auth: bool) -> None:
+        assert self._log is not None
+        self.port = _free_port(self.host)
+        parent = os.getpid()  # the server's watch thread ends it when this process is gone
+        args = [sys.executable, "-c", _LAUNCHER, str(parent), str(ORPHAN_GRACE_SECONDS)]
+        args += self.server_args(self.port, auth=auth)
         fd = os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "ab") as log:
             # a session of its own: a terminal's Ctrl-C goes to the command, which stops the

@@ -14,6 +14,11 @@ cannot start fails the run: nothing is skipped silently. Each test gets its own 
 drops it afterwards. Tests marked ``server`` run only on real servers; ``one_server`` ones (what
 they check does not depend on the deployment) on the first server backend requested.
 
+Commands run by the tests (``aecs-mongo`` subprocesses and ``main()``) get ``AECS_KEEP_SERVER=0``
+(set for the session below): the embedded server stops with each command, as before the shared
+background server existed, so no test leaves a server running. Tests of the shared server
+(tests/test_background.py) ask for one explicitly and stop it themselves.
+
 Store tests (those using ``make_store``/``store``) also run once per store flavor: the sync
 ``MessageStore``, and ``AsyncMessageStore`` over PyMongo's ``AsyncMongoClient`` and over Motor
 (real servers only), each driven through ``SyncOverAsync`` so one test body serves all three.
@@ -114,6 +119,17 @@ class Servers:
             client.close()
         for server in self.embedded.values():
             server.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _commands_stop_their_server() -> Iterator[None]:
+    previous = os.environ.get("AECS_KEEP_SERVER")
+    os.environ["AECS_KEEP_SERVER"] = "0"
+    yield
+    if previous is None:
+        os.environ.pop("AECS_KEEP_SERVER", None)
+    else:
+        os.environ["AECS_KEEP_SERVER"] = previous
 
 
 @pytest.fixture(scope="session")
