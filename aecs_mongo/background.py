@@ -107,10 +107,10 @@ def record():
 def idle_watch():
     while True:
         time.sleep(tick)
-        if time.time() - started < 10:
-            continue  # the command that started us writes the record and waits for us meanwhile
         mine = record()
         if not isinstance(mine, dict) or mine.get("pid") != os.getpid():
+            if time.time() - started < 5:
+                continue  # the command that started us writes the record right after starting us
             return stop("its record in " + data_dir + " is gone or names another server")
         lock = take("server.lock")
         if lock is None:

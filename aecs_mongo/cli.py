@@ -1,10 +1,13 @@
 """``aecs-mongo``: store mail in MongoDB and read it back from the command line.
 
 Global options (before or after the command): ``--uri`` (default ``$MONGODB_URI``), ``--db``
-(default ``aecs``), ``--mailbox`` (default ``default``), ``--data-dir`` (default ``./aecs-data``)
-and ``--json``. Without a URI the embedded SecantusDB server is started on a free loopback port
-with its data in ``--data-dir`` (kept between runs) and stopped when the command ends, also on
-Ctrl-C, SIGTERM or an error; it needs ``pip install 'aecs-mongo[embedded]'``.
+(default ``aecs``), ``--mailbox`` (default ``default``), ``--data-dir`` (default ``./aecs-data``),
+``--keep-server`` (default ``$AECS_KEEP_SERVER`` or ``5m``) and ``--json``. Without a URI the
+embedded SecantusDB server of ``--data-dir`` (kept between runs) is used: the one already running
+in the background for that directory, or a new one that keeps running after the command and stops
+by itself once unused for ``--keep-server`` (:mod:`aecs_mongo.background`; ``server status|stop|
+start`` manage it). ``--keep-server 0`` starts a server of the command's own, stopped when the
+command ends, also on Ctrl-C, SIGTERM or an error. It needs ``pip install 'aecs-mongo[embedded]'``.
 
 Exit codes: 0 success; 1 the command ran but something failed (an input that could not be
 stored, a message that is not there, a database error); 2 usage errors (bad options, no

@@ -711,3 +711,49 @@ def test_cli_pop3_delete_on_server_runs_the_embedded_server_with_sync_on_commit(
     assert dovecot.messages() == {}
     with_auth = [a for a in seen if "--auth" in a]
     assert with_auth and all("--sync-on-commit" in a for a in with_auth)
+
+
+@pytest.mark.server
+def test_messages_stored_by_an_earlier_run_are_flushed_before_their_dele(
+    dovecot: DovecotServer, servers: Any, backend: str, db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain download stores with the default write concern; a later delete-on-server run that
+    stores nothing new deletes those messages only after an ``fsync`` (seen before any DELE)."""
+    import poplib
+
+    from pymongo import MongoClient, monitoring
+
+    timeline: list[str] = []
+
+    class Commands(monitoring.CommandListener):
+        def started(self, event: monitoring.CommandStartedEvent) -> None:
+            timeline.append(event.command_name)
+
+        def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+            pass
+
+        def failed(self, event: monitoring.CommandFailedEvent) -> None:
+            pass
+
+    shortcmd = poplib.POP3._shortcmd
+
+    def recording(self: poplib.POP3, line: str) -> bytes:
+        timeline.append("POP3 " + line.split()[0].upper())
+        return shortcmd(self, line)
+
+    monkeypatch.setattr(poplib.POP3, "_shortcmd", recording)
+    client: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[Commands()])
+    try:
+        store = MessageStore(client[db.name], mailbox_id="pop")
+        store.ensure_indexes()
+        for n in (1, 2):
+            dovecot.deliver(msg(n))
+        assert pop(dovecot, store).downloaded == 2  # stored, not deleted
+        timeline.clear()
+        report = pop(dovecot, store, delete_on_server=True)
+        assert (report.downloaded, report.skipped, report.deleted_on_server) == (0, 2, 2)
+        assert dovecot.messages() == {}
+    finally:
+        client.close()
+    assert "fsync" in timeline and "POP3 DELE" in timeline
+    assert timeline.index("fsync") < timeline.index("POP3 DELE")
