@@ -8,6 +8,7 @@ from __future__ import annotations
 from .aio import AsyncMessageStore
 from .errors import (
     AecsMongoError,
+    DataDirError,
     DispatchError,
     DocumentTooLargeError,
     InputTooLargeError,
@@ -52,6 +53,7 @@ __all__ = [
     "Attachment",
     "Content",
     "ContextEntry",
+    "DataDirError",
     "DispatchError",
     "DocumentTooLargeError",
     "IndexReport",

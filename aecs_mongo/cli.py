@@ -1,10 +1,13 @@
 """``aecs-mongo``: store mail in MongoDB and read it back from the command line.
 
 Global options (before or after the command): ``--uri`` (default ``$MONGODB_URI``), ``--db``
-(default ``aecs``), ``--mailbox`` (default ``default``), ``--data-dir`` (default ``./aecs-data``)
-and ``--json``. Without a URI the embedded SecantusDB server is started on a free loopback port
-with its data in ``--data-dir`` (kept between runs) and stopped when the command ends, also on
-Ctrl-C, SIGTERM or an error; it needs ``pip install 'aecs-mongo[embedded]'``.
+(default ``aecs``), ``--mailbox`` (default ``default``), ``--data-dir`` (default ``./aecs-data``),
+``--keep-server`` (default ``$AECS_KEEP_SERVER`` or ``5m``) and ``--json``. Without a URI the
+embedded SecantusDB server of ``--data-dir`` (kept between runs) is used: the one already running
+in the background for that directory, or a new one that keeps running after the command and stops
+by itself once unused for ``--keep-server`` (:mod:`aecs_mongo.background`; ``server status|stop|
+start`` manage it). ``--keep-server 0`` starts a server of the command's own, stopped when the
+command ends, also on Ctrl-C, SIGTERM or an error. It needs ``pip install 'aecs-mongo[embedded]'``.
 
 Exit codes: 0 success; 1 the command ran but something failed (an input that could not be
 stored, a message that is not there, a database error); 2 usage errors (bad options, no
@@ -154,6 +157,15 @@ def _limit(text: str) -> int:
     return value
 
 
+def _duration(text: str) -> float:
+    from .background import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
     """The options every command takes; sub-parsers get them without defaults (SUPPRESS), so
     they can be given before or after the command without one position overriding the other."""
@@ -173,6 +185,14 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         "--data-dir",
         default=default("./aecs-data"),
         help="data directory of the embedded server, kept between runs (default: ./aecs-data)",
+    )
+    group.add_argument(
+        "--keep-server",
+        type=_duration,
+        default=default(os.environ.get("AECS_KEEP_SERVER") or "5m"),
+        metavar="DURATION",
+        help="keep the embedded server running in the background this long after the last command"
+        " (90s, 5m, 1h; 0: stop it with the command; default: $AECS_KEEP_SERVER or 5m)",
     )
     group.add_argument(
         "--json", action="store_true", default=default(False), help="print one JSON document instead of text"
@@ -800,11 +820,69 @@ def _configure_watch(p: argparse.ArgumentParser) -> None:
     )
 
 
+# --- server: the shared embedded server ------------------------------------------------------------
+
+
+def _server(args: argparse.Namespace) -> int:
+    """``server status | stop | start``: the data directory's shared embedded server."""
+    from . import background
+    from .embedded import INSTALL_HINT, embedded_available
+
+    if args.uri:
+        raise CliError("'server' manages the embedded server of --data-dir; leave out --uri", EXIT_USAGE)
+    if not embedded_available():
+        raise CliError(f"the embedded server is not installed; install it with: {INSTALL_HINT}", EXIT_USAGE)
+    data_dir = Path(args.data_dir).resolve()
+    try:
+        if args.action == "stop":
+            was = background.stop(data_dir)
+            data = {"dataDir": str(data_dir), "stopped": was is not None, "pid": was.pid if was else None}
+            text = f"stopped the server of {data_dir} (pid {was.pid})" if was else f"no server running for {data_dir}"
+        else:
+            if args.action == "start":
+                if args.keep_server <= 0:
+                    raise CliError("'server start' needs --keep-server above 0", EXIT_USAGE)
+                state = background.start(data_dir, args.keep_server)
+            else:
+                state = background.status(data_dir)
+            data = state.as_dict()
+            text = _server_status_text(data)
+    except AecsMongoError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        _emit_json(data)
+    else:
+        _say(text)
+    return EXIT_OK
+
+
+def _server_status_text(data: dict[str, Any]) -> str:
+    if not data["running"]:
+        return f"no server running for {data['dataDir']}"
+    stops = "in use by a running command" if data["inUse"] else f"stops in {data['stopsInSeconds']:.0f} s if unused"
+    return (
+        f"server of {data['dataDir']}: pid {data['pid']}, port {data['port']}, "
+        f"up {data['uptimeSeconds']:.0f} s, idle time {data['idleSeconds']:.0f} s, {stops}"
+    )
+
+
+def _configure_server(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "action",
+        choices=("status", "stop", "start"),
+        help="status: where it runs and until when; stop: stop it cleanly; start: start it if none runs",
+    )
+
+
 # --- the command table ------------------------------------------------------------------------
 
 
 def _nothing(p: argparse.ArgumentParser) -> None:
     return None
+
+
+def _no_store(ctx: Context) -> int:  # pragma: no cover - 'server' is run by _run before any store
+    raise CliError("internal: 'server' has no store")
 
 
 def _commands() -> list[Command]:
@@ -836,6 +914,12 @@ def _commands() -> list[Command]:
             "follow the mailbox: one line per newly stored message, until interrupted",
             _watch,
             _configure_watch,
+        ),
+        Command(
+            "server",
+            "the embedded server kept running between commands: status, stop, start",
+            _no_store,
+            _configure_server,
         ),
     ]
 
@@ -919,9 +1003,14 @@ def _finish_in_hand_on_interrupt() -> Iterator[_StopRequest]:
 
 @contextlib.contextmanager
 def _server_uri(args: argparse.Namespace) -> Iterator[str]:
+    """``--uri``, or the embedded server of ``--data-dir``: the shared one in the background
+    (``aecs_mongo.background``), started if none runs; with ``--keep-server 0``, and for ``pop3
+    --delete-on-server`` (which wants ``--sync-on-commit``), one of the command's own unless a
+    shared one is running already."""
     if args.uri:
         yield args.uri
         return
+    from . import background
     from .embedded import INSTALL_HINT, EmbeddedServer, embedded_available
 
     if not embedded_available():
@@ -930,17 +1019,24 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
             EXIT_USAGE,
         )
     data_dir = Path(args.data_dir).resolve()
-    server = EmbeddedServer(data_dir=data_dir)
+    # pop3 --delete-on-server deletes the only other copy: every commit is synced to disk
+    durable = bool(getattr(args, "delete_on_server", False))
     _note(f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}")
-    with _signals_as_interrupt():
+    with _signals_as_interrupt(), contextlib.ExitStack() as stack:
         try:
-            server.start()
+            if args.keep_server > 0 and not durable:
+                uri = stack.enter_context(background.use(data_dir, args.keep_server))
+            else:
+                shared = stack.enter_context(background.attach(data_dir))
+                if shared is None:
+                    server = EmbeddedServer(data_dir=data_dir, sync_on_commit=durable)
+                    stack.callback(server.stop)
+                    server.start()
+                    shared = server.uri
+                uri = shared
         except AecsMongoError as exc:
             raise CliError(f"the embedded server did not start: {exc}") from None
-        try:
-            yield server.uri
-        finally:
-            server.stop()
+        yield uri
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -948,6 +1044,9 @@ def _run(args: argparse.Namespace) -> int:
     from pymongo.errors import OperationFailure, PyMongoError, ServerSelectionTimeoutError
 
     from .store import MessageStore
+
+    if args.command == "server":
+        return _server(args)
 
     with _server_uri(args) as uri:
         client: MongoClient[dict[str, Any]] = MongoClient(uri, serverSelectionTimeoutMS=10_000)

@@ -8,6 +8,7 @@ never imported: ``pip install 'aecs-mongo[embedded]'``.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import shutil
 import socket
@@ -17,12 +18,27 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
+from urllib.parse import quote_plus
 
+from .datadir import (
+    CREDENTIALS_FILE,
+    PRIVATE_UMASK,
+    Credentials,
+    load_credentials,
+    make_private,
+    new_credentials,
+    save_credentials,
+)
 from .errors import ServerFeatureError
 
 __all__ = ["INSTALL_HINT", "EmbeddedServer", "embedded_available"]
 
 INSTALL_HINT = "pip install 'aecs-mongo[embedded]'"
+
+log = logging.getLogger(__name__)
+
+_USER_EXISTS = 51003  # createUser of a user that exists
 
 
 def embedded_available() -> bool:
@@ -71,6 +87,16 @@ class EmbeddedServer:
     single-node replica set. ``data_dir=None`` uses a temporary directory. The server runs in a
     session of its own (a terminal's Ctrl-C reaches only us) and stops by itself when this
     process dies without stopping it (SIGTERM, then a hard exit after ``ORPHAN_GRACE_SECONDS``).
+
+    Private by default (:mod:`aecs_mongo.datadir`): the data directory is made 0700 and the
+    server creates its files with umask 077; with ``auth=True`` (the default) it requires
+    SCRAM-SHA-256 authentication, and ``uri`` carries the credentials of its one user (``root``
+    role), created on the first start with a random secret kept in ``credentials.json`` (0600).
+    A directory without credentials (new, or made by a release before authentication) gets them
+    on its first start: SecantusDB creates users only while authentication is off, so that start
+    runs once without it, creates the user, removes any other user, stops and starts again with
+    ``--auth``. ``sync_on_commit=True`` makes the server fsync its log on every commit.
+    ``auth=False`` is for throw-away servers only.
     """
 
     def __init__(
@@ -81,65 +107,155 @@ class EmbeddedServer:
         test_commands: bool = False,
         host: str = "127.0.0.1",
         startup_timeout: float = 30.0,
+        auth: bool = True,
+        sync_on_commit: bool = False,
     ) -> None:
         self.standalone = standalone
         self.test_commands = test_commands
         self.host = host
         self.startup_timeout = startup_timeout
+        self.auth = auth
+        self.sync_on_commit = sync_on_commit
         self._tmp: str | None = None
-        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.data_dir = Path(data_dir).absolute() if data_dir is not None else None
         self.port: int | None = None
+        self.pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: Path | None = None
+        self._credentials: Credentials | None = None
+
+    def __repr__(self) -> str:
+        return f"EmbeddedServer(data_dir={str(self.data_dir)!r}, port={self.port}, auth={self.auth})"
 
     @property
     def uri(self) -> str:
+        """The server's URI, with the credentials when it requires authentication (keep it to
+        yourself: print ``data_dir`` or ``address`` instead)."""
         if self.port is None:
             raise RuntimeError("the embedded server is not running")
-        return f"mongodb://{self.host}:{self.port}/?directConnection=true"
+        return self._uri(self._credentials if self.auth else None)
+
+    @property
+    def address(self) -> str:
+        """``host:port``, nothing secret."""
+        return f"{self.host}:{self.port}"
+
+    def _uri(self, credentials: Credentials | None) -> str:
+        if credentials is None:
+            return f"mongodb://{self.host}:{self.port}/?directConnection=true"
+        user, password = quote_plus(credentials.user), quote_plus(credentials.password)
+        return (
+            f"mongodb://{user}:{password}@{self.host}:{self.port}/?directConnection=true"
+            "&authSource=admin&authMechanism=SCRAM-SHA-256"
+        )
 
     def start(self) -> str:
         """Start the server and wait until it answers ``ping``; returns its URI."""
+        self.prepare()
+        self._launch(auth=self.auth)
+        return self.uri
+
+    def prepare(self) -> Credentials | None:
+        """Everything before the server process: the private data directory, the server's empty
+        configuration file and, with ``auth``, the credentials (the user created on the first
+        start of a directory without them). Returns the credentials."""
         if not embedded_available():
             raise ServerFeatureError(f"the embedded server is not installed: {INSTALL_HINT}")
         if self.data_dir is None:
-            self._tmp = tempfile.mkdtemp(prefix="aecs-secantus-")
+            self._tmp = tempfile.mkdtemp(prefix="aecs-secantus-")  # 0700
             self.data_dir = Path(self._tmp)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.port = _free_port(self.host)
-        parent = os.getpid()  # the server's watch thread ends it when this process is gone
-        args = [
-            sys.executable,
-            "-c",
-            _LAUNCHER,
-            str(parent),
-            str(ORPHAN_GRACE_SECONDS),
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-            "--storage-path",
-            str(self.data_dir / "db"),
-            "--log-level",
-            "WARNING",
-        ]
+        make_private(self.data_dir)
+        # an empty configuration of our own: SecantusDB would otherwise read a secantusd.toml
+        # from the working directory, ~/.secantus or /etc/secantus
+        config = self.data_dir / "secantusd.toml"
+        if not config.exists():
+            os.close(os.open(config, os.O_WRONLY | os.O_CREAT, 0o600))
+        self._log = self.data_dir / "server.log"
+        if self.auth:
+            self._credentials = load_credentials(self.data_dir)
+            if self._credentials is None:
+                self._provision()
+        return self._credentials
+
+    def server_args(self, port: int, *, auth: bool) -> list[str]:
+        """SecantusDB's command line for this server on ``port`` (after ``prepare``)."""
+        data_dir = self._data_dir
+        args = ["--config", str(data_dir / "secantusd.toml"), "--host", self.host, "--port", str(port)]
+        args += ["--storage-path", str(data_dir / "db"), "--log-level", "WARNING"]
+        if auth:
+            args.append("--auth")
         if self.standalone:
             args.append("--standalone")
         if self.test_commands:
             args.append("--enable-test-commands")
-        self._log = self.data_dir / "server.log"
-        with open(self._log, "ab") as log:
-            # a session of its own: a terminal's Ctrl-C goes to the command, which stops the
-            # server when it is done, instead of killing the server under a write
-            self._proc = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-            )
-        self._wait_ready()
-        return self.uri
+        if self.sync_on_commit:
+            args.append("--sync-on-commit")
+        return args
 
-    def _wait_ready(self) -> None:
+    def _launch(self, *, auth: bool) -> None:
+        assert self._log is not None
+        self.port = _free_port(self.host)
+        parent = os.getpid()  # the server's watch thread ends it when this process is gone
+        args = [sys.executable, "-c", _LAUNCHER, str(parent), str(ORPHAN_GRACE_SECONDS)]
+        args += self.server_args(self.port, auth=auth)
+        fd = os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "ab") as log:
+            # a session of its own: a terminal's Ctrl-C goes to the command, which stops the
+            # server when it is done, instead of killing the server under a write; umask 077:
+            # everything the server creates is private
+            self._proc = subprocess.Popen(
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                umask=PRIVATE_UMASK,
+            )
+        self.pid = self._proc.pid
+        self._wait_ready(self._credentials if auth else None)
+
+    def _provision(self) -> None:
+        """First start of a directory without credentials: create the server's one user while
+        authentication is still off, on a fresh random port, then stop; ``start`` starts again
+        with ``--auth``. Users that are not ours (created by anyone during that window, or in the
+        directory before) are dropped: only the holder of the credentials file may connect."""
         from pymongo import MongoClient
-        from pymongo.errors import PyMongoError
+        from pymongo.errors import OperationFailure
+
+        credentials = new_credentials()
+        self._launch(auth=False)
+        try:
+            client: MongoClient[dict[str, Any]] = MongoClient(self._uri(None), serverSelectionTimeoutMS=5000)
+            with client:
+                admin = client.admin
+                try:
+                    admin.command("createUser", credentials.user, pwd=credentials.password, roles=["root"])
+                except OperationFailure as exc:
+                    if exc.code != _USER_EXISTS and "already exists" not in str(exc):
+                        raise
+                    # a start that created the user died before saving the credentials
+                    admin.command("updateUser", credentials.user, pwd=credentials.password, roles=["root"])
+                users = admin.command("usersInfo", forAllDBs=True).get("users", [])
+                for user in users:
+                    if (user.get("user"), user.get("db")) != (credentials.user, "admin"):
+                        log.warning("dropping user %s@%s of the embedded server", user.get("user"), user.get("db"))
+                        client[user["db"]].command("dropUser", user["user"])
+            save_credentials(self._data_dir, credentials)
+        except Exception as exc:
+            raise ServerFeatureError(f"could not set up authentication on the embedded server: {exc}") from None
+        finally:
+            self.stop(remove_tmp=False)
+        self._credentials = credentials
+
+    @property
+    def _data_dir(self) -> Path:
+        if self.data_dir is None:
+            raise RuntimeError("the embedded server has no data directory yet")
+        return self.data_dir
+
+    def _wait_ready(self, credentials: Credentials | None) -> None:
+        from pymongo import MongoClient
+        from pymongo.errors import OperationFailure, PyMongoError
 
         deadline = time.monotonic() + self.startup_timeout
         while True:
@@ -147,13 +263,21 @@ class EmbeddedServer:
             if self._proc.poll() is not None:
                 raise ServerFeatureError(f"the embedded server exited at start-up: {self.log_tail()}")
             try:
-                client: MongoClient[dict[str, object]] = MongoClient(self.uri, serverSelectionTimeoutMS=500)
+                client: MongoClient[dict[str, object]] = MongoClient(
+                    self._uri(credentials), serverSelectionTimeoutMS=500
+                )
                 with client:
-                    client.admin.command("ping")
+                    # an authenticated command: the credentials are checked before we say "up"
+                    client.admin.command("ping" if credentials is None else "connectionStatus")
                 return
+            except OperationFailure as exc:
+                self.stop(remove_tmp=False)
+                raise ServerFeatureError(
+                    f"the embedded server refused the credentials in {self._data_dir / CREDENTIALS_FILE}: {exc}"
+                ) from None
             except PyMongoError:
                 if time.monotonic() > deadline:
-                    self.stop()
+                    self.stop(remove_tmp=False)
                     raise ServerFeatureError("the embedded server did not answer in time") from None
                 time.sleep(0.1)
 
@@ -162,7 +286,7 @@ class EmbeddedServer:
             return ""
         return "\n".join(self._log.read_text(errors="replace").splitlines()[-lines:])
 
-    def stop(self) -> None:
+    def stop(self, *, remove_tmp: bool = True) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 10 s) and remove a temporary data dir."""
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
@@ -172,7 +296,7 @@ class EmbeddedServer:
                 self._proc.kill()
                 self._proc.wait()
         self._proc = None
-        if self._tmp is not None:
+        if remove_tmp and self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 

@@ -13,6 +13,7 @@ cursor) rather than the driver's or the server's. Argument type mistakes are pla
     ├── InvalidCursorError          a pagination cursor that is malformed, forged or foreign
     ├── NotFoundError               an operation that needs a stored message that is absent
     ├── ServerFeatureError          the server lacks something required (change streams, the embedded server)
+    ├── DataDirError                the embedded server's data directory cannot be kept private (not ours)
     ├── MailboxError                the POP3 server or the old GDBM store failed as a whole
     │   ├── MailboxConnectionError  unreachable, TLS failed, connection dropped
     │   └── MailboxAuthError        user name or password refused
@@ -64,6 +65,11 @@ class NotFoundError(AecsMongoError, LookupError):
 
 class ServerFeatureError(AecsMongoError):
     """The server refused a feature the operation requires."""
+
+
+class DataDirError(AecsMongoError):
+    """The embedded server's data directory cannot be kept private: it belongs to another user,
+    its modes cannot be changed, or its credentials file is open to others or damaged."""
 
 
 class MailboxError(AecsMongoError):

@@ -28,6 +28,7 @@ import base64
 import binascii
 import contextlib
 import email.utils
+import logging
 import poplib
 import shutil
 import ssl
@@ -36,7 +37,9 @@ from collections.abc import Callable, Iterator, Mapping
 from email.message import EmailMessage
 from os import PathLike, fspath
 from types import ModuleType
-from typing import IO, Any, BinaryIO, Literal, Protocol, TypeVar
+from typing import IO, Any, BinaryIO, Literal, Protocol, TypeVar, cast
+
+from pymongo import WriteConcern
 
 from .errors import AecsMongoError, DispatchError, MailboxAuthError, MailboxConnectionError, MailboxError
 
@@ -45,6 +48,7 @@ from .errors import AecsMongoError, DispatchError, MailboxAuthError, MailboxConn
 from .results import DispatchReport, DownloadReport, MigrationReport
 
 __all__ = [
+    "DURABLE",
     "DispatchError",
     "DispatchReport",
     "DownloadReport",
@@ -56,8 +60,11 @@ __all__ = [
     "MigrationReport",
     "dispatch",
     "download",
+    "durable_store",
     "migrate_from_uidl_store",
 ]
+
+log = logging.getLogger(__name__)
 
 Security = Literal["ssl", "starttls", "plain"]
 Handler = Callable[[list[tuple[str, EmailMessage]]], object]
@@ -284,8 +291,13 @@ def download(
 
     With ``delete_on_server`` a message is marked for deletion (DELE) only after ``store.add``
     returned, and so are messages stored by an earlier run (their UIDL is known), so a run cut
-    short is finished by the next. The server deletes nothing before QUIT, so a dropped
-    connection loses nothing: the stored messages are found again and skipped.
+    short is finished by the next: those last, once a durable write of this run or a flush
+    (``fsync``) made their earlier writes durable too; a server that refuses the flush keeps
+    them (said once) until a run that stores something new. The server deletes nothing before QUIT, so a dropped
+    connection loses nothing: the stored messages are found again and skipped. The writes of a
+    download that deletes on the server are durable before the DELE: they use ``DURABLE`` write
+    concern (``{w: "majority", j: true}``: on disk, in the journal of a majority) when ``store``
+    is a ``MessageStore``; any other store is trusted to write durably.
 
     Raises ``MailboxConnectionError`` (unreachable, TLS failure, dropped connection) and
     ``MailboxAuthError`` (credentials refused); the exception's ``report`` tells what was
@@ -294,23 +306,33 @@ def download(
     after QUIT, which commits only the deletions of messages already stored.
     """
     report = DownloadReport()
+    if delete_on_server:
+        store = durable_store(store)
     conn = _connect(host, port, security, timeout, ssl_context)
     try:
         _login(conn, user, password)
         to_delete = 0
+        stored_before: list[int] = []  # by an earlier run, maybe not durably: deleted last
         for number, uidl in _uidl_listing(conn):
             if _from_store(store.contains_uidl, uidl):
                 report.skipped += 1
-            else:
-                _, lines, _ = conn.retr(number)
-                raw = b"\r\n".join(lines) + b"\r\n"
-                try:
-                    _from_store(store.add, uidl, raw)
-                except AecsMongoError as exc:
-                    report.failed.append((uidl, f"the store refused it: {type(exc).__name__}: {exc}"))
-                    continue
-                report.downloaded += 1
+                stored_before.append(number)
+                continue
+            _, lines, _ = conn.retr(number)
+            raw = b"\r\n".join(lines) + b"\r\n"
+            try:
+                _from_store(store.add, uidl, raw)
+            except AecsMongoError as exc:
+                report.failed.append((uidl, f"the store refused it: {type(exc).__name__}: {exc}"))
+                continue
+            report.downloaded += 1
             if delete_on_server:
+                conn.dele(number)
+                to_delete += 1
+        # a durable write of this run made the earlier writes durable too (one journal, in
+        # order); without one, a flush does
+        if delete_on_server and stored_before and (report.downloaded or _from_store(_flush, store)):
+            for number in stored_before:
                 conn.dele(number)
                 to_delete += 1
         conn.quit()  # the server commits the deletions here
@@ -326,6 +348,49 @@ def download(
     finally:
         _close(conn)
     return report
+
+
+DURABLE = WriteConcern(w="majority", j=True)
+"""Write concern of a download that deletes on the server: acknowledged once journaled (on disk)
+by a majority. On the embedded SecantusDB ``j: true`` syncs the log on that commit."""
+
+_S = TypeVar("_S", bound=MailboxStore)
+
+
+def durable_store(store: _S) -> _S:
+    """``store`` writing with ``DURABLE`` write concern when it is a ``MessageStore``; any other
+    store (a wrapper too: its own ``add`` must stay in the path) is trusted to write durably."""
+    from .store import MessageStore
+
+    if not isinstance(store, MessageStore):
+        return store
+    return cast(_S, store.with_write_concern(DURABLE))
+
+
+def _flush(store: MailboxStore) -> bool:
+    """Make everything the store wrote so far durable: the ``fsync`` command (a checkpoint) on a
+    ``MessageStore``'s server; other stores are trusted. False when the server refuses it."""
+    from pymongo.errors import OperationFailure
+
+    from .store import MessageStore
+
+    if not isinstance(store, MessageStore) or type(store.db).__module__.startswith("mongomock"):
+        return True
+    try:
+        store.db.client.admin.command("fsync")
+    except OperationFailure as exc:
+        if "fsync" not in _said:
+            _said.add("fsync")
+            log.warning(
+                "the server refused fsync (%s): messages stored by an earlier run stay on the POP3 server "
+                "until a download that stores new mail makes them durable",
+                exc,
+            )
+        return False
+    return True
+
+
+_said: set[str] = set()
 
 
 class _StoreFailed(Exception):

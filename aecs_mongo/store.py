@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import contextlib
+import copy
 import datetime as _dt
 import email
 import email.policy
@@ -21,9 +22,9 @@ import re
 from collections.abc import Iterator, Callable, Iterable, Mapping, Sequence
 from email.message import EmailMessage
 from time import monotonic
-from typing import Any, cast
+from typing import Any, Self, cast
 
-from pymongo import ReplaceOne, UpdateOne
+from pymongo import ReplaceOne, UpdateOne, WriteConcern
 from pymongo.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure, PyMongoError
 
 from . import blobs, queries, vectors
@@ -173,6 +174,9 @@ class MessageStore:
         if isinstance(retry_seconds, bool) or not isinstance(retry_seconds, (int, float)) or retry_seconds < 0:
             raise ValueError("retry_seconds must be a number of seconds, 0 or more")
         self.retry_seconds = float(retry_seconds)
+        self._bind(db)
+
+    def _bind(self, db: Any) -> None:
         self.db = db
         # mongomock (the unit tier) cannot take current PyMongo's bulk updates, nor run $text
         self._mongomock = type(db).__module__.startswith("mongomock")
@@ -181,8 +185,18 @@ class MessageStore:
         self._threads = db["threads"]
         self._uidls = db["uidls"]
         self._vectors = db[VECTORS_COLLECTION]
-        self._files = db[f"{bucket_name}.files"]
-        self._chunks = db[f"{bucket_name}.chunks"]
+        self._files = db[f"{self.bucket_name}.files"]
+        self._chunks = db[f"{self.bucket_name}.chunks"]
+
+    def with_write_concern(self, write_concern: WriteConcern) -> Self:
+        """This store writing with ``write_concern`` (its transactions' commits too); for writes
+        that must be durable before something irreversible, as POP3's delete-on-server.
+        (mongomock, the unit tier, has no write concerns: there it is this store.)"""
+        if self._mongomock:
+            return self
+        clone = copy.copy(self)
+        clone._bind(self.db.with_options(write_concern=write_concern))
+        return clone
 
     # --- indexes -------------------------------------------------------------------------
 
@@ -484,7 +498,7 @@ class MessageStore:
             attempt = 0
             while True:
                 attempt += 1
-                _resolve(session.start_transaction())
+                _resolve(session.start_transaction(write_concern=self.db.write_concern))
                 try:
                     created = self._transaction_writes(unique, session)
                     self._commit(session, deadline)

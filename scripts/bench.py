@@ -18,8 +18,10 @@ Sections (each prints a table; everything also goes to a JSON file):
   work, reading every message and body document once with PyMongo; ratio = ours / floor.
 - scaling: ``store_many`` of 100,000 distinct real messages into one mailbox in slices of 10,000:
   messages/s per slice (flat: no cost grows with the database), peak RSS, final database size.
-- cli: ``aecs-mongo ingest`` of a generated 1 GB mbox of real mail: messages/s per 10% of the
-  file (from its progress line) and its peak RSS.
+- cli: 20 short commands in a row (inbox, thread, show, search) on the embedded default, with
+  the server stopped after each (``--keep-server 0``, as before) and kept between them (the
+  default); then ``aecs-mongo ingest`` of a generated 1 GB mbox of real mail: messages/s per 10%
+  of the file (from its progress line) and its peak RSS (``--cli-mb 0`` skips it).
 - memory: peak RSS of ``aecs-mongo ingest`` on generated mboxes of 20 and 200 MB.
 - normalize: messages/s and MB/s over ``../shared/corpus/eml`` vs the bare stdlib parse (the
   floor), and vs postal-mime under node (the JavaScript parser of the AECS-1 reference).
@@ -601,6 +603,83 @@ def bench_cli(uri: str, size_mb: float) -> list[Doc]:
     return rows
 
 
+def bench_cli_short(size_mb: float, commands: int = 20) -> list[Doc]:
+    """``commands`` short commands in a row (inbox, thread, show, search) on the embedded default
+    (no ``--uri``), after an ``ingest`` of a generated mbox of real mail (``size_mb``): each as
+    the command line ran it before the shared server (``--keep-server 0``: start and stop a
+    server every command) and with it (the default: the first command starts it, the rest
+    connect). Wall time per command, as a user sees it (the interpreter's start included)."""
+    import tempfile
+
+    source = gen_mbox.CORPUS if gen_mbox.CORPUS.is_dir() else gen_mbox.SAMPLES
+    env = {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "AECS_KEEP_SERVER")}
+    rows: list[Doc] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        mbox = Path(tmp) / "bench.mbox"
+        count = gen_mbox.write_mbox(mbox, size_mb, source=source)
+        data_dir = Path(tmp) / "aecs-data"
+
+        def cli(*argv: str, keep: str = "0") -> subprocess.CompletedProcess[str]:
+            command = [sys.executable, "-m", "aecs_mongo", "--data-dir", str(data_dir), "--keep-server", keep, *argv]
+            return subprocess.run(command, env=env, capture_output=True, text=True, check=True, cwd=tmp)
+
+        cli("ingest", str(mbox), "--no-progress")
+        page = json.loads(cli("--json", "inbox", "--limit", "10").stdout)["messages"]
+        ids = [m["messageId"] for m in page]
+        sequence = [
+            [
+                ("inbox", "--limit", "5"),
+                ("thread", ids[i % len(ids)]),
+                ("show", ids[i % len(ids)]),
+                ("search", "meeting"),
+            ][i % 4]
+            for i in range(commands)
+        ]
+        for mode, keep in (("before: --keep-server 0", "0"), ("after: shared server (default 5m)", "5m")):
+            times = []
+            for argv in sequence:
+                started = time.monotonic()
+                cli(*argv, keep=keep)
+                times.append(time.monotonic() - started)
+            rows.append(
+                {
+                    "mode": mode,
+                    "messages": count,
+                    "commands": len(times),
+                    "totalSeconds": round(sum(times), 2),
+                    "firstSeconds": round(times[0], 2),
+                    "medianSeconds": round(statistics.median(times), 2),
+                    "medianAfterFirst": round(statistics.median(times[1:]), 2),
+                    "maxAfterFirst": round(max(times[1:]), 2),
+                    # median of each kind, the first command (which starts the server) left out
+                    **{
+                        kind: round(
+                            statistics.median(t for a, t in zip(sequence[1:], times[1:], strict=True) if a[0] == kind),
+                            2,
+                        )
+                        for kind in ("inbox", "thread", "show", "search")
+                    },
+                }
+            )
+        cli("server", "stop", keep="5m")  # the benchmark stops what it started
+        # the floor, in the same run: starting the interpreter and importing the command line
+        floor = []
+        for _ in range(5):
+            started = time.monotonic()
+            cli("--help")
+            floor.append(time.monotonic() - started)
+        rows.append(
+            {"mode": "floor: aecs-mongo --help", "commands": 5, "medianAfterFirst": round(statistics.median(floor), 2)}
+        )
+    rows.append(
+        {
+            "mode": "ratio before/after (total)",
+            "totalSeconds": round(rows[0]["totalSeconds"] / rows[1]["totalSeconds"], 1),
+        }
+    )
+    return rows
+
+
 # --- main --------------------------------------------------------------------------------------
 
 
@@ -696,6 +775,30 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
             f"{last['storageSizeMB']:.0f} MB on disk"
         )
     if "cli" in args.sections:
+        report["cliShort"] = bench_cli_short(args.cli_short_mb)
+        print(
+            f"\n== CLI: 20 short commands (inbox, thread, show, search) on the embedded default, "
+            f"{args.cli_short_mb:.0f} MB of real mail ingested; wall seconds per command"
+        )
+        print(
+            table(
+                report["cliShort"],
+                [
+                    "mode",
+                    "messages",
+                    "commands",
+                    "totalSeconds",
+                    "firstSeconds",
+                    "medianAfterFirst",
+                    "maxAfterFirst",
+                    "inbox",
+                    "thread",
+                    "show",
+                    "search",
+                ],
+            )
+        )
+    if "cli" in args.sections and args.cli_mb > 0:
         report["cli"] = bench_cli(uri, args.cli_mb)
         print(
             f"\n== CLI: aecs-mongo ingest of a {args.cli_mb:.0f} MB mbox of real mail (messages/s per 10% of the file)"
@@ -735,7 +838,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--scaling-messages", type=int, default=100_000, help="scaling: messages into one mailbox")
     parser.add_argument("--scaling-slice", type=int, default=10_000, help="scaling: messages per timed slice")
-    parser.add_argument("--cli-mb", type=float, default=1024, help="cli: size of the generated mbox of real mail")
+    parser.add_argument(
+        "--cli-mb", type=float, default=1024, help="cli: size of the generated mbox of real mail (0: skip that part)"
+    )
+    parser.add_argument(
+        "--cli-short-mb", type=float, default=20, help="cli: mbox of real mail ingested before the 20 short commands"
+    )
     parser.add_argument("--json", default="bench-results.json", help="where to write the JSON report")
     args = parser.parse_args(argv)
     if args.uri:

@@ -2,7 +2,10 @@
 
 - ``mongomock``: the fast unit tier (no sessions, no explain, no text index).
 - ``rs`` / ``standalone``: SecantusDB started as a subprocess on a free loopback port, once as a
-  single-node replica set (transactions) and once with ``--standalone``; failpoints enabled.
+  single-node replica set (transactions) and once with ``--standalone``; failpoints enabled
+  (``--enable-test-commands``). They run as the CLI's embedded server does: with ``--auth``, the
+  URI carrying the credentials of the server's ``root`` user (which may run ``configureFailPoint``),
+  so the whole suite runs against an authenticating server.
 - ``uri``: any real deployment named by ``MONGODB_URI`` (mongod, Atlas).
 
 Choose with ``--backends=mongomock,rs,standalone,uri`` or ``AECS_BACKENDS``; the default is
@@ -10,6 +13,11 @@ Choose with ``--backends=mongomock,rs,standalone,uri`` or ``AECS_BACKENDS``; the
 cannot start fails the run: nothing is skipped silently. Each test gets its own database and
 drops it afterwards. Tests marked ``server`` run only on real servers; ``one_server`` ones (what
 they check does not depend on the deployment) on the first server backend requested.
+
+Commands run by the tests (``aecs-mongo`` subprocesses and ``main()``) get ``AECS_KEEP_SERVER=0``
+(set for the session below): the embedded server stops with each command, as before the shared
+background server existed, so no test leaves a server running. Tests of the shared server
+(tests/test_background.py) ask for one explicitly and stop it themselves.
 
 Store tests (those using ``make_store``/``store``) also run once per store flavor: the sync
 ``MessageStore``, and ``AsyncMessageStore`` over PyMongo's ``AsyncMongoClient`` and over Motor
@@ -111,6 +119,17 @@ class Servers:
             client.close()
         for server in self.embedded.values():
             server.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _commands_stop_their_server() -> Iterator[None]:
+    previous = os.environ.get("AECS_KEEP_SERVER")
+    os.environ["AECS_KEEP_SERVER"] = "0"
+    yield
+    if previous is None:
+        os.environ.pop("AECS_KEEP_SERVER", None)
+    else:
+        os.environ["AECS_KEEP_SERVER"] = previous
 
 
 @pytest.fixture(scope="session")

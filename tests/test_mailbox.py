@@ -574,3 +574,186 @@ def test_download_then_dispatch_end_to_end(dovecot: DovecotServer, mstore: Messa
     assert (jobs_calls, gym_calls) == ([["m1@test.example", "m3@test.example"]], [["m2@test.example"]])
     assert mstore.message_ids() == [] and dovecot.messages() == {}
     assert pop(dovecot, mstore).downloaded == 0
+
+
+# --- durable before destructive ---------------------------------------------------------------------
+
+_WRITES = {"insert", "update", "delete", "findAndModify", "commitTransaction"}
+
+
+@pytest.mark.server
+def test_delete_on_server_writes_are_durable_before_dele(
+    dovecot: DovecotServer, servers: Any, backend: str, db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Command monitoring and the POP3 commands on one timeline: every write of a download that
+    deletes on the server, up to its last DELE, asks for ``{w: "majority", j: true}`` (outside a
+    transaction on the write itself, in one on its commit), and the first DELE follows writes."""
+    import poplib
+
+    from pymongo import MongoClient, monitoring
+
+    timeline: list[tuple[str, str, dict[str, Any]]] = []
+
+    class Writes(monitoring.CommandListener):
+        def started(self, event: monitoring.CommandStartedEvent) -> None:
+            if event.command_name in _WRITES:
+                timeline.append(("db", event.command_name, dict(event.command)))
+
+        def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+            pass
+
+        def failed(self, event: monitoring.CommandFailedEvent) -> None:
+            pass
+
+    shortcmd = poplib.POP3._shortcmd
+
+    def recording(self: poplib.POP3, line: str) -> bytes:
+        timeline.append(("pop3", line.split()[0].upper(), {}))
+        return shortcmd(self, line)
+
+    monkeypatch.setattr(poplib.POP3, "_shortcmd", recording)  # the stdlib's, recorded and called
+    client: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[Writes()])
+    try:
+        store = MessageStore(client[db.name], mailbox_id="pop")
+        store.ensure_indexes()
+        timeline.clear()
+        for n in (1, 2, 3):
+            dovecot.deliver(msg(n))
+        report = pop(dovecot, store, delete_on_server=True)
+        assert (report.downloaded, report.deleted_on_server) == (3, 3)
+        assert dovecot.messages() == {}
+        assert stored_raw(store, 3) == msg(3)
+    finally:
+        client.close()
+    deles = [i for i, (kind, name, _) in enumerate(timeline) if kind == "pop3" and name == "DELE"]
+    assert len(deles) == 3
+    writes = [(name, cmd) for kind, name, cmd in timeline[: deles[-1]] if kind == "db"]
+    assert any(kind == "db" for kind, _, _ in timeline[: deles[0]]), "the first DELE follows the first message's writes"
+    durable = {"w": "majority", "j": True}
+    in_transaction = [name for name, cmd in writes if "txnNumber" in cmd and name != "commitTransaction"]
+    for name, cmd in writes:
+        if "txnNumber" in cmd and name != "commitTransaction" and "autocommit" in cmd:
+            assert "writeConcern" not in cmd, name  # a write inside a transaction: its commit says it
+        else:
+            assert cmd.get("writeConcern") == durable, (name, cmd.get("writeConcern"))
+    # the replica set writes each message in a transaction; the standalone without
+    assert any(name == "commitTransaction" for name, _ in writes) == bool(in_transaction)
+
+
+@pytest.mark.server
+def test_without_delete_on_server_writes_keep_the_default_concern(
+    dovecot: DovecotServer, servers: Any, backend: str, db: Any
+) -> None:
+    """The durable write concern is the price of deleting only: a plain download does not pay it."""
+    from pymongo import MongoClient, monitoring
+
+    concerns: list[object] = []
+
+    class Writes(monitoring.CommandListener):
+        def started(self, event: monitoring.CommandStartedEvent) -> None:
+            if event.command_name in _WRITES:
+                concerns.append(event.command.get("writeConcern"))
+
+        def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+            pass
+
+        def failed(self, event: monitoring.CommandFailedEvent) -> None:
+            pass
+
+    client: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[Writes()])
+    try:
+        store = MessageStore(client[db.name], mailbox_id="pop")
+        dovecot.deliver(msg(1))
+        assert pop(dovecot, store).downloaded == 1
+    finally:
+        client.close()
+    assert concerns and all(c is None for c in concerns)
+
+
+def _server_argvs(wanted: str) -> list[list[str]]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+                if wanted in argv:
+                    found.append(argv)
+    return found
+
+
+def test_cli_pop3_delete_on_server_runs_the_embedded_server_with_sync_on_commit(
+    dovecot: DovecotServer, tmp_path: Path
+) -> None:
+    """``aecs-mongo pop3 --delete-on-server`` on the embedded default: the server it starts syncs
+    its log on every commit (seen on its command line while it runs), and the mail moved."""
+    import sys
+    import time
+
+    from aecs_mongo.embedded import embedded_available
+
+    if not embedded_available():
+        pytest.skip("the embedded server is not installed")
+    for n in (1, 2):
+        dovecot.deliver(msg(n))
+    data_dir = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
+    env["AECS_POP3_PASSWORD"] = dovecot.password
+    argv = [sys.executable, "-m", "aecs_mongo", "--data-dir", str(data_dir), "pop3", "127.0.0.1"]
+    argv += ["--port", str(dovecot.pop3_port), "--user", dovecot.user, "--security", "plain", "--delete-on-server"]
+    command = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen: list[list[str]] = []
+    while command.poll() is None:
+        seen += _server_argvs(str(data_dir / "db"))
+        time.sleep(0.05)
+    out, err = command.communicate()
+    assert command.returncode == 0, err.decode()
+    assert b"2 downloaded" in out and b"2 deleted on the server" in out
+    assert dovecot.messages() == {}
+    with_auth = [a for a in seen if "--auth" in a]
+    assert with_auth and all("--sync-on-commit" in a for a in with_auth)
+
+
+@pytest.mark.server
+def test_messages_stored_by_an_earlier_run_are_flushed_before_their_dele(
+    dovecot: DovecotServer, servers: Any, backend: str, db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain download stores with the default write concern; a later delete-on-server run that
+    stores nothing new deletes those messages only after an ``fsync`` (seen before any DELE)."""
+    import poplib
+
+    from pymongo import MongoClient, monitoring
+
+    timeline: list[str] = []
+
+    class Commands(monitoring.CommandListener):
+        def started(self, event: monitoring.CommandStartedEvent) -> None:
+            timeline.append(event.command_name)
+
+        def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+            pass
+
+        def failed(self, event: monitoring.CommandFailedEvent) -> None:
+            pass
+
+    shortcmd = poplib.POP3._shortcmd
+
+    def recording(self: poplib.POP3, line: str) -> bytes:
+        timeline.append("POP3 " + line.split()[0].upper())
+        return shortcmd(self, line)
+
+    monkeypatch.setattr(poplib.POP3, "_shortcmd", recording)
+    client: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[Commands()])
+    try:
+        store = MessageStore(client[db.name], mailbox_id="pop")
+        store.ensure_indexes()
+        for n in (1, 2):
+            dovecot.deliver(msg(n))
+        assert pop(dovecot, store).downloaded == 2  # stored, not deleted
+        timeline.clear()
+        report = pop(dovecot, store, delete_on_server=True)
+        assert (report.downloaded, report.skipped, report.deleted_on_server) == (0, 2, 2)
+        assert dovecot.messages() == {}
+    finally:
+        client.close()
+    assert "fsync" in timeline and "POP3 DELE" in timeline
+    assert timeline.index("fsync") < timeline.index("POP3 DELE")

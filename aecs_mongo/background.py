@@ -1,0 +1,483 @@
+"""The command line's shared embedded server: one per data directory, kept between commands.
+
+Starting SecantusDB costs about 2 s and stopping it as much, so a command that started its own
+server would spend 4 s around a 0.4 s query. Like gpg-agent or ssh's ControlPersist, the command
+line keeps one server per data directory running in the background and lets it stop itself
+once idle. The library's ``EmbeddedServer`` (a child of its caller, stopped on exit) does not
+change: this module is the command line's choice.
+
+In the data directory (private, like the rest of it; see :mod:`aecs_mongo.datadir`):
+
+- ``server.json``: the record of the running server (pid, port, start time, idle time, boot id,
+  uid), written while holding ``server.lock``. It is trusted only when its process is alive, ours
+  (same uid, our launcher's command line with this data directory) and answers with this
+  directory's credentials; otherwise it is stale (the server was SIGKILLed, the machine
+  rebooted, the pid was reused) and is replaced: a process that is not ours is never signalled.
+- ``server.lock``: held (``flock``, exclusive) to look at the record and start a server, so two
+  commands started at once start one server; held by the server itself while it stops.
+- ``server.clients``: every command that uses the server holds a shared ``flock`` on it for as
+  long as it runs (a ``watch`` for hours); the kernel drops it when the command dies.
+- ``server.used``: its mtime is the last time a command started or ended.
+
+The server's launcher runs a watch thread: every second, when no command holds
+``server.clients`` and nobody holds ``server.lock``, and the last use is ``idleSeconds`` ago, it
+removes the record and stops the server cleanly (SIGTERM: SecantusDB checkpoints and closes).
+It also stops when the record no longer names it (removed, or replaced), so a server whose
+starter died before writing the record, or whose data directory was deleted, does not linger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .datadir import PRIVATE_UMASK, Credentials, make_private, read_record, remove_record, write_record
+from .embedded import EmbeddedServer, _free_port
+from .errors import ServerFeatureError
+
+__all__ = [
+    "DEFAULT_KEEP_SECONDS",
+    "KEEP_ENV",
+    "ServerStatus",
+    "attach",
+    "parse_duration",
+    "start",
+    "status",
+    "stop",
+    "use",
+]
+
+DEFAULT_KEEP_SECONDS = 300.0
+KEEP_ENV = "AECS_KEEP_SERVER"
+RECORD = "server.json"
+START_LOCK = "server.lock"
+CLIENTS_LOCK = "server.clients"
+USED = "server.used"
+LOCK_TIMEOUT = 120.0  # a start (first start: two) or a stop holds the lock for seconds, never minutes
+STOP_TIMEOUT = 60.0
+_MARK = "# aecs-mongo: the shared embedded SecantusDB server"
+
+# The background server's launcher: SecantusDB with the idle watch described above. Not a child
+# watch as the command's own server has: this one outlives the command on purpose.
+_LAUNCHER = (
+    _MARK
+    + """
+import fcntl, json, os, runpy, signal, sys, threading, time
+data_dir, tick, grace = sys.argv.pop(1), float(sys.argv.pop(1)), float(sys.argv.pop(1))
+record_path = os.path.join(data_dir, "server.json")
+started = time.time()
+
+
+def take(name):
+    fd = os.open(os.path.join(data_dir, name), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fd
+    except OSError:
+        os.close(fd)
+        return None
+
+
+def stop(reason):
+    print("aecs-mongo: stopping the shared server: " + reason, file=sys.stderr, flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)  # SecantusDB's clean stop; once only
+    time.sleep(grace)
+    print("aecs-mongo: the server did not stop; exiting", file=sys.stderr, flush=True)
+    os._exit(1)
+
+
+def record():
+    try:
+        with open(record_path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def idle_watch():
+    while True:
+        time.sleep(tick)
+        mine = record()
+        if not isinstance(mine, dict) or mine.get("pid") != os.getpid():
+            if time.time() - started < 5:
+                continue  # the command that started us writes the record right after starting us
+            return stop("its record in " + data_dir + " is gone or names another server")
+        lock = take("server.lock")
+        if lock is None:
+            continue
+        clients = take("server.clients")
+        if clients is None:
+            os.close(lock)
+            continue
+        try:
+            used = os.stat(os.path.join(data_dir, "server.used")).st_mtime
+        except OSError:
+            used = started
+        if time.time() - max(used, started) >= float(mine.get("idleSeconds", 300)):
+            os.unlink(record_path)
+            # both locks stay held until this process is gone: a command waits, then starts anew
+            return stop("idle")
+        os.close(clients)
+        os.close(lock)
+
+
+threading.Thread(target=idle_watch, name="aecs-idle-watch", daemon=True).start()
+runpy.run_module("secantus", run_name="__main__", alter_sys=True)
+"""
+)
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``5m``, ``1h``, ``1.5m`` -> seconds; ``0`` = stop with the command."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*", text)
+    if match is None:
+        raise ValueError(f"not a duration: {text!r} (say 0, 90s, 5m or 1h)")
+    return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2) or "s"]
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie child of ours is reaped and counts as gone)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+def _is_ours(record: dict[str, Any], data_dir: Path) -> bool:
+    """The record's process runs, is ours and is our launcher serving this data directory."""
+    pid = record.get("pid")
+    if not isinstance(pid, int) or pid <= 0 or not isinstance(record.get("port"), int):
+        return False
+    if record.get("bootId") != _boot_id() or not _alive(pid):
+        return False
+    proc = Path(f"/proc/{pid}")
+    if not proc.exists():  # no /proc: the credentials check below still tells
+        return True
+    try:
+        if proc.stat().st_uid != os.geteuid():
+            return False
+        argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+    return any(a.startswith(_MARK) for a in argv) and str(data_dir / "db") in argv
+
+
+def _uri(host: str, port: int, credentials: Credentials) -> str:
+    server = EmbeddedServer(auth=True, host=host)
+    server.port = port
+    server._credentials = credentials
+    return server.uri
+
+
+def _answers(uri: str, timeout: float) -> bool | None:
+    """True when the server at ``uri`` takes our credentials; False when it refuses them (it is
+    not this directory's server); None when it does not answer within ``timeout``."""
+    from pymongo import MongoClient
+    from pymongo.errors import OperationFailure, PyMongoError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client: MongoClient[dict[str, Any]] = MongoClient(uri, serverSelectionTimeoutMS=500)
+            with client:
+                client.admin.command("connectionStatus")
+            return True
+        except OperationFailure:
+            return False
+        except PyMongoError:
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def _locked(path: Path, *, exclusive: bool = True, timeout: float = LOCK_TIMEOUT) -> Iterator[int]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + timeout
+        flags = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+        while True:
+            try:
+                fcntl.flock(fd, flags)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ServerFeatureError(f"{path} stayed locked for {timeout:.0f} s") from None
+                time.sleep(0.05)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _touch(path: Path) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.close(fd)
+    os.utime(path)
+
+
+@dataclass
+class _Live:
+    record: dict[str, Any]
+    uri: str
+
+
+def _live(server: EmbeddedServer, credentials: Credentials, startup_timeout: float) -> _Live | None:
+    """The running server of the data directory (lock held), or None; a stale record is
+    removed, and a server of ours that stopped answering is stopped first."""
+    data_dir = server._data_dir
+    path = data_dir / RECORD
+    record = read_record(path)
+    if record is None:
+        return None
+    if not _is_ours(record, data_dir):
+        remove_record(path)
+        return None
+    uri = _uri(str(record.get("host", server.host)), int(record["port"]), credentials)
+    answer = _answers(uri, startup_timeout)  # a starter that died mid-start: the server may still come up
+    if answer:
+        return _Live(record, uri)
+    if answer is None and Path(f"/proc/{record['pid']}").exists():
+        _terminate(int(record["pid"]))  # ours for sure (its command line said so), and hung
+    remove_record(path)
+    return None
+
+
+def _terminate(pid: int) -> bool:
+    """SIGTERM (SecantusDB's clean stop), SIGKILL after ``STOP_TIMEOUT``; True when it stopped
+    cleanly."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.05)
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _spawn(server: EmbeddedServer, credentials: Credentials, keep_seconds: float) -> _Live:
+    data_dir = server._data_dir
+    port = _free_port(server.host)
+    args = [sys.executable, "-c", _LAUNCHER, str(data_dir), "1", "10", *server.server_args(port, auth=True)]
+    fd = os.open(data_dir / "server.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "ab") as log:
+        proc = subprocess.Popen(
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # no terminal's signals; it outlives this command
+            umask=PRIVATE_UMASK,
+            cwd=data_dir,
+        )
+    record = {
+        "pid": proc.pid,
+        "port": port,
+        "host": server.host,
+        "started": time.time(),
+        "idleSeconds": keep_seconds,
+        "bootId": _boot_id(),
+        "uid": os.geteuid(),
+        "dataDir": str(data_dir),
+    }
+    write_record(data_dir / RECORD, record)
+    uri = _uri(server.host, port, credentials)
+    deadline = time.monotonic() + server.startup_timeout
+    while True:
+        if proc.poll() is not None:
+            remove_record(data_dir / RECORD)
+            raise ServerFeatureError(f"the embedded server exited at start-up: {server.log_tail()}")
+        answer = _answers(uri, 0.5)
+        if answer:
+            proc.returncode = 0  # it is meant to outlive us: no "still running" warning
+            return _Live(record, uri)
+        if answer is False or time.monotonic() > deadline:
+            _terminate(proc.pid)
+            remove_record(data_dir / RECORD)
+            raise ServerFeatureError("the embedded server did not answer in time")
+
+
+def _prepared(data_dir: Path, standalone: bool) -> tuple[EmbeddedServer, Credentials]:
+    server = EmbeddedServer(data_dir, standalone=standalone)
+    credentials = server.prepare()
+    assert credentials is not None
+    return server, credentials
+
+
+@contextlib.contextmanager
+def use(data_dir: Path, keep_seconds: float, *, standalone: bool = False) -> Iterator[str]:
+    """The URI of the data directory's shared server, started if none runs, for as long as the
+    block runs (it holds ``server.clients``); ``keep_seconds`` becomes the server's idle time."""
+    data_dir = Path(data_dir).absolute()
+    make_private(data_dir)  # first: the lock files go into it
+    with _locked(data_dir / START_LOCK):  # then the credentials: one first start provisions them
+        server, credentials = _prepared(data_dir, standalone)
+        live = _live(server, credentials, server.startup_timeout)
+        if live is None:
+            live = _spawn(server, credentials, keep_seconds)
+        elif live.record.get("idleSeconds") != keep_seconds:
+            live.record["idleSeconds"] = keep_seconds
+            write_record(data_dir / RECORD, live.record)
+        with contextlib.ExitStack() as held:
+            held.enter_context(_locked(data_dir / CLIENTS_LOCK, exclusive=False))
+            _touch(data_dir / USED)
+            clients = held.pop_all()
+    with clients:
+        try:
+            yield live.uri
+        finally:
+            _touch(data_dir / USED)
+
+
+@contextlib.contextmanager
+def attach(data_dir: Path) -> Iterator[str | None]:
+    """The URI of the data directory's shared server if one runs (held as ``use`` holds it),
+    else None: the caller starts a server of its own."""
+    data_dir = Path(data_dir).absolute()
+    if not (data_dir / RECORD).exists():
+        yield None
+        return
+    make_private(data_dir)
+    with _locked(data_dir / START_LOCK):
+        server, credentials = _prepared(data_dir, False)
+        live = _live(server, credentials, server.startup_timeout)
+        if live is None:
+            clients = None
+        else:
+            with contextlib.ExitStack() as held:
+                held.enter_context(_locked(data_dir / CLIENTS_LOCK, exclusive=False))
+                _touch(data_dir / USED)
+                clients = held.pop_all()
+    if clients is None or live is None:
+        yield None
+        return
+    with clients:
+        try:
+            yield live.uri
+        finally:
+            _touch(data_dir / USED)
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """What ``aecs-mongo server status`` shows."""
+
+    data_dir: str
+    running: bool
+    pid: int | None = None
+    port: int | None = None
+    started: float | None = None
+    idle_seconds: float | None = None
+    idle_deadline: float | None = None
+    in_use: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        now = time.time()
+        return {
+            "dataDir": self.data_dir,
+            "running": self.running,
+            "pid": self.pid,
+            "port": self.port,
+            "uptimeSeconds": None if self.started is None else round(now - self.started, 1),
+            "idleSeconds": self.idle_seconds,
+            "inUse": self.in_use,
+            "stopsInSeconds": None
+            if self.idle_deadline is None or self.in_use
+            else round(max(0.0, self.idle_deadline - now), 1),
+        }
+
+
+def _status_of(data_dir: Path, live: _Live | None) -> ServerStatus:
+    if live is None:
+        return ServerStatus(str(data_dir), running=False)
+    record = live.record
+    in_use = False
+    fd = os.open(data_dir / CLIENTS_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        in_use = True
+    finally:
+        os.close(fd)
+    try:
+        used = (data_dir / USED).stat().st_mtime
+    except OSError:
+        used = float(record["started"])
+    idle = float(record.get("idleSeconds", DEFAULT_KEEP_SECONDS))
+    return ServerStatus(
+        str(data_dir),
+        running=True,
+        pid=int(record["pid"]),
+        port=int(record["port"]),
+        started=float(record["started"]),
+        idle_seconds=idle,
+        idle_deadline=max(used, float(record["started"])) + idle,
+        in_use=in_use,
+    )
+
+
+def status(data_dir: Path) -> ServerStatus:
+    """Is the data directory's shared server running; where, since when, until when."""
+    data_dir = Path(data_dir).absolute()
+    if not (data_dir / RECORD).exists():
+        return ServerStatus(str(data_dir), running=False)
+    with _locked(data_dir / START_LOCK):
+        server, credentials = _prepared(data_dir, False)
+        return _status_of(data_dir, _live(server, credentials, 5.0))
+
+
+def start(data_dir: Path, keep_seconds: float, *, standalone: bool = False) -> ServerStatus:
+    """Make sure the shared server runs (for scripts that want it up before their commands)."""
+    data_dir = Path(data_dir).absolute()
+    with use(data_dir, keep_seconds, standalone=standalone):
+        pass
+    return status(data_dir)
+
+
+def stop(data_dir: Path) -> ServerStatus | None:
+    """Stop the shared server cleanly (its data checkpointed and closed); returns what ran, or
+    None when nothing did. Commands still using it lose their connection."""
+    data_dir = Path(data_dir).absolute()
+    if not (data_dir / RECORD).exists():
+        return None
+    with _locked(data_dir / START_LOCK):
+        server, credentials = _prepared(data_dir, False)
+        live = _live(server, credentials, 5.0)
+        if live is None:
+            return None
+        was = _status_of(data_dir, live)
+        clean = _terminate(int(live.record["pid"]))
+        remove_record(data_dir / RECORD)
+    if not clean:
+        raise ServerFeatureError(f"the server (pid {was.pid}) did not stop in {STOP_TIMEOUT:.0f} s and was killed")
+    return was
