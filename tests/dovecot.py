@@ -104,10 +104,7 @@ class DovecotServer:
     def _config(self, login_user: str, internal_user: str) -> str:
         r = self.root
         protocols = "pop3 imap" if self.imap else "pop3"
-        if self.tls:
-            tls = f"ssl = yes\nssl_cert = <{self.cert_path}\nssl_key = <{r}/key.pem"
-        else:
-            tls = "ssl = no"
+        tls = f"ssl = yes\nssl_cert = <{self.cert_path}\nssl_key = <{r}/key.pem" if self.tls else "ssl = no"
         secure = "yes" if self.tls else "no"
         imap_listeners = (
             f"""
@@ -274,12 +271,22 @@ service imap-login {{{imap_listeners}
             for entry in self.rawlog_dir.iterdir():
                 entry.unlink()
 
-    def imap_commands(self) -> list[str]:
-        """Every command line the IMAP clients sent since the last ``reset_mail`` (from Dovecot's
-        rawlog; the login itself happens before the rawlog starts), tag removed, in order."""
+    def clear_rawlog(self) -> None:
         assert self.rawlog_dir is not None, "start the server with rawlog=True"
+        for entry in self.rawlog_dir.iterdir():
+            entry.unlink()
+
+    def imap_commands(self, timeout: float = 5.0) -> list[str]:
+        """Every command line the IMAP clients sent since the last ``clear_rawlog`` (from
+        Dovecot's rawlog; the login itself happens before the rawlog starts), tag removed, in the
+        order of the sessions. Waits (up to ``timeout``) for Dovecot to finish writing sessions
+        that logged out."""
+        assert self.rawlog_dir is not None, "start the server with rawlog=True"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(_logging_out(path) for path in self.rawlog_dir.glob("*.in")):
+            time.sleep(0.05)
         lines: list[str] = []
-        for path in sorted(self.rawlog_dir.glob("*.in"), key=lambda p: p.stat().st_mtime_ns):
+        for path in sorted(self.rawlog_dir.glob("*.in"), key=lambda p: p.name):
             for line in path.read_bytes().split(b"\r\n"):
                 parts = line.decode("latin-1").split(" ", 2)  # timestamp, tag, command
                 if len(parts) == 3 and parts[0].replace(".", "").isdigit():
@@ -308,6 +315,14 @@ service imap-login {{{imap_listeners}
             for path in (self.maildir / sub).iterdir():
                 found[path.name.split(":", 1)[0]] = path.read_bytes()
         return found
+
+
+def _logging_out(rawlog_in: Path) -> bool:
+    """A session that sent LOGOUT but whose rawlog does not show the answer yet."""
+    out = rawlog_in.with_suffix(".out")
+    if not out.exists() or b"LOGOUT" not in rawlog_in.read_bytes():
+        return False
+    return b" OK Logout completed" not in out.read_bytes()[-200:]
 
 
 def _accepts(port: int) -> bool:
