@@ -21,6 +21,9 @@ Sections (each prints a table; everything also goes to a JSON file):
 - cli: ``aecs-mongo ingest`` of a generated 1 GB mbox of real mail: messages/s per 10% of the
   file (from its progress line) and its peak RSS.
 - memory: peak RSS of ``aecs-mongo ingest`` on generated mboxes of 20 and 200 MB.
+- imap (``--sections imap``, not in the default list: it needs Dovecot): ``imap.sync`` of real
+  mail from a local Dovecot over IMAPS vs a bare imaplib client fetching the same UIDs and
+  storing nothing, and vs ``store_many`` of the served bytes from memory.
 - normalize: messages/s and MB/s over ``../shared/corpus/eml`` vs the bare stdlib parse (the
   floor), and vs postal-mime under node (the JavaScript parser of the AECS-1 reference).
 
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -527,6 +531,114 @@ def bench_normalize(rounds: int) -> Doc | None:
     return result
 
 
+# --- imap ------------------------------------------------------------------------------------------
+
+
+def _bare_imap_fetch(server: Any, context: Any, batch_size: int) -> tuple[int, int]:
+    """A bare client that stores nothing: login, EXAMINE, the same listing and the same UID
+    batches ``imap.sync`` sends, every body read and dropped. Returns (messages, bytes)."""
+    import imaplib
+
+    from aecs_mongo.imap_records import plan_batches, uid_ranges
+
+    conn = imaplib.IMAP4_SSL("127.0.0.1", server.imaps_port, ssl_context=context, timeout=60)
+    conn.login(server.user, server.password)
+    conn.select("INBOX", readonly=True)
+    _, data = conn.uid("FETCH", "1:*", "(UID RFC822.SIZE)")
+    sizes = []
+    for line in data:
+        if isinstance(line, bytes):
+            fields = line.replace(b"(", b" ").replace(b")", b" ").split()
+            sizes.append((int(fields[fields.index(b"UID") + 1]), int(fields[fields.index(b"RFC822.SIZE") + 1])))
+    count = total = 0
+    for batch in plan_batches(sizes, batch_size, 32 * 1024 * 1024):
+        _, data = conn.uid("FETCH", uid_ranges(batch), "(UID BODY.PEEK[])")
+        for item in data:
+            if isinstance(item, tuple):
+                count += 1
+                total += len(item[1])
+    conn.logout()
+    return count, total
+
+
+def bench_imap(client: MongoClient[Doc], sizes: list[int], rounds: int, transactions: bool) -> list[Doc]:
+    """``imap.sync`` of real mail from a local Dovecot (IMAPS, its own process) into a fresh
+    mailbox, vs (1) a bare imaplib client fetching the same UIDs in the same batches and storing
+    nothing, (2) ``store_many`` of the very bytes the server serves, from memory (the store's
+    floor). Medians of ``rounds``; ratios = other / ours (1.0: ours costs nothing more)."""
+    import ssl
+
+    sys.path.insert(0, str(ROOT))
+    from aecs_mongo import imap
+    from tests.dovecot import DovecotServer, dovecot_binary
+
+    binary = dovecot_binary()
+    if binary is None or not Path("/usr/lib/dovecot/imap").exists():
+        print("imap: skipped (needs dovecot-core and dovecot-imapd)")
+        return []
+    rows = []
+    for size in sizes:
+        server = DovecotServer(binary, imap=True)
+        try:
+            server.start()
+            for raw in real_mail(size, offset=size):
+                server.deliver_to("INBOX", raw)
+            context = ssl.create_default_context(cafile=str(server.cert_path))
+            count, total = _bare_imap_fetch(server, context, 100)  # warm: Dovecot indexes the maildir
+            served = _served(server, context)
+            bare = statistics.median(
+                timed(functools.partial(_bare_imap_fetch, server, context, 100)) for _ in range(rounds)
+            )
+            ours_t, floor_t = [], []
+            report = None
+            for r in range(rounds):
+                db = client[f"bench_imap_{size}_{r}"]
+                client.drop_database(db.name)
+                store = MessageStore(db, mailbox_id="bench", transactions=transactions)
+                store.ensure_indexes()
+                start = time.perf_counter()
+                report = imap.sync(store, "127.0.0.1", server.user, server.password, port=server.imaps_port,
+                                   ssl_context=context, batch_size=100)  # fmt: skip
+                ours_t.append(time.perf_counter() - start)
+                client.drop_database(db.name)
+                floor_db = client[f"bench_imap_floor_{size}_{r}"]
+                client.drop_database(floor_db.name)
+                floor = MessageStore(floor_db, mailbox_id="bench", transactions=transactions)
+                floor.ensure_indexes()
+                floor_t.append(timed(functools.partial(floor.store_many, served, batch_size=100)))
+                client.drop_database(floor_db.name)
+            assert report is not None and report.new + report.present == count, report
+            ours, floor_s = statistics.median(ours_t), statistics.median(floor_t)
+            rows.append(
+                {
+                    "messages": count,
+                    "MB": round(total / 1e6, 1),
+                    "transactions": transactions,
+                    "bare_fetch_s": bare,
+                    "store_many_s": floor_s,
+                    "sync_s": ours,
+                    "sync_msgs_per_s": round(count / ours),
+                    "bare_ratio": bare / ours,
+                    "store_ratio": floor_s / ours,
+                }
+            )
+        finally:
+            server.cleanup()
+    return rows
+
+
+def _served(server: Any, context: Any) -> list[bytes]:
+    """Every INBOX message as the server serves it (CRLF line ends), in UID order."""
+    import imaplib
+
+    conn = imaplib.IMAP4_SSL("127.0.0.1", server.imaps_port, ssl_context=context, timeout=60)
+    conn.login(server.user, server.password)
+    conn.select("INBOX", readonly=True)
+    _, data = conn.uid("FETCH", "1:*", "(BODY.PEEK[])")
+    conn.logout()
+    return [item[1] for item in data if isinstance(item, tuple)]
+
+
 # --- memory ------------------------------------------------------------------------------------
 
 
@@ -705,6 +817,26 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
         report["memory"] = bench_memory(uri, args.memory_mb)
         print("\n== memory (peak RSS of the ingest process; it must not grow with the mbox)")
         print(table(report["memory"], ["mboxMB", "stored", "failed", "wallSeconds", "peakRssMB", "baselinePeakRssMB"]))
+    if "imap" in args.sections:
+        txn_capable = bool(client.admin.command("hello").get("setName"))
+        report["imap"] = bench_imap(client, args.imap_messages, args.ingest_rounds, txn_capable)
+        print("\n== imap: sync of real mail from a local Dovecot (ratios = other / ours; medians)")
+        print(
+            table(
+                report["imap"],
+                [
+                    "messages",
+                    "MB",
+                    "transactions",
+                    "bare_fetch_s",
+                    "store_many_s",
+                    "sync_s",
+                    "sync_msgs_per_s",
+                    "bare_ratio",
+                    "store_ratio",
+                ],
+            )
+        )
     if "normalize" in args.sections:
         report["normalize"] = bench_normalize(args.rounds // 3 or 1)
         if report["normalize"]:
@@ -736,8 +868,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scaling-messages", type=int, default=100_000, help="scaling: messages into one mailbox")
     parser.add_argument("--scaling-slice", type=int, default=10_000, help="scaling: messages per timed slice")
     parser.add_argument("--cli-mb", type=float, default=1024, help="cli: size of the generated mbox of real mail")
+    parser.add_argument(
+        "--imap-messages",
+        default="500,2000",
+        type=lambda s: [int(x) for x in s.split(",")],
+        help="imap: folder sizes to sync from a local Dovecot (needs dovecot-imapd)",
+    )
     parser.add_argument("--json", default="bench-results.json", help="where to write the JSON report")
+    parser.add_argument(
+        "--corpus", type=Path, default=gen_mbox.CORPUS, help=f"the real-mail corpus (default: {gen_mbox.CORPUS})"
+    )
     args = parser.parse_args(argv)
+    gen_mbox.CORPUS = args.corpus
     if args.uri:
         report = run(args.uri, args, "MONGODB_URI")
     else:
