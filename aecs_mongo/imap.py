@@ -245,7 +245,7 @@ def sync(
             conn.logout()
     except _ServerFailed as failure:
         raise MailboxConnectionError(f"IMAP server {where}: {failure}", report=report) from failure.original
-    except (imaplib.IMAP4.error, OSError) as exc:
+    except imaplib.IMAP4.error as exc:  # every IMAP call is wrapped; this is the safety net
         raise MailboxConnectionError(f"IMAP server {where}: {_text(exc)}", report=report) from exc
     finally:
         _close(conn)

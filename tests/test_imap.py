@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import imaplib
+import importlib.util
 import json
 import os
 import re
@@ -516,6 +516,38 @@ def test_server_gone_mid_sync_then_rerun_stores_every_message_once(
     rest = run_sync(dovecot, mstore, batch_size=4)
     assert partial.folders[0].done + rest.folders[0].done == 24
     assert assert_exactly_once(dovecot, mstore, ["INBOX"]) == 24
+
+
+@pytest.mark.server
+def test_a_database_failure_propagates_and_nothing_is_recorded_ahead_of_it(
+    dovecot: DovecotServer, mstore: MessageStore, client: Any, backend: str
+) -> None:
+    if backend == "uri" and not os.environ.get("AECS_URI_HAS_FAILPOINTS"):
+        pytest.skip("MONGODB_URI deployments need enableTestCommands (set AECS_URI_HAS_FAILPOINTS=1)")
+    from pymongo.errors import PyMongoError
+
+    for raw in real_mail(12):
+        dovecot.deliver_to("INBOX", raw)
+    done: list[int] = []
+
+    def database_down_after_first_batch(report: Any, folder: Any) -> None:
+        done.append(folder.done)
+        if len(done) == 4:  # before the batch's records and position are written
+            client.admin.command(
+                "configureFailPoint", "failCommand", mode="alwaysOn", data={"failCommands": ["insert"], "errorCode": 2}
+            )
+
+    try:
+        with pytest.raises(PyMongoError):  # the store's error, as it is: not an IMAP failure
+            run_sync(dovecot, mstore, batch_size=4, progress=database_down_after_first_batch)
+    finally:
+        client.admin.command("configureFailPoint", "failCommand", mode="off")
+    assert len(mstore.message_ids()) == 4  # committed by the store
+    assert mstore.db.imap_sources.count_documents({}) == 0  # but neither recorded ...
+    assert imap.positions(mstore)[0].uid == 0  # ... nor passed: the next run fetches them again
+    rest = run_sync(dovecot, mstore, batch_size=4)
+    assert (rest.new, rest.present) == (8, 4)
+    assert assert_exactly_once(dovecot, mstore, ["INBOX"]) == 12
 
 
 @pytest.mark.one_server
