@@ -362,6 +362,7 @@ def test_stop_ends_after_the_batch_in_hand_and_the_next_run_continues(
 # --- failures ------------------------------------------------------------------------------------
 
 
+@pytest.mark.one_server  # nothing is stored: the backend does not matter
 def test_wrong_password_is_an_auth_error(dovecot: DovecotServer, mstore: MessageStore) -> None:
     dovecot.deliver_to("INBOX", real_mail(1)[0])
     with pytest.raises(MailboxAuthError, match="refused the login"):
@@ -402,18 +403,24 @@ def test_a_server_without_starttls_is_refused_before_any_login(mstore: MessageSt
 
 class Proxy:
     """A TCP proxy to ``target`` that, after ``cut_after`` bytes from the server, drops the
-    connection (``stall=False``) or stops forwarding and keeps it open (``stall=True``)."""
+    connection (``mode="cut"``), stops forwarding and keeps it open (``"stall"``), or stops
+    forwarding until ``resume()`` (``"pause"``; ``paused`` is set while it waits)."""
 
-    def __init__(self, target: int, cut_after: int, *, stall: bool = False) -> None:
+    def __init__(self, target: int, cut_after: int, *, mode: str = "cut") -> None:
         self.target = target
         self.cut_after = cut_after
-        self.stall = stall
+        self.mode = mode
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self.listener.getsockname()[1]
         self.forwarded = 0
         self.done = threading.Event()
+        self.paused = threading.Event()
+        self.resumed = threading.Event()
         self.sockets: list[socket.socket] = []
         threading.Thread(target=self._serve, daemon=True).start()
+
+    def resume(self) -> None:
+        self.resumed.set()
 
     def _serve(self) -> None:
         with self.listener:
@@ -429,17 +436,23 @@ class Proxy:
         threading.Thread(target=up, daemon=True).start()
         with contextlib.suppress(OSError):
             while data := upstream.recv(65536):
-                room = self.cut_after - self.forwarded
+                room = len(data) if self.paused.is_set() else max(self.cut_after - self.forwarded, 0)
                 client.sendall(data[:room])
-                self.forwarded += min(room, len(data))
-                if self.forwarded >= self.cut_after:
+                self.forwarded += len(data)
+                if self.forwarded < self.cut_after or self.paused.is_set():
+                    continue
+                if self.mode != "pause":
                     break
-        if self.stall:
+                self.paused.set()
+                self.resumed.wait(60)
+                client.sendall(data[room:])
+        if self.mode == "stall":
             self.done.wait(30)
         self.close()
 
     def close(self) -> None:
         self.done.set()
+        self.resumed.set()
         for s in self.sockets:
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
@@ -462,7 +475,7 @@ def test_connection_lost_mid_sync_then_rerun_stores_every_message_once(
     mail = big_mail(12)
     for raw in mail:
         dovecot.deliver_to("INBOX", raw)
-    proxy = Proxy(dovecot.imaps_port, cut_after=250_000, stall=stall)  # inside the second batch
+    proxy = Proxy(dovecot.imaps_port, cut_after=250_000, mode="stall" if stall else "cut")  # in the 2nd batch
     try:
         with pytest.raises(MailboxConnectionError, match="timed out" if stall else None) as info:
             run_sync(dovecot, mstore, port=proxy.port, batch_size=4, timeout=2 if stall else 10)
@@ -630,24 +643,38 @@ def test_cli_syncs_reports_and_fails_cleanly(
 def test_cli_ctrl_c_stops_after_the_batch_in_hand_and_resumes(
     dovecot: DovecotServer, servers: Any, backend: str, db: Any
 ) -> None:
-    for raw in real_mail(60):
+    mail = big_mail(30, kb=20)
+    for raw in mail:
         dovecot.deliver_to("INBOX", raw)
-    env = {**os.environ, PASSWORD_VAR: dovecot.password}
+    env = {**os.environ, PASSWORD_VAR: dovecot.password, "PYTHONFAULTHANDLER": "1"}
     argv = [sys.executable, "-m", "aecs_mongo", "--uri", servers.uri(backend), "--db", db.name, "--json"]
-    argv += ["imap", "127.0.0.1", "--port", str(dovecot.imaps_port), "--user", dovecot.user]
-    argv += ["--password-env", PASSWORD_VAR, "--ca-file", str(dovecot.cert_path), "--batch-size", "2"]
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while db.messages.count_documents({}) == 0 and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    argv += ["imap", "127.0.0.1", "--user", dovecot.user, "--password-env", PASSWORD_VAR]
+    argv += ["--ca-file", str(dovecot.cert_path), "--batch-size", "2"]
+    # the server's bytes stop after about ten messages, so Ctrl-C comes while a batch is in hand
+    proxy = Proxy(dovecot.imaps_port, cut_after=220_000, mode="pause")
+    proc = subprocess.Popen([*argv, "--port", str(proxy.port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not (proxy.paused.is_set() and db.messages.count_documents({})) and time.monotonic() < deadline:
+            assert proc.poll() is None
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)  # the handler has run: the batch in hand is finished, no other is fetched
+        proxy.resume()
+        try:
+            out, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate(timeout=20)
+            raise AssertionError(err.decode()) from None
+    finally:
+        proxy.close()
     assert proc.returncode == 130, err.decode()
     assert b"stopping once the messages in hand are stored" in err
     report = json.loads(out)
-    assert report["interrupted"] is True and 0 < report["new"] + report["present"] < 60
-    rest = subprocess.run(argv, env=env, capture_output=True, timeout=120)
+    assert report["interrupted"] is True and 0 < report["new"] + report["present"] < 30
+    rest = subprocess.run([*argv, "--port", str(dovecot.imaps_port)], env=env, capture_output=True, timeout=120)
     assert rest.returncode == 0, rest.stderr.decode()
     assert report["folders"][0]["position"] < json.loads(rest.stdout)["folders"][0]["position"]
     store = MessageStore(db, mailbox_id="default")
-    assert assert_exactly_once(dovecot, store, ["INBOX"]) == 60
+    assert assert_exactly_once(dovecot, store, ["INBOX"]) == 30
