@@ -652,7 +652,16 @@ def test_cli_ctrl_c_stops_after_the_batch_in_hand_and_resumes(
     argv += ["--ca-file", str(dovecot.cert_path), "--batch-size", "2"]
     # the server's bytes stop after about ten messages, so Ctrl-C comes while a batch is in hand
     proxy = Proxy(dovecot.imaps_port, cut_after=220_000, mode="pause")
-    proc = subprocess.Popen([*argv, "--port", str(proxy.port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*argv, "--port", str(proxy.port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        # a shell gives its foreground job the default SIGINT, even when the suite itself runs in
+        # the background (where it inherited SIGINT ignored, as the command then rightly keeps it)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 60
         while not (proxy.paused.is_set() and db.messages.count_documents({})) and time.monotonic() < deadline:
