@@ -342,8 +342,8 @@ class _FolderSync:
         self.batches = batches
         self.handed: deque[tuple[int, int]] = deque()  # (index in the stream, UID), in order
         self.refused: dict[int, str] = {}
-        self.count = 0  # items handed to the store
-        self.finished = False  # every batch fetched and handed
+        self.count = 0  # items handed to the current store stream
+        self.stopped = False  # stop() said so before a batch was fetched
         self.pending: list[dict[str, Any]] = []  # source records of committed messages
         self.done_uid = folder.position  # highest UID dealt with
         self.saved_uid = folder.position  # highest UID saved as the position
@@ -351,26 +351,40 @@ class _FolderSync:
 
     def run(self) -> None:
         run = self.run_
+        stopped = False
         try:
-            for result in run.store.store_iter(self._bodies(), batch_size=run.batch_size, on_error=self._refused):
-                self._settle(result)
-                if self.unflushed >= run.batch_size:
-                    self._flush()
+            for segment in _segments(self.batches):
+                # one store stream per run of equally long batches, its batch that length: the
+                # store's batches are then the FETCH batches, bounded in bytes as they are (a 20 MB
+                # message is written alone); everyday mail makes one stream of full batches
+                self.count = 0  # the store numbers refusals within its stream
+                stream = self._bodies(segment)
+                for result in run.store.store_iter(stream, batch_size=len(segment[0]), on_error=self._refused):
+                    self._settle(result)
+                    if self.unflushed >= run.batch_size:
+                        self._flush()
+                self._settle(None)
+                if self.handed:  # handed but not answered (not with MessageStore): never move past them
+                    stopped = True
+                    break
+                if self.stopped:
+                    stopped = True
+                    break
         except _ServerFailed:
             self._settle(None)
             self._flush()
             raise
-        self._settle(None)
-        if not self.finished:
+        if stopped:
             run.report.interrupted = True
-        elif not self.handed:  # all dealt with, vanished ones after the last stored included
+        else:  # all dealt with, vanished ones after the last stored included
             self.done_uid = max(self.done_uid, self.batches[-1][-1])
         self._flush()
 
-    def _bodies(self) -> Iterator[bytes]:
+    def _bodies(self, batches: list[list[int]]) -> Iterator[bytes]:
         """The raw messages, batch by batch (runs on the store's worker thread)."""
-        for batch in self.batches:
+        for batch in batches:
             if self.run_.stop():
+                self.stopped = True
                 return
             got = _fetch_bodies(self.run_.conn, batch)
             for uid in batch:
@@ -381,7 +395,6 @@ class _FolderSync:
                 self.handed.append((self.count, uid))
                 self.count += 1
                 yield raw
-        self.finished = True
 
     def _refused(self, index: int, item: Any, exc: Exception) -> None:
         self.refused[index] = f"the store refused it: {type(exc).__name__}: {exc}"
@@ -438,6 +451,17 @@ class _FolderSync:
             self.saved_uid = self.done_uid
         self.folder.position = self.saved_uid
         self.unflushed = 0
+
+
+def _segments(batches: list[list[int]]) -> list[list[list[int]]]:
+    """Consecutive batches of the same length, grouped: ``[[1,2],[3,4],[5]]`` -> two groups."""
+    groups: list[list[list[int]]] = []
+    for batch in batches:
+        if groups and len(groups[-1][0]) == len(batch):
+            groups[-1].append(batch)
+        else:
+            groups.append([batch])
+    return groups
 
 
 def _insert_ignoring_duplicates(collection: Any, documents: list[dict[str, Any]]) -> None:

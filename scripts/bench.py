@@ -627,6 +627,73 @@ def bench_imap(client: MongoClient[Doc], sizes: list[int], rounds: int, transact
     return rows
 
 
+def _peak_rss_mb(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """Peak RSS (MB) and exit code of ``argv``, measured in a wrapper process of its own."""
+    wrapper = (
+        "import resource, subprocess, sys\n"
+        "code = subprocess.run(sys.argv[1:]).returncode\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, code)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", wrapper, *argv], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return int(out[-2]) / 1024, int(out[-1])
+
+
+def bench_imap_memory(uri: str, count: int, size_mb: int) -> list[Doc]:
+    """Peak RSS of ``aecs-mongo imap`` syncing ``count`` messages of ``size_mb`` MB each (a
+    random attachment) from a local Dovecot, next to ``aecs-mongo ingest`` of the same files."""
+    import base64
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    from tests.dovecot import DovecotServer, dovecot_binary
+
+    binary = dovecot_binary()
+    if binary is None or not Path("/usr/lib/dovecot/imap").exists():
+        return []
+    server = DovecotServer(binary, imap=True)
+    work = Path(tempfile.mkdtemp(prefix="aecs-imap-mem-"))
+    try:
+        server.start()
+        for n in range(count):
+            payload = base64.encodebytes(os.urandom(size_mb * 1024 * 1024 * 3 // 4)).replace(b"\n", b"\r\n")
+            raw = (
+                b"Message-ID: <big-%d@bench.example>\r\nFrom: a@example.com\r\nSubject: big %d\r\n"
+                b'MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b"\r\n\r\n--b\r\n'
+                b"Content-Type: text/plain\r\n\r\nattached\r\n--b\r\nContent-Type: application/octet-stream\r\n"
+                b"Content-Transfer-Encoding: base64\r\n\r\n" % (n, n) + payload + b"--b--\r\n"
+            )
+            server.deliver_to("INBOX", raw)
+            (work / f"big-{n}.eml").write_bytes(raw)
+        env = {**os.environ, "AECS_BENCH_IMAP_PASSWORD": server.password}
+        cli = [sys.executable, "-m", "aecs_mongo", "--uri", uri, "--json"]
+        imap_rss, imap_code = _peak_rss_mb(
+            [*cli, "--db", "bench_imap_mem", "imap", "127.0.0.1", "--port", str(server.imaps_port),
+             "--user", server.user, "--password-env", "AECS_BENCH_IMAP_PASSWORD", "--ca-file", str(server.cert_path)],
+            env,
+        )  # fmt: skip
+        ingest_rss, ingest_code = _peak_rss_mb([*cli, "--db", "bench_ingest_mem", "ingest", str(work)], env)
+        client: MongoClient[Doc] = MongoClient(uri)
+        for name in ("bench_imap_mem", "bench_ingest_mem"):
+            client.drop_database(name)
+        client.close()
+        total = sum(p.stat().st_size for p in work.iterdir()) / 1e6
+        return [
+            {"command": "imap", "messages": count, "MB": round(total), "peakRssMB": imap_rss, "exitCode": imap_code},
+            {
+                "command": "ingest",
+                "messages": count,
+                "MB": round(total),
+                "peakRssMB": ingest_rss,
+                "exitCode": ingest_code,
+            },
+        ]
+    finally:
+        server.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def _served(server: Any, context: Any) -> list[bytes]:
     """Every INBOX message as the server serves it (CRLF line ends), in UID order."""
     import imaplib
@@ -837,6 +904,10 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
                 ],
             )
         )
+    if "imap" in args.sections:
+        report["imap_memory"] = bench_imap_memory(uri, 5, 20)
+        print("\n== imap memory: peak RSS syncing 5 messages of 20 MB, next to ingest of the same files")
+        print(table(report["imap_memory"], ["command", "messages", "MB", "peakRssMB", "exitCode"]))
     if "normalize" in args.sections:
         report["normalize"] = bench_normalize(args.rounds // 3 or 1)
         if report["normalize"]:
