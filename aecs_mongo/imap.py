@@ -13,8 +13,10 @@ exact per folder: a folder's UIDs only grow while its UIDVALIDITY stays the same
 3. ``UID FETCH <saved+1>:* (UID RFC822.SIZE)`` lists the new UIDs and their sizes (one command);
    they are fetched in batches of at most ``batch_size`` messages and ``batch_bytes`` bytes
    (``UID FETCH <set> (UID BODY.PEEK[])``), so a folder of big messages never sits in memory.
-4. The raw bytes go to ``store.store_iter`` as the server sent them (the next batch is fetched
-   and parsed on the store's worker thread while the current one is written). After the store
+4. The raw bytes go to ``store.store_iter`` as the server sent them, the store's batches being
+   the FETCH batches (one stream per run of equally long batches), so memory is bounded in bytes
+   on both sides; the next batch is fetched and parsed on the store's worker thread while the
+   current one is written. After the store
    has committed messages, their source records are written (``imap_sources``: account, folder,
    UIDVALIDITY, UID -> message) and then the folder position moves to the highest UID dealt
    with. The position never runs ahead of the store: a run that dies anywhere is continued by
@@ -84,6 +86,7 @@ from .imap_records import (
     folder_document,
     folder_id,
     plan_batches,
+    same_length_runs,
     source_document,
     uid_ranges,
 )
@@ -353,7 +356,7 @@ class _FolderSync:
         run = self.run_
         stopped = False
         try:
-            for segment in _segments(self.batches):
+            for segment in same_length_runs(self.batches):
                 # one store stream per run of equally long batches, its batch that length: the
                 # store's batches are then the FETCH batches, bounded in bytes as they are (a 20 MB
                 # message is written alone); everyday mail makes one stream of full batches
@@ -451,17 +454,6 @@ class _FolderSync:
             self.saved_uid = self.done_uid
         self.folder.position = self.saved_uid
         self.unflushed = 0
-
-
-def _segments(batches: list[list[int]]) -> list[list[list[int]]]:
-    """Consecutive batches of the same length, grouped: ``[[1,2],[3,4],[5]]`` -> two groups."""
-    groups: list[list[list[int]]] = []
-    for batch in batches:
-        if groups and len(groups[-1][0]) == len(batch):
-            groups[-1].append(batch)
-        else:
-            groups.append([batch])
-    return groups
 
 
 def _insert_ignoring_duplicates(collection: Any, documents: list[dict[str, Any]]) -> None:

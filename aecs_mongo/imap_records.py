@@ -40,6 +40,7 @@ __all__ = [
     "folder_document",
     "folder_id",
     "plan_batches",
+    "same_length_runs",
     "source_document",
     "source_id",
     "uid_ranges",
@@ -207,3 +208,17 @@ def uid_ranges(uids: Sequence[int]) -> str:
         parts.append(str(ordered[i]) if i == j else f"{ordered[i]}:{ordered[j]}")
         i = j + 1
     return ",".join(parts)
+
+
+def same_length_runs(batches: list[list[int]]) -> list[list[list[int]]]:
+    """Consecutive batches of the same length, grouped: ``[[1, 2], [3, 4], [5]]`` -> two runs.
+
+    The sync gives the store one stream per run with that length as its batch size, so the
+    store's write batches are the byte-bounded FETCH batches (``plan_batches``)."""
+    runs: list[list[list[int]]] = []
+    for batch in batches:
+        if runs and len(runs[-1][0]) == len(batch):
+            runs[-1].append(batch)
+        else:
+            runs.append([batch])
+    return runs

@@ -32,7 +32,14 @@ from typing import Any
 import pytest
 
 from aecs_mongo import MailboxAuthError, MailboxConnectionError, MessageStore, imap, normalize
-from aecs_mongo.imap_records import SOURCES, decode_folder, encode_folder, plan_batches, uid_ranges
+from aecs_mongo.imap_records import (
+    SOURCES,
+    decode_folder,
+    encode_folder,
+    plan_batches,
+    same_length_runs,
+    uid_ranges,
+)
 from tests.dovecot import REQUIRE_ENV, DovecotServer, dovecot_binary, free_port
 from tests.test_cli import Cli, cli  # noqa: F401  (the fixture)
 
@@ -229,6 +236,7 @@ def test_fetch_plan_bounds_count_and_bytes() -> None:
     assert plan_batches(sizes, 10, 1000) == [[1, 2, 3, 4, 5]]
     assert plan_batches([], 10, 10) == []
     assert uid_ranges([9, 1, 2, 3, 7, 10]) == "1:3,7,9:10"
+    assert same_length_runs([[1, 2], [3, 4], [5], [6], [7, 8]]) == [[[1, 2], [3, 4]], [[5], [6]], [[7, 8]]]
     with pytest.raises(ValueError):
         plan_batches(sizes, 0, 10)
 
