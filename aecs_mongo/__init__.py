@@ -26,7 +26,7 @@ from .indexes import IndexReport
 # the function shadows the subpackage's name here, on purpose (the public API is the function);
 # import the subpackage's other names with ``from aecs_mongo.normalize import ...``
 from .normalize import ParsedEmail, normalize, parse_email
-from .results import MessagePage, SearchResults, StoreResult, ThreadPage
+from .results import ImapFolderReport, ImapSyncReport, MessagePage, SearchResults, StoreResult, ThreadPage
 from .sources import IngestReport, Origin, RawMessage, Skipped, read_messages
 from .store import MessageStore
 from .types import (
@@ -56,6 +56,8 @@ __all__ = [
     "DataDirError",
     "DispatchError",
     "DocumentTooLargeError",
+    "ImapFolderReport",
+    "ImapSyncReport",
     "IndexReport",
     "IngestReport",
     "InputTooLargeError",

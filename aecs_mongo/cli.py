@@ -874,6 +874,162 @@ def _configure_server(p: argparse.ArgumentParser) -> None:
     )
 
 
+# --- imap: bring an IMAP account in, incrementally (aecs_mongo.imap) ------------------------------
+
+
+class _ImapProgress:
+    """The IMAP sync's one-line progress on stderr, only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._last = 0.0
+        self._shown = False
+
+    def update(self, report: Any, folder: Any, *, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < 0.1:
+            return
+        self._last = now
+        line = (
+            f"imap {_one_line(folder.folder, 40)} {folder.done}/{folder.listed} | "
+            f"{report.new} new, {report.present} already stored, {len(report.failed)} failed"
+        )
+        _err().write("\r\x1b[K" + line)
+        _err().flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            _err().write("\r\x1b[K")
+            _err().flush()
+
+
+def _imap_password(args: argparse.Namespace) -> str:
+    password = os.environ.get(args.password_env)
+    if password is not None:
+        return password
+    if not sys.stdin.isatty():
+        raise CliError(f"no password: set ${args.password_env} (or run on a terminal to be asked)", EXIT_USAGE)
+    import getpass
+
+    return getpass.getpass(f"IMAP password for {args.user}@{args.host}: ")
+
+
+def _imap(ctx: Context) -> int:
+    import ssl
+
+    from . import imap
+    from .errors import MailboxAuthError, MailboxError
+
+    args = ctx.args
+    password = _imap_password(args)
+    context = None
+    if args.ca_file:
+        try:
+            context = ssl.create_default_context(cafile=args.ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise CliError(f"cannot read --ca-file {args.ca_file}: {exc}", EXIT_USAGE) from None
+    folders = imap.ALL_FOLDERS if args.all_folders else (args.folder or ["INBOX"])
+    progress = _ImapProgress(enabled=_err().isatty() and not args.no_progress)
+    ctx.store.ensure_indexes()
+    error: str | None = None
+    try:
+        with _finish_in_hand_on_interrupt() as stop:
+            report = imap.sync(
+                ctx.store,
+                args.host,
+                args.user,
+                password,
+                folders=folders,
+                security=args.security,
+                port=args.port,
+                batch_size=args.batch_size,
+                timeout=args.timeout,
+                ssl_context=context,
+                account=args.account,
+                progress=progress.update,
+                stop=lambda: stop.requested,
+            )
+    except MailboxAuthError as exc:
+        raise CliError(f"IMAP: {exc}") from None
+    except MailboxError as exc:  # the connection failed: say what was committed before it did
+        if not isinstance(exc.report, imap.ImapSyncReport):
+            raise CliError(f"IMAP: {exc}") from None
+        report, error = exc.report, str(exc)
+    finally:
+        progress.close()
+    if ctx.json:
+        _emit_json({**report.as_dict(), "error": error})
+    else:
+        for folder_name, uid, reason in report.failed:
+            _say(f"failed: {folder_name} UID {uid}: {reason}")
+        for folder in report.folders:
+            if folder.error is not None:
+                _say(f"{folder.folder}: not synced: {folder.error}")
+                continue
+            extra = " (UIDVALIDITY changed: read again)" if folder.reset else ""
+            _say(
+                f"{folder.folder}: {folder.new} new, {folder.present} already stored, {len(folder.failed)} failed"
+                f"{extra}; position UID {folder.position}"
+            )
+        synced = sum(f.error is None for f in report.folders)
+        _say(
+            f"{report.new} new, {report.present} already stored, {len(report.failed)} failed"
+            f" in {synced} folder{'s' if synced != 1 else ''} of {report.account}"
+            + (" (interrupted: the next run continues)" if report.interrupted else "")
+        )
+    if error is not None:
+        _note(f"error: IMAP: {error} (what is counted above is stored; the next run continues)")
+        return EXIT_FAILED
+    if report.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if report.failed or report.folder_errors else EXIT_OK
+
+
+class _NoPasswordOption(argparse.Action):
+    """``--password``: refused with the reason (argv is visible to every user of the machine)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        parser.error("a password is never taken from the command line: put it in a variable, --password-env VAR")
+
+
+def _configure_imap(p: argparse.ArgumentParser) -> None:
+    p.add_argument("host", metavar="HOST", help="IMAP server host name")
+    p.add_argument("--password", action=_NoPasswordOption, help=argparse.SUPPRESS)
+    p.add_argument("--user", required=True, help="IMAP user name")
+    p.add_argument(
+        "--password-env",
+        default="AECS_IMAP_PASSWORD",
+        metavar="VAR",
+        help="environment variable holding the password (default: AECS_IMAP_PASSWORD; unset: ask on the terminal);"
+        " a password is never read from the command line",
+    )
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--folder",
+        action="append",
+        metavar="NAME",
+        help="a folder to sync, as the server shows it, non-ASCII names as they read (repeatable; default: INBOX)",
+    )
+    which.add_argument("--all-folders", action="store_true", help="every folder except those marked \\Noselect")
+    p.add_argument(
+        "--security",
+        choices=("ssl", "starttls"),
+        default="ssl",
+        help="ssl (IMAPS) or starttls (refused, never downgraded, when the server does not offer it); default: ssl",
+    )
+    p.add_argument("--port", type=int, default=None, help="port (default: 993 with ssl, 143 with starttls)")
+    p.add_argument("--ca-file", default=None, metavar="PEM", help="trust this CA certificate (a self-hosted server)")
+    p.add_argument("--account", default=None, help="the account's name in the records (default: USER@HOST)")
+    p.add_argument(
+        "--batch-size", type=_limit, default=100, help="messages per FETCH and write batch (default: 100, at most 1000)"
+    )
+    p.add_argument("--timeout", type=float, default=60.0, help="socket timeout in seconds (default: 60)")
+    p.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")
+
+
 # --- the command table ------------------------------------------------------------------------
 
 
@@ -921,6 +1077,7 @@ def _commands() -> list[Command]:
             _no_store,
             _configure_server,
         ),
+        Command("imap", "bring new mail of an IMAP account in (incremental: only what is new)", _imap, _configure_imap),
     ]
 
 

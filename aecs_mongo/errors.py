@@ -14,8 +14,8 @@ cursor) rather than the driver's or the server's. Argument type mistakes are pla
     ├── NotFoundError               an operation that needs a stored message that is absent
     ├── ServerFeatureError          the server lacks something required (change streams, the embedded server)
     ├── DataDirError                the embedded server's data directory cannot be kept private (not ours)
-    ├── MailboxError                the POP3 server or the old GDBM store failed as a whole
-    │   ├── MailboxConnectionError  unreachable, TLS failed, connection dropped
+    ├── MailboxError                the POP3 or IMAP server, or the old GDBM store, failed as a whole
+    │   ├── MailboxConnectionError  unreachable, TLS failed or refused (no STARTTLS), connection dropped
     │   └── MailboxAuthError        user name or password refused
     └── DispatchError               one or more dispatch handlers raised (the others still ran)
 """
@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .results import DispatchReport, DownloadReport
+    from .results import DispatchReport, DownloadReport, ImapSyncReport
 
 
 class AecsMongoError(Exception):
@@ -75,22 +75,25 @@ class DataDirError(AecsMongoError):
 class MailboxError(AecsMongoError):
     """The mail server or the old GDBM store failed as a whole (not one message).
 
-    ``report`` holds what a download did before it failed (None when it failed before any
-    message was looked at): everything counted there as downloaded is safely in the store, so a
+    ``report`` holds what a POP3 download (``DownloadReport``) or an IMAP sync
+    (``ImapSyncReport``) did before it failed (None when it failed before any message was looked
+    at): everything counted there as downloaded, new or present is safely in the store, so a
     re-run simply continues.
     """
 
-    def __init__(self, message: str, *, report: DownloadReport | None = None) -> None:
+    def __init__(self, message: str, *, report: DownloadReport | ImapSyncReport | None = None) -> None:
         super().__init__(message)
         self.report = report
 
 
 class MailboxConnectionError(MailboxError):
-    """The POP3 server is unreachable, TLS failed, or the connection dropped or broke protocol."""
+    """The POP3 or IMAP server is unreachable, TLS failed (or STARTTLS was asked for and the server
+    does not offer it: the password is never sent in the clear), the connection dropped, timed
+    out, the server said BYE, or it broke protocol."""
 
 
 class MailboxAuthError(MailboxError):
-    """The POP3 server refused the user name or password."""
+    """The POP3 or IMAP server refused the user name or password."""
 
 
 class DispatchError(AecsMongoError):

@@ -3,8 +3,9 @@
 The six seed indexes keep their names; where a seed index ends before the keyset tie-breaker
 (participant, threads) the tie-breaker is appended under the same name, so the index provides
 the whole sort of the read it serves (AECS-1 C.2, C.3). The extra ``aecs_*`` indexes back the
-seed-003 header lookups and the stale-row scan. The GridFS indexes are the ones drivers create
-only on an empty bucket; creating them up front makes a bootstrap complete.
+seed-003 header lookups, the stale-row scan and the IMAP sync's records (``imap_sources``,
+``imap_folders``). The GridFS indexes are the ones drivers create only on an empty bucket;
+creating them up front makes a bootstrap complete.
 """
 
 from __future__ import annotations
@@ -61,6 +62,16 @@ INDEXES: tuple[IndexSpec, ...] = (
     ),
     IndexSpec("uidls", "aecs_uidls_mailbox", (("mailboxId", 1), ("uidl", 1)), {"unique": True}),
     IndexSpec("uidls", "aecs_uidls_message", (("mailboxId", 1), ("messageKey", 1))),
+    # the IMAP sync (aecs_mongo.imap): where each message was seen, and each folder's position
+    IndexSpec("imap_sources", "aecs_imap_sources_message", (("mailboxId", 1), ("messageKey", 1))),
+    IndexSpec(
+        "imap_sources",
+        "aecs_imap_sources_folder",
+        (("mailboxId", 1), ("account", 1), ("folder", 1), ("uidvalidity", 1), ("uid", 1)),
+    ),
+    IndexSpec(
+        "imap_folders", "aecs_imap_folders_mailbox", (("mailboxId", 1), ("account", 1), ("folder", 1)), {"unique": True}
+    ),
 )
 
 

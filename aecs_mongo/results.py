@@ -123,3 +123,96 @@ class SearchResults(list[HitT], Generic[HitT]):
         self.complete = complete
         self.examined = examined
         self.engine = engine
+
+
+# --- the IMAP sync (aecs_mongo.imap) ---------------------------------------------------------------
+
+__all__ += ["ImapFolderReport", "ImapSyncReport"]  # kept apart from the list above
+
+
+@dataclass
+class ImapFolderReport:
+    """What ``imap.sync`` did in one folder.
+
+    ``folder``: its name, decoded from modified UTF-7. ``uidvalidity``: the server's, None when
+    the folder could not be opened (``error`` says why). ``listed``: UIDs above the saved
+    position when the folder was opened (what this run set out to fetch). ``new``: messages
+    stored for the first time; ``present``: fetched messages the store already held (the same
+    Message-ID, in another folder or from an earlier run that stopped before it saved its
+    position); ``failed``: ``(uid, reason)`` of messages the store refused (the position moves
+    past them: the same bytes would be refused again). ``vanished``: UIDs listed but expunged
+    before they were fetched. ``reset``: the folder's UIDVALIDITY changed since the last run, so
+    it was read again from the start. ``position``: the highest UID saved for the folder after
+    this run.
+    """
+
+    folder: str
+    uidvalidity: int | None = None
+    listed: int = 0
+    new: int = 0
+    present: int = 0
+    failed: list[tuple[int, str]] = field(default_factory=list)
+    vanished: int = 0
+    reset: bool = False
+    position: int = 0
+    error: str | None = None
+
+    @property
+    def done(self) -> int:
+        """Listed messages dealt with so far (stored, present, refused or vanished)."""
+        return self.new + self.present + len(self.failed) + self.vanished
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "folder": self.folder,
+            "uidvalidity": self.uidvalidity,
+            "listed": self.listed,
+            "new": self.new,
+            "present": self.present,
+            "failed": [{"uid": uid, "reason": reason} for uid, reason in self.failed],
+            "vanished": self.vanished,
+            "reset": self.reset,
+            "position": self.position,
+            "error": self.error,
+        }
+
+
+@dataclass
+class ImapSyncReport:
+    """What ``imap.sync`` did: one ``ImapFolderReport`` per folder, in the order synced.
+
+    ``interrupted``: a stop was requested and the run ended after the batch in hand. Everything
+    counted as ``new`` or ``present`` is committed; the saved positions never run ahead of it.
+    """
+
+    account: str
+    folders: list[ImapFolderReport] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def new(self) -> int:
+        return sum(f.new for f in self.folders)
+
+    @property
+    def present(self) -> int:
+        return sum(f.present for f in self.folders)
+
+    @property
+    def failed(self) -> list[tuple[str, int, str]]:
+        """``(folder, uid, reason)`` of every refused message."""
+        return [(f.folder, uid, reason) for f in self.folders for uid, reason in f.failed]
+
+    @property
+    def folder_errors(self) -> list[tuple[str, str]]:
+        """``(folder, error)`` of every folder that could not be synced (not found, not selectable)."""
+        return [(f.folder, f.error) for f in self.folders if f.error is not None]
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "account": self.account,
+            "new": self.new,
+            "present": self.present,
+            "failed": len(self.failed),
+            "interrupted": self.interrupted,
+            "folders": [f.as_dict() for f in self.folders],
+        }

@@ -23,6 +23,9 @@ Sections (each prints a table; everything also goes to a JSON file):
   default); then ``aecs-mongo ingest`` of a generated 1 GB mbox of real mail: messages/s per 10%
   of the file (from its progress line) and its peak RSS (``--cli-mb 0`` skips it).
 - memory: peak RSS of ``aecs-mongo ingest`` on generated mboxes of 20 and 200 MB.
+- imap (``--sections imap``, not in the default list: it needs Dovecot): ``imap.sync`` of real
+  mail from a local Dovecot over IMAPS vs a bare imaplib client fetching the same UIDs and
+  storing nothing, and vs ``store_many`` of the served bytes from memory.
 - normalize: messages/s and MB/s over ``../shared/corpus/eml`` vs the bare stdlib parse (the
   floor), and vs postal-mime under node (the JavaScript parser of the AECS-1 reference).
 
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -529,6 +533,181 @@ def bench_normalize(rounds: int) -> Doc | None:
     return result
 
 
+# --- imap ------------------------------------------------------------------------------------------
+
+
+def _bare_imap_fetch(server: Any, context: Any, batch_size: int) -> tuple[int, int]:
+    """A bare client that stores nothing: login, EXAMINE, the same listing and the same UID
+    batches ``imap.sync`` sends, every body read and dropped. Returns (messages, bytes)."""
+    import imaplib
+
+    from aecs_mongo.imap_records import plan_batches, uid_ranges
+
+    conn = imaplib.IMAP4_SSL("127.0.0.1", server.imaps_port, ssl_context=context, timeout=60)
+    conn.login(server.user, server.password)
+    conn.select("INBOX", readonly=True)
+    _, data = conn.uid("FETCH", "1:*", "(UID RFC822.SIZE)")
+    sizes = []
+    for line in data:
+        if isinstance(line, bytes):
+            fields = line.replace(b"(", b" ").replace(b")", b" ").split()
+            sizes.append((int(fields[fields.index(b"UID") + 1]), int(fields[fields.index(b"RFC822.SIZE") + 1])))
+    count = total = 0
+    for batch in plan_batches(sizes, batch_size, 32 * 1024 * 1024):
+        _, data = conn.uid("FETCH", uid_ranges(batch), "(UID BODY.PEEK[])")
+        for item in data:
+            if isinstance(item, tuple):
+                count += 1
+                total += len(item[1])
+    conn.logout()
+    return count, total
+
+
+def bench_imap(client: MongoClient[Doc], sizes: list[int], rounds: int, transactions: bool) -> list[Doc]:
+    """``imap.sync`` of real mail from a local Dovecot (IMAPS, its own process) into a fresh
+    mailbox, vs (1) a bare imaplib client fetching the same UIDs in the same batches and storing
+    nothing, (2) ``store_many`` of the very bytes the server serves, from memory (the store's
+    floor). Medians of ``rounds``; ratios = other / ours (1.0: ours costs nothing more)."""
+    import ssl
+
+    sys.path.insert(0, str(ROOT))
+    from aecs_mongo import imap
+    from tests.dovecot import DovecotServer, dovecot_binary
+
+    binary = dovecot_binary()
+    if binary is None or not Path("/usr/lib/dovecot/imap").exists():
+        print("imap: skipped (needs dovecot-core and dovecot-imapd)")
+        return []
+    rows = []
+    for size in sizes:
+        server = DovecotServer(binary, imap=True)
+        try:
+            server.start()
+            for raw in real_mail(size, offset=size):
+                server.deliver_to("INBOX", raw)
+            context = ssl.create_default_context(cafile=str(server.cert_path))
+            count, total = _bare_imap_fetch(server, context, 100)  # warm: Dovecot indexes the maildir
+            served = _served(server, context)
+            bare = statistics.median(
+                timed(functools.partial(_bare_imap_fetch, server, context, 100)) for _ in range(rounds)
+            )
+            ours_t, floor_t = [], []
+            report = None
+            for r in range(rounds):
+                db = client[f"bench_imap_{size}_{r}"]
+                client.drop_database(db.name)
+                store = MessageStore(db, mailbox_id="bench", transactions=transactions)
+                store.ensure_indexes()
+                start = time.perf_counter()
+                report = imap.sync(store, "127.0.0.1", server.user, server.password, port=server.imaps_port,
+                                   ssl_context=context, batch_size=100)  # fmt: skip
+                ours_t.append(time.perf_counter() - start)
+                client.drop_database(db.name)
+                floor_db = client[f"bench_imap_floor_{size}_{r}"]
+                client.drop_database(floor_db.name)
+                floor = MessageStore(floor_db, mailbox_id="bench", transactions=transactions)
+                floor.ensure_indexes()
+                floor_t.append(timed(functools.partial(floor.store_many, served, batch_size=100)))
+                client.drop_database(floor_db.name)
+            assert report is not None and report.new + report.present == count, report
+            ours, floor_s = statistics.median(ours_t), statistics.median(floor_t)
+            rows.append(
+                {
+                    "messages": count,
+                    "MB": round(total / 1e6, 1),
+                    "transactions": transactions,
+                    "bare_fetch_s": bare,
+                    "store_many_s": floor_s,
+                    "sync_s": ours,
+                    "sync_msgs_per_s": round(count / ours),
+                    "bare_ratio": bare / ours,
+                    "store_ratio": floor_s / ours,
+                }
+            )
+        finally:
+            server.cleanup()
+    return rows
+
+
+def _peak_rss_mb(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """Peak RSS (MB) and exit code of ``argv``, measured in a wrapper process of its own."""
+    wrapper = (
+        "import resource, subprocess, sys\n"
+        "code = subprocess.run(sys.argv[1:]).returncode\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, code)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", wrapper, *argv], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return int(out[-2]) / 1024, int(out[-1])
+
+
+def bench_imap_memory(uri: str, count: int, size_mb: int) -> list[Doc]:
+    """Peak RSS of ``aecs-mongo imap`` syncing ``count`` messages of ``size_mb`` MB each (a
+    random attachment) from a local Dovecot, next to ``aecs-mongo ingest`` of the same files."""
+    import base64
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    from tests.dovecot import DovecotServer, dovecot_binary
+
+    binary = dovecot_binary()
+    if binary is None or not Path("/usr/lib/dovecot/imap").exists():
+        return []
+    server = DovecotServer(binary, imap=True)
+    work = Path(tempfile.mkdtemp(prefix="aecs-imap-mem-"))
+    try:
+        server.start()
+        for n in range(count):
+            payload = base64.encodebytes(os.urandom(size_mb * 1024 * 1024 * 3 // 4)).replace(b"\n", b"\r\n")
+            raw = (
+                b"Message-ID: <big-%d@bench.example>\r\nFrom: a@example.com\r\nSubject: big %d\r\n"
+                b'MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b"\r\n\r\n--b\r\n'
+                b"Content-Type: text/plain\r\n\r\nattached\r\n--b\r\nContent-Type: application/octet-stream\r\n"
+                b"Content-Transfer-Encoding: base64\r\n\r\n" % (n, n) + payload + b"--b--\r\n"
+            )
+            server.deliver_to("INBOX", raw)
+            (work / f"big-{n}.eml").write_bytes(raw)
+        env = {**os.environ, "AECS_BENCH_IMAP_PASSWORD": server.password}
+        cli = [sys.executable, "-m", "aecs_mongo", "--uri", uri, "--json"]
+        imap_rss, imap_code = _peak_rss_mb(
+            [*cli, "--db", "bench_imap_mem", "imap", "127.0.0.1", "--port", str(server.imaps_port),
+             "--user", server.user, "--password-env", "AECS_BENCH_IMAP_PASSWORD", "--ca-file", str(server.cert_path)],
+            env,
+        )  # fmt: skip
+        ingest_rss, ingest_code = _peak_rss_mb([*cli, "--db", "bench_ingest_mem", "ingest", str(work)], env)
+        client: MongoClient[Doc] = MongoClient(uri)
+        for name in ("bench_imap_mem", "bench_ingest_mem"):
+            client.drop_database(name)
+        client.close()
+        total = sum(p.stat().st_size for p in work.iterdir()) / 1e6
+        return [
+            {"command": "imap", "messages": count, "MB": round(total), "peakRssMB": imap_rss, "exitCode": imap_code},
+            {
+                "command": "ingest",
+                "messages": count,
+                "MB": round(total),
+                "peakRssMB": ingest_rss,
+                "exitCode": ingest_code,
+            },
+        ]
+    finally:
+        server.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _served(server: Any, context: Any) -> list[bytes]:
+    """Every INBOX message as the server serves it (CRLF line ends), in UID order."""
+    import imaplib
+
+    conn = imaplib.IMAP4_SSL("127.0.0.1", server.imaps_port, ssl_context=context, timeout=60)
+    conn.login(server.user, server.password)
+    conn.select("INBOX", readonly=True)
+    _, data = conn.uid("FETCH", "1:*", "(BODY.PEEK[])")
+    conn.logout()
+    return [item[1] for item in data if isinstance(item, tuple)]
+
+
 # --- memory ------------------------------------------------------------------------------------
 
 
@@ -808,6 +987,30 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
         report["memory"] = bench_memory(uri, args.memory_mb)
         print("\n== memory (peak RSS of the ingest process; it must not grow with the mbox)")
         print(table(report["memory"], ["mboxMB", "stored", "failed", "wallSeconds", "peakRssMB", "baselinePeakRssMB"]))
+    if "imap" in args.sections:
+        txn_capable = bool(client.admin.command("hello").get("setName"))
+        report["imap"] = bench_imap(client, args.imap_messages, args.ingest_rounds, txn_capable)
+        print("\n== imap: sync of real mail from a local Dovecot (ratios = other / ours; medians)")
+        print(
+            table(
+                report["imap"],
+                [
+                    "messages",
+                    "MB",
+                    "transactions",
+                    "bare_fetch_s",
+                    "store_many_s",
+                    "sync_s",
+                    "sync_msgs_per_s",
+                    "bare_ratio",
+                    "store_ratio",
+                ],
+            )
+        )
+    if "imap" in args.sections:
+        report["imap_memory"] = bench_imap_memory(uri, 5, 20)
+        print("\n== imap memory: peak RSS syncing 5 messages of 20 MB, next to ingest of the same files")
+        print(table(report["imap_memory"], ["command", "messages", "MB", "peakRssMB", "exitCode"]))
     if "normalize" in args.sections:
         report["normalize"] = bench_normalize(args.rounds // 3 or 1)
         if report["normalize"]:
@@ -844,8 +1047,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cli-short-mb", type=float, default=20, help="cli: mbox of real mail ingested before the 20 short commands"
     )
+    parser.add_argument(
+        "--imap-messages",
+        default="500,2000",
+        type=lambda s: [int(x) for x in s.split(",")],
+        help="imap: folder sizes to sync from a local Dovecot (needs dovecot-imapd)",
+    )
     parser.add_argument("--json", default="bench-results.json", help="where to write the JSON report")
+    parser.add_argument(
+        "--corpus", type=Path, default=gen_mbox.CORPUS, help=f"the real-mail corpus (default: {gen_mbox.CORPUS})"
+    )
     args = parser.parse_args(argv)
+    gen_mbox.CORPUS = args.corpus
     if args.uri:
         report = run(args.uri, args, "MONGODB_URI")
     else:

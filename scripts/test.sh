@@ -4,13 +4,14 @@
 # budgets (tests/budgets.py); the default ones keep this under 5 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# system packages for the POP3 and GDBM tests (a real Dovecot; gdbm_dump/gdbm_load); as root only
-if ! command -v dovecot >/dev/null || ! command -v gdbm_dump >/dev/null; then
+# system packages for the POP3, IMAP and GDBM tests (a real Dovecot; gdbm_dump/gdbm_load); as root only
+if ! command -v dovecot >/dev/null || ! command -v gdbm_dump >/dev/null || ! [ -x /usr/lib/dovecot/imap ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dovecot-core dovecot-pop3d gdbmtool openssl python3-gdbm >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dovecot-core dovecot-pop3d dovecot-imapd gdbmtool openssl \
+      python3-gdbm >/dev/null
   else
-    echo "note: dovecot/gdbmtool missing and not root: the POP3 and GDBM tests will skip" >&2
+    echo "note: dovecot/dovecot-imapd/gdbmtool missing and not root: the POP3, IMAP and GDBM tests will skip" >&2
   fi
 fi
 python=${PYTHON:-python3}
