@@ -173,8 +173,8 @@ class AsyncMessageStore:
         self.search_engine = search_engine
         if vector_engine not in vectors.VECTOR_ENGINES:
             raise ValueError(f"vector_engine must be one of {', '.join(vectors.VECTOR_ENGINES)}")
-        #: ``semantic_search``'s engine: ``atlas`` ($vectorSearch), ``exact`` (cosine over at most
-        #: ``scan_limit`` vectors) or ``auto`` (atlas where its vector index is queryable, else exact)
+        #: ``semantic_search``'s engine: ``atlas`` ($vectorSearch), ``exact`` (cosine over every
+        #: vector, see ``vectors``) or ``auto`` (atlas where its vector index is queryable, else exact)
         self.vector_engine = vector_engine
         self.scan_limit = scan_limit
         self._text_index: bool | None = None  # learned on first search

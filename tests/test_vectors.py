@@ -289,6 +289,7 @@ def test_both_paths_answer_alike_and_pure_python_says_so_once(
 BIG = budget("AECS_VECTOR_MESSAGES", big=20_000, small=4_000)
 
 
+@pytest.mark.server  # mongomock's updates scan the collection: minutes at this size, and nothing more to learn
 def test_exact_search_over_a_big_mailbox(db: Any, backend: str) -> None:
     store = MessageStore(db, mailbox_id="big")
     store.ensure_indexes()
