@@ -3,7 +3,7 @@
 Pure rules first (encoding, the quantization bound, ``ExactSearch`` against brute force on both
 the numpy and the pure-Python path), then every backend: the stored form, old vectors found and
 rewritten by ``reindex``, an explicit cap reported, and one mailbox of 20,000 vectors under
-``CI=true`` (4,000 by default) searched exactly and written by one ``set_embeddings`` call.
+``CI=true`` (2,000 by default) searched exactly and written by one ``set_embeddings`` call.
 The pure-Python path is forced with the documented switch ``AECS_MONGO_NUMPY=0``, not a mock.
 """
 
@@ -284,9 +284,9 @@ def test_both_paths_answer_alike_and_pure_python_says_so_once(
     assert len(warned) == (1 if path == "python" else 0)
 
 
-# --- 20,000 vectors in one mailbox (4,000 by default; 20,000 under CI=true) ------------------------------
+# --- 20,000 vectors in one mailbox (2,000 by default; 20,000 under CI=true) ------------------------------
 
-BIG = budget("AECS_VECTOR_MESSAGES", big=20_000, small=4_000)
+BIG = budget("AECS_VECTOR_MESSAGES", big=20_000, small=2_000)
 
 
 @pytest.mark.server  # mongomock's updates scan the collection: minutes at this size, and nothing more to learn
