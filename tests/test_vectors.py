@@ -316,3 +316,26 @@ def test_exact_search_over_a_big_mailbox(db: Any, backend: str) -> None:
     in_thread = store.semantic_search(query, limit=5, thread_id="t37@example.com")
     assert [h["messageId"] for h in in_thread] == [m for m, _ in brute_force(query, members, 5)]
     assert in_thread.examined == len(members)
+
+
+def test_a_vector_deleted_between_the_passes_is_no_result() -> None:
+    rng = random.Random(7)
+    stored = {f"k{i:03d}": f32([rng.gauss(0, 1) for _ in range(12)]) for i in range(300)}
+    docs = {
+        d["_id"]: d
+        for d in vectors.vector_documents(
+            "a", [({"_id": k, "messageKey": k, "threadKey": "t"}, v) for k, v in stored.items()]
+        )
+    }
+    query = stored["k042"]
+    search = vectors.ExactSearch(query, 5, numpy=vectors.numpy_backend())
+    for _id, d in docs.items():
+        search.offer({"_id": _id, **{f: d[f] for f in vectors.first_pass_projection()}})
+    deleted = "k042"  # the best match, gone (a concurrent delete) before its float32 vector is read
+    while wanted := search.wanted():
+        for _id in wanted:
+            if _id != deleted:
+                search.rescore(_id, docs[_id]["embedding"])
+        search.asked(wanted)
+    remaining = {k: v for k, v in stored.items() if k != deleted}
+    assert [h["_id"] for h in search.results()] == [k for k, _ in brute_force(query, remaining, 5)]
