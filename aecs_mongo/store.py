@@ -1258,8 +1258,8 @@ class MessageStore:
         return kept
 
     def _find_ids(self, collection: Any, ids: Sequence[str], projection: Mapping[str, Any]) -> Iterator[Any]:
-        """The documents of ``ids``, read ``vectors.READ_BATCH`` ids per query (the test server's cost
-        of one ``$in`` grows with the square of its length; mongod's does not care)."""
+        """The documents of ``ids``, read ``vectors.READ_BATCH`` ids per query (the embedded server's
+        cost of one ``$in`` grows with the square of its length)."""
         for start in range(0, len(ids), vectors.READ_BATCH):
             for document in collection.find(
                 self._by_ids(list(ids[start : start + vectors.READ_BATCH])), projection
@@ -1302,8 +1302,8 @@ class MessageStore:
             log.debug("semantic_search in mailbox %r: exact search over every vector (no Atlas index)", self.mailbox_id)
         if search.numpy is None and self._first_time("vectors without numpy"):
             log.warning(
-                "semantic_search ranks vectors in pure Python, several times slower: pip install"
-                " 'aecs-mongo[vectors]' (numpy); said once per store"
+                "semantic_search ranks vectors in pure Python (no numpy), slower: pip install"
+                " 'aecs-mongo[vectors]'; said once per store"
             )
         complete = True
         if tkey is None:
