@@ -129,11 +129,8 @@ def check_query_vector(vector: object) -> list[float]:
 
 
 def encode_float32(values: Sequence[float]) -> Binary:
-    """A BSON binData float32 vector (what ``Binary.from_vector(values, FLOAT32)`` gives, faster)."""
-    packed = array("f", values)
-    if not _LITTLE:  # pragma: no cover - BSON vectors are little-endian
-        packed.byteswap()
-    return Binary(bytes((_FLOAT32, 0)) + packed.tobytes(), VECTOR_SUBTYPE)
+    """A BSON binData float32 vector (PyMongo's ``Binary.from_vector``)."""
+    return Binary.from_vector(list(values), BinaryVectorDtype.FLOAT32)
 
 
 def _float32_values(values: Sequence[float]) -> list[float]:
