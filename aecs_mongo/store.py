@@ -1246,8 +1246,8 @@ class MessageStore:
     def set_embeddings(self, vectors_by_id: Mapping[str, Sequence[float]]) -> int:
         """``set_embedding`` for many messages; returns how many were kept.
 
-        Written in batches of ``vectors.WRITE_BATCH`` (one read and one write each), whatever the
-        number handed in. A message not in the mailbox (deleted since a worker saw it) is skipped,
+        Written in batches of ``vectors.WRITE_BATCH`` (one bulk write each), whatever the number
+        handed in. A message not in the mailbox (deleted since a worker saw it) is skipped,
         not an error. Every vector is checked before the first is written.
         """
         checked = {self._id_for(mid): vectors.check_vector(vector) for mid, vector in vectors_by_id.items()}
