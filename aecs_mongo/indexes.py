@@ -117,7 +117,9 @@ __all__ += [  # additions: kept apart from the list above, which is left as it w
 ]
 
 VECTORS_COLLECTION = "vectors"
-"""One document per message: ``_id`` and ``mailboxId`` as in ``messages``, ``threadKey``, ``embedding``."""
+"""One document per message: ``_id`` and ``mailboxId`` as in ``messages``, ``threadKey``, ``embedding``
+(a BSON binData float32 vector, which the Atlas ``vector`` field type indexes as it is; older
+releases wrote an array of doubles, indexed alike) and its ``int8`` copy (see ``vectors``)."""
 
 ATLAS_VECTOR_INDEX_NAME = "aecs_vectors_atlas"
 MAX_VECTOR_DIMENSIONS = 8192

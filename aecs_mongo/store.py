@@ -46,7 +46,7 @@ from .errors import AecsMongoError, NotFoundError
 from .indexes import VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
 from .keys import blob_prefix, check_mailbox_id, check_str, doc_id, message_key, strip_message_id, thread_key
 from .prefetch import Prefetch
-from .results import MessagePage, StoreResult, ThreadPage
+from .results import MessagePage, SearchResults, StoreResult, ThreadPage
 from .types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, ThreadSummary
 
 __all__ = ["SEARCH_ENGINES", "MessageStore"]
@@ -63,6 +63,7 @@ _REPAIR_BATCH = 500
 _MAX_PAGE = 1000
 _WALK_FIELDS = {"messageId": 1, "references": 1, "inReplyTo": 1, "ts": 1, "messageKey": 1}
 _INDEX = re.compile(r"\[\d+\]")
+_VECTOR_KEYS = {"threadKey": 1, "messageKey": 1}
 _SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "messageKey": 1, "subject": 1}
 
 
@@ -111,6 +112,15 @@ def _check_limit(limit: object) -> int:
     if not 1 <= limit <= _MAX_PAGE:
         raise ValueError(f"limit must be between 1 and {_MAX_PAGE}")
     return limit
+
+
+def _check_limit_value(value: object, name: str) -> int:
+    """A positive int (a cap)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be 1 or more")
+    return value
 
 
 def _only_duplicates(exc: BulkWriteError) -> bool:
@@ -162,8 +172,8 @@ class MessageStore:
         self.search_engine = search_engine
         if vector_engine not in vectors.VECTOR_ENGINES:
             raise ValueError(f"vector_engine must be one of {', '.join(vectors.VECTOR_ENGINES)}")
-        #: ``semantic_search``'s engine: ``atlas`` ($vectorSearch), ``exact`` (cosine over at most
-        #: ``scan_limit`` vectors) or ``auto`` (atlas where its vector index is queryable, else exact)
+        #: ``semantic_search``'s engine: ``atlas`` ($vectorSearch), ``exact`` (cosine over every
+        #: vector, see ``vectors``) or ``auto`` (atlas where its vector index is queryable, else exact)
         self.vector_engine = vector_engine
         self.scan_limit = scan_limit
         self._text_index: bool | None = None  # learned on first search
@@ -946,37 +956,35 @@ class MessageStore:
         return self._text_index
 
     def set_embedding(self, message_id: str, vector: Sequence[float]) -> None:
-        """Keep one vector per message (C.3) for ``semantic_search``; replaces an earlier one."""
-        if isinstance(vector, (str, bytes)) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in vector
-        ):
-            raise TypeError("vector must be a sequence of numbers")
+        """Keep one vector per message (C.3) for ``semantic_search``; replaces an earlier one.
+
+        Stored as a BSON binData float32 vector with an int8 copy beside it (``vectors``).
+        """
+        checked = vectors.check_vector(vector)
         _id = self._id_for(message_id)
         message = self._messages.find_one(self._by_id(_id), {"threadKey": 1, "messageKey": 1})
         if message is None:
             raise NotFoundError(f"no message {strip_message_id(message_id)!r} in mailbox {self.mailbox_id!r}")
-        document = {
-            "_id": _id,
-            "mailboxId": self.mailbox_id,
-            "messageKey": message["messageKey"],
-            "threadKey": message["threadKey"],
-            "embedding": [float(v) for v in vector],
-        }
+        document = vectors.vector_document(self.mailbox_id, message, checked)
         self._vectors.replace_one(self._upsert_key(_id), document, upsert=True)
 
     def semantic_search(
-        self, vector: Sequence[float], limit: int = 10, thread_id: str | None = None
-    ) -> list[SemanticHit]:
+        self, vector: Sequence[float], limit: int = 10, thread_id: str | None = None, *, scan_limit: int | None = None
+    ) -> SearchResults[SemanticHit]:
         """Nearest messages by vector, best first: messageId, subject, ts, score.
 
-        The engine is ``vector_engine``: Atlas ``$vectorSearch``, or the exact bounded scan
-        (``exact``, and ``auto`` where the Atlas vector index is not queryable).
+        The engine is ``vector_engine``: Atlas ``$vectorSearch``, or the exact search (``exact``,
+        and ``auto`` where the Atlas vector index is not queryable), which considers every vector
+        of the mailbox (or thread). ``scan_limit`` caps the vectors it considers; a capped search
+        that left vectors out has ``complete=False``.
         """
         _check_limit(limit)
+        if scan_limit is not None:
+            _check_limit_value(scan_limit, "scan_limit")
         tkey = None if thread_id is None else thread_key(check_str(thread_id, "thread_id"))
-        hits = self._vector_hits(vector, limit, tkey)
+        hits = self._vector_hits(vector, limit, tkey, scan_limit)
         rows = self._messages_of(hits)
-        return [
+        found: list[SemanticHit] = [
             {
                 "messageId": rows[h["_id"]]["messageId"],
                 "subject": rows[h["_id"]].get("subject"),
@@ -986,6 +994,7 @@ class MessageStore:
             for h in hits
             if h["_id"] in rows
         ]
+        return SearchResults(found, complete=hits.complete, examined=hits.examined, engine=hits.engine)
 
     # --- re-parsing (C.4) ----------------------------------------------------------------------
 
@@ -1149,9 +1158,10 @@ class MessageStore:
         duplicates (a second UIDL of a stored message) are kept: they are downloads, not caches.
         One pass over ``messages`` in batches (one body query, one bulk of fixes and one of UIDL
         upserts per batch); summaries are folded in memory and replaced in place, so readers
-        never see a mailbox without threads.
+        never see a mailbox without threads. Vectors stored by an earlier release (BSON arrays) are
+        rewritten in the binData form (``vectorsRewritten``).
         """
-        report = {"threads": 0, "messagesFixed": 0, "uidlsAdded": 0, "uidlsRemoved": 0}
+        report = {"threads": 0, "messagesFixed": 0, "uidlsAdded": 0, "uidlsRemoved": 0, "vectorsRewritten": 0}
         summaries: dict[str, dict[str, Any]] = {}
         keys: set[str] = set()
         batch: list[dict[str, Any]] = []
@@ -1185,6 +1195,7 @@ class MessageStore:
         ]
         for start in range(0, len(stale), _REPAIR_BATCH):
             self._threads.delete_many(self._by_ids(stale[start : start + _REPAIR_BATCH]))
+        report["vectorsRewritten"] = self._rewrite_old_vectors()
         return report
 
     def _repair_messages(self, batch: Sequence[Mapping[str, Any]], report: dict[str, int]) -> None:
@@ -1247,22 +1258,50 @@ class MessageStore:
         return Feed(self, consumer, since=since, auto_ack=auto_ack, max_await_ms=max_await_ms)
 
     def set_embeddings(self, vectors_by_id: Mapping[str, Sequence[float]]) -> int:
-        """``set_embedding`` for many messages in one read and one write; returns how many were kept.
+        """``set_embedding`` for many messages; returns how many were kept.
 
-        A message not in the mailbox (deleted since a worker saw it) is skipped, not an error.
+        Written in batches of ``vectors.WRITE_BATCH`` (one bulk write each), whatever the number
+        handed in. A message not in the mailbox (deleted since a worker saw it) is skipped,
+        not an error. Every vector is checked before the first is written.
         """
         checked = {self._id_for(mid): vectors.check_vector(vector) for mid, vector in vectors_by_id.items()}
-        if not checked:
-            return 0
-        found = self._messages.find(self._by_ids(list(checked)), {"threadKey": 1, "messageKey": 1})
-        writes = [
-            (self._upsert_key(m["_id"]), vectors.vector_document(self.mailbox_id, m, checked[m["_id"]]))
-            for m in found
-        ]
-        self._write_each(self._vectors, writes, replace=True)
-        return len(writes)
+        ids, kept = list(checked), 0
+        for start in range(0, len(ids), vectors.WRITE_BATCH):
+            found = self._find_ids(self._messages, ids[start : start + vectors.WRITE_BATCH], _VECTOR_KEYS)
+            kept += self._write_vectors([(m, checked[m["_id"]]) for m in found])
+        return kept
 
-    def _vector_hits(self, vector: Sequence[float], limit: int, tkey: str | None) -> list[dict[str, Any]]:
+    def _find_ids(self, collection: Any, ids: Sequence[str], projection: Mapping[str, Any]) -> Iterator[Any]:
+        """The documents of ``ids``, read ``vectors.READ_BATCH`` ids per query (the embedded server's
+        cost of one ``$in`` grows with the square of its length)."""
+        for start in range(0, len(ids), vectors.READ_BATCH):
+            for document in collection.find(
+                self._by_ids(list(ids[start : start + vectors.READ_BATCH])), projection
+            ):
+                yield document
+
+    def _rewrite_old_vectors(self) -> int:
+        """Rewrites the mailbox's vectors stored as BSON arrays (earlier releases) as binData; how many."""
+        selector = {"_id": vectors.mailbox_id_range(self.mailbox_id), "embedding": {"$type": "array"}}
+        rewritten, batch = 0, []
+        for old in self._vectors.find(selector, {"embedding": 1, **_VECTOR_KEYS}):
+            values = vectors.storable(old["embedding"])
+            if values is None:
+                continue  # not numbers float32 can hold: left as it is (not a candidate either way)
+            batch.append((old, values))
+            if len(batch) == vectors.WRITE_BATCH:
+                rewritten += self._write_vectors(batch)
+                batch = []
+        return rewritten + self._write_vectors(batch)
+
+    def _write_vectors(self, pairs: Sequence[tuple[Mapping[str, Any], Sequence[float]]]) -> int:
+        documents = vectors.vector_documents(self.mailbox_id, pairs)
+        self._write_each(self._vectors, [(self._upsert_key(d["_id"]), d) for d in documents], replace=True)
+        return len(documents)
+
+    def _vector_hits(
+        self, vector: Sequence[float], limit: int, tkey: str | None, cap: int | None
+    ) -> SearchResults[dict[str, Any]]:
         """``{_id, score}`` of the nearest vectors, by the engine ``vector_engine`` picks."""
         engine = self.vector_engine
         if engine not in vectors.VECTOR_ENGINES:
@@ -1271,27 +1310,38 @@ class MessageStore:
             engine = "atlas" if self._has_atlas_vectors() else "exact"
         if engine == "atlas":
             pipeline = queries.vector_search_pipeline(self.mailbox_id, [float(v) for v in vector], limit, tkey)
-            return _to_list(_resolve(self._vectors.aggregate(pipeline)))
-        query = vectors.check_query_vector(vector)
+            return SearchResults(_to_list(_resolve(self._vectors.aggregate(pipeline))), engine="atlas")
+        search = vectors.ExactSearch(vector, limit, numpy=vectors.numpy_backend())
         if self._first_time("exact vector search"):
+            log.debug("semantic_search in mailbox %r: exact search over every vector (no Atlas index)", self.mailbox_id)
+        if search.numpy is None and self._first_time("vectors without numpy"):
             log.warning(
-                "semantic_search in mailbox %r compares at most %d vectors one by one: no Atlas vector"
-                " index (not an index)",
-                self.mailbox_id,
-                self.scan_limit,
+                "semantic_search ranks vectors in pure Python (no numpy), slower: pip install"
+                " 'aecs-mongo[vectors]'; said once per store"
             )
-        nearest = vectors.NearestVectors(query, limit)
+        complete = True
         if tkey is None:
-            candidates = self._vectors.find({"_id": vectors.mailbox_id_range(self.mailbox_id)}, {"embedding": 1})
-            candidates = candidates.sort("_id", 1).limit(self.scan_limit)
+            mailbox = {"_id": vectors.mailbox_id_range(self.mailbox_id)}
+            rows = self._vectors.find(mailbox, vectors.first_pass_projection())
+            if cap is not None:
+                rows = rows.limit(cap + 1)
+            for row in rows:
+                if search.examined == cap:
+                    complete = False
+                    break
+                search.offer(row)
         else:
             members = self._messages.find({"mailboxId": self.mailbox_id, "threadKey": tkey}, {"_id": 1})
-            members = members.sort([("ts", 1), ("messageKey", 1)]).limit(self.scan_limit)
             ids = [m["_id"] for m in members]
-            candidates = self._vectors.find(self._by_ids(ids), {"embedding": 1})
-        for candidate in candidates:
-            nearest.offer(candidate["_id"], candidate.get("embedding"))
-        return nearest.results()
+            if cap is not None and len(ids) > cap:
+                ids, complete = ids[:cap], False
+            for row in self._find_ids(self._vectors, ids, vectors.first_pass_projection()):
+                search.offer(row)
+        while wanted := search.wanted():
+            for row in self._find_ids(self._vectors, wanted, {"embedding": 1}):
+                search.rescore(row["_id"], row.get("embedding"))
+            search.asked(wanted)
+        return SearchResults(search.results(), complete=complete, examined=search.examined, engine="exact")
 
     def _has_atlas_vectors(self) -> bool:
         """Whether Atlas lists the vector index as queryable (any refusal: no)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 import math
 import os
 import queue
@@ -134,7 +133,7 @@ def test_equal_similarities_rank_by_id() -> None:
 # --- semantic_search without Atlas: every backend, every store flavor ------------------------------
 
 
-def test_exact_semantic_search_matches_brute_force(make_store: Callable[..., Any], caplog: Any) -> None:
+def test_exact_semantic_search_matches_brute_force(make_store: Callable[..., Any]) -> None:
     store = make_store()
     rng = random.Random(1)
     messages = [email(i, thread=f"t{i % 4}@example.com") for i in range(40)]
@@ -145,26 +144,26 @@ def test_exact_semantic_search_matches_brute_force(make_store: Callable[..., Any
         vectors[f"m{i}@example.com"] = vector
         store.set_embedding(f"m{i}@example.com", vector)
     query = [rng.uniform(-1, 1) for _ in range(6)]
-    with caplog.at_level(logging.WARNING, logger="aecs_mongo"):
-        hits = store.semantic_search(query, limit=5)
-        in_thread = store.semantic_search(query, limit=3, thread_id="t2@example.com")
+    hits = store.semantic_search(query, limit=5)
+    in_thread = store.semantic_search(query, limit=3, thread_id="t2@example.com")
     expected = brute_force(query, vectors, 5)
     assert [h["messageId"] for h in hits] == [mid for mid, _ in expected]
     assert [h["score"] for h in hits] == pytest.approx([(1 + c) / 2 for _, c in expected])
     assert set(hits[0]) == {"messageId", "subject", "ts", "score"}  # the Atlas path's shape
+    assert hits.complete and hits.examined == 40 and hits.engine == "exact"  # every vector considered
     thread_vectors = {mid: v for mid, v in vectors.items() if int(mid[1:].split("@")[0]) % 4 == 2}
     assert [h["messageId"] for h in in_thread] == [mid for mid, _ in brute_force(query, thread_vectors, 3)]
-    said = [r for r in caplog.records if "not an index" in r.getMessage() and "semantic_search" in r.getMessage()]
-    assert len(said) == 1  # once, not per call
+    assert in_thread.examined == 10
 
 
-def test_exact_semantic_search_is_bounded_by_scan_limit(make_store: Callable[..., Any]) -> None:
-    store = make_store("bounded", scan_limit=10)
+def test_exact_semantic_search_is_bounded_only_by_an_explicit_cap(make_store: Callable[..., Any]) -> None:
+    store = make_store("bounded", scan_limit=10)  # search's cap, not semantic_search's
     store.store_many([email(i) for i in range(30)])
     for i in range(30):
         store.set_embedding(f"m{i}@example.com", [1.0, float(i)])
-    hits = store.semantic_search([0.0, 1.0], limit=30)
-    assert len(hits) == 10  # only scan_limit vectors were compared
+    assert len(store.semantic_search([0.0, 1.0], limit=30)) == 30
+    capped = store.semantic_search([0.0, 1.0], limit=30, scan_limit=10)
+    assert len(capped) == 10 and not capped.complete  # only scan_limit vectors were compared, and it says so
 
 
 def test_set_embeddings_writes_what_set_embedding_writes(db: Any) -> None:
@@ -177,7 +176,8 @@ def test_set_embeddings_writes_what_set_embedding_writes(db: Any) -> None:
     kept = store.set_embeddings({"m1@example.com": [1, 2.5], "<m2@example.com>": [3.0, 4.0], "gone@x": [1.0, 1.0]})
     assert kept == 2  # the message that is not stored is skipped
     assert db.vectors.find_one({"_id": one["_id"]}) == one
-    assert db.vectors.find_one({"_id": doc_id("alice", message_key("m2@example.com"))})["embedding"] == [3.0, 4.0]
+    second = db.vectors.find_one({"_id": doc_id("alice", message_key("m2@example.com"))})
+    assert second["embedding"].as_vector().data == [3.0, 4.0]
     with pytest.raises(TypeError):
         store.set_embeddings({"m1@example.com": ["x"]})
 
@@ -430,7 +430,7 @@ def test_a_killed_embedding_worker_redoes_at_most_its_last_batch(rs: tuple[str, 
     assert len(texts) - 60 <= 8  # at most the batch in hand when it was killed
     for i in (0, 31, 59):
         vector = db.vectors.find_one({"_id": doc_id("embed", message_key(f"m{i}@example.com"))})
-        assert vector is not None and vector["embedding"] == text_vector(f"body {i}")
+        assert vector is not None and vector["embedding"].as_vector().data == text_vector(f"body {i}")
     again = embed_new(store, "embedder", lambda texts: pytest.fail("nothing is new"), max_await_ms=100)
     assert again == 0
 

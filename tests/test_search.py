@@ -94,7 +94,7 @@ def test_embeddings_are_kept_per_message_and_deleted_with_it(store: MessageStore
     store.set_embedding("m1@example.com", [0.5, 0.25, 1])
     store.set_embedding("<m1@example.com>", [0.5, 0.25, 2])
     (vector,) = db.vectors.find()
-    assert vector["embedding"] == [0.5, 0.25, 2.0] and vector["mailboxId"] == "alice"
+    assert vector["embedding"].as_vector().data == [0.5, 0.25, 2.0] and vector["mailboxId"] == "alice"
     assert vector["threadKey"] == db.messages.find_one()["threadKey"]
     with pytest.raises(NotFoundError):
         store.set_embedding("missing@x", [1.0])
