@@ -28,9 +28,10 @@ from typing import Any, cast
 from pymongo import ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure, PyMongoError
 
-from . import blobs, queries, vectors
+from . import blobs, queries, vectors, windows
 from .aio_workers import AsyncFeed
 from .documents import (
+    HOT_TEXT_CHARS,
     Blob,
     MessageDocuments,
     build_documents,
@@ -47,7 +48,7 @@ from .errors import AecsMongoError, NotFoundError
 from .indexes import VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
 from .keys import blob_prefix, check_mailbox_id, check_str, doc_id, message_key, strip_message_id, thread_key
 from .prefetch import AsyncPrefetch
-from .results import MessagePage, StoreResult, ThreadPage
+from .results import MessagePage, SearchResults, StoreResult, ThreadPage
 from .types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, ThreadSummary
 
 __all__ = ["SEARCH_ENGINES", "AsyncMessageStore"]
@@ -129,8 +130,9 @@ class AsyncMessageStore:
     ``owner_addresses`` are the mailbox owner's addresses: bcc is stored only on mail they sent.
     ``shared_view=True`` is for a store whose reads other people see: bcc is never returned, and
     ``with_participant`` does not match bcc recipients. ``transactions`` (default: detect) writes
-    each batch's documents in one transaction. ``search_engine`` and ``scan_limit``: ``search``;
-    ``vector_engine``: ``semantic_search``.
+    each batch's documents in one transaction. ``search_engine`` and ``scan_limit`` (an optional
+    cap on the messages a scan search examines; None: all): ``search``; ``vector_engine``:
+    ``semantic_search``.
     ``sharded=True`` on a cluster sharded by ``scripts/shard.js``: point reads then carry the
     shard key and reach one shard. ``retry_seconds``: how long a batch's transaction retries
     transient errors (write conflicts, failovers, a crashed writer's open transaction).
@@ -146,7 +148,7 @@ class AsyncMessageStore:
         for_ai_max_chars: int = 8000,
         search_engine: str = "auto",
         vector_engine: str = "auto",
-        scan_limit: int = 5000,
+        scan_limit: int | None = None,
         transactions: bool | None = None,
         shared_view: bool = False,
         sharded: bool = False,
@@ -166,7 +168,14 @@ class AsyncMessageStore:
         #: ``semantic_search``'s engine: ``atlas`` ($vectorSearch), ``exact`` (cosine over at most
         #: ``scan_limit`` vectors) or ``auto`` (atlas where its vector index is queryable, else exact)
         self.vector_engine = vector_engine
+        if scan_limit is not None and (isinstance(scan_limit, bool) or not isinstance(scan_limit, int)):
+            raise TypeError("scan_limit must be None (no cap) or an int")
+        if scan_limit is not None and scan_limit < 1:
+            raise ValueError("scan_limit must be None (no cap) or at least 1")
         self.scan_limit = scan_limit
+        #: Whether the server's plan stops at a query's limit (mongod) or reads the whole matched
+        #: range first (SecantusDB): learned from ``explain`` on the first windowed read.
+        self._stops_at_limit: bool | None = None
         self._text_index: bool | None = None  # learned on first search
         self._said: set[str] = set()  # conditions already logged by this store (each said once)
         self._transactions = transactions  # None: detected on first write
@@ -728,11 +737,8 @@ class AsyncMessageStore:
         """The newest ``limit`` messages of a thread for a prompt, oldest first, with positions."""
         _check_limit(limit)
         selector = self._thread_filter(thread_id)
-        newest = await _to_list(
-            self._messages.find(selector, queries.THREAD_CONTEXT_PROJECTION)
-            .sort([("ts", -1), ("messageKey", -1)])
-            .limit(limit)
-        )
+        query = queries.thread_context_query(self.mailbox_id, selector["threadKey"])
+        newest = await self._sorted_rows(query, None, limit, queries.THREAD_CONTEXT_PROJECTION)
         if not newest:
             return []
         total = len(newest)
@@ -750,14 +756,91 @@ class AsyncMessageStore:
     ) -> tuple[list[dict[str, Any]], str | None]:
         _check_limit(limit)
         after = queries.decode_cursor(query, cursor, self.mailbox_id)
-        found = self.db[query.collection].find(queries.keyset_filter(query, after), projection)
-        found = found.sort(query.sort).limit(limit + 1)
-        rows = await _to_list(found if query.hint is None else found.hint(query.hint))
+        rows = await self._sorted_rows(query, after, limit + 1, projection)
         next_cursor = None
         if len(rows) > limit:
             rows = rows[:limit]
             next_cursor = queries.encode_cursor(query, rows[-1])
         return rows, next_cursor
+
+    async def _sorted_rows(
+        self,
+        query: queries.KeysetQuery,
+        after: tuple[int, str] | None,
+        need: int,
+        projection: Mapping[str, Any] | None,
+    ) -> list[dict[str, Any]]:
+        """The first ``need`` rows of a keyset read after ``after``: the plain query where the
+        server stops at the limit, else bounded ``ts`` windows (``windows.py``), same rows."""
+        if self._stops_at_limit:
+            found = self.db[query.collection].find(queries.keyset_filter(query, after), projection)
+            found = found.sort(query.sort).limit(need)
+            return await _to_list(found if query.hint is None else found.hint(query.hint))
+        rows: list[dict[str, Any]] = []
+
+        def take(batch: list[dict[str, Any]]) -> bool:
+            rows.extend(batch[: need - len(rows)])
+            return len(rows) >= need
+
+        await self._windows(query, after, need, projection, take)
+        return rows
+
+    async def _windows(
+        self,
+        query: queries.KeysetQuery,
+        after: tuple[int, str] | None,
+        need: int | None,
+        projection: Mapping[str, Any] | None,
+        take: Callable[[list[dict[str, Any]]], Any],
+        chunk: int = 500,
+    ) -> None:
+        """Walk a read's windows, handing each answer window's rows (sorted) to ``take`` (a plain or
+        a coroutine function) until it says True or the range is exhausted. ``need``: rows wanted
+        (None: the whole range, in windows of about ``chunk`` rows)."""
+        read, flat, residual = queries.windowed_read(query, self.mailbox_id, int(_dt.datetime.now(_dt.UTC).timestamp()))
+        if residual is not None and projection is not None:
+            projection = queries.with_fields(projection, [path for clause in residual for path in clause])
+        collection = self.db[query.collection]
+        walker = windows.walk(read, after, need, chunk)
+        taken = 0
+        try:
+            window = next(walker)
+            while True:
+                selector = windows.merge_filter(flat, window, query.ts_field, query.key_field)
+                found = collection.find(selector, queries.PROBE_PROJECTION if window.probe else projection)
+                found = found.sort(query.sort)
+                if need is not None and not window.probe and residual is None:
+                    found = found.limit(need - taken)
+                batch = await _to_list(found)
+                if residual is not None and not window.probe:
+                    batch = [r for r in batch if queries.residual_match(r, residual)]
+                if self._stops_at_limit is None and not window.probe and len(batch) > 1:
+                    await self._learn_limit_behaviour(collection, selector, query.sort)
+                if not window.probe:
+                    taken += len(batch)
+                    if await _resolve(take(batch)):
+                        return
+                window = walker.send(len(batch))
+        except StopIteration:
+            return
+        finally:
+            walker.close()
+
+    async def _learn_limit_behaviour(self, collection: Any, selector: Mapping[str, Any], sort: Any) -> None:
+        """Whether the server stops at the limit: ``explain`` the window just read (2 rows or more)
+        with ``limit(1)``; more than one document examined means it reads the range first."""
+        if self._mongomock:
+            self._stops_at_limit = False
+            return
+        command = {"find": collection.name, "filter": dict(selector), "sort": dict(sort), "limit": 1}
+        try:
+            explained = await self.db.command({"explain": command, "verbosity": "executionStats"})
+        except OperationFailure:
+            self._stops_at_limit = False  # no explain: keep the windows (right on any server)
+            return
+        examined = int(explained.get("executionStats", {}).get("totalDocsExamined", 2))
+        self._stops_at_limit = examined <= 1
+        log.debug("server stops at the limit: %s (examined %d for limit 1)", self._stops_at_limit, examined)
 
     async def list_messages(
         self,
@@ -861,20 +944,26 @@ class AsyncMessageStore:
 
     # --- search -------------------------------------------------------------------------------
 
-    async def search(self, query: str, limit: int = 20) -> list[SearchHit]:
+    async def search(
+        self, query: str, limit: int = 20, progress: Callable[[int], None] | None = None
+    ) -> SearchResults[SearchHit]:
         """Full-text search of subject and clean text: messageId, subject, ts, snippet (best first).
 
         The engine is ``search_engine``: Atlas Search, ``$text`` on ``aecs_bodies_search``, or
-        (``auto`` without a text index) a bounded literal scan of at most ``scan_limit`` bodies,
-        which logs a warning because it is not an index. The query is always data.
+        (``auto`` without a text index) the scan: a literal, case-insensitive match that goes
+        through the mailbox newest first in bounded windows until it has ``limit`` hits or has
+        looked at every message, newest hits first. ``scan_limit`` caps the messages it
+        examines; a capped search has ``complete=False``. ``progress(examined)`` is called after
+        each window of the scan. The query is always data.
         """
         check_str(query, "query")
         _check_limit(limit)
-        if not query.strip():
-            return []
         engine = self.search_engine
         if engine == "auto":
             engine = "text" if await self._has_text_index() else "scan"
+        if not query.strip():
+            return SearchResults(engine=engine)
+        examined, complete = 0, True
         if engine == "atlas":
             cursor = await _resolve(
                 self._bodies.aggregate(queries.atlas_search_pipeline(self.mailbox_id, query, limit))
@@ -891,15 +980,13 @@ class AsyncMessageStore:
             )
         else:
             if self._first_time("scan search"):
-                log.warning(
-                    "search in mailbox %r scans at most %d bodies: no text index (not an index); said once per store",
+                log.info(
+                    "search in mailbox %r reads the messages newest first: no text index (not an index); said once",
                     self.mailbox_id,
-                    self.scan_limit,
                 )
-            pipeline = queries.fallback_search_pipeline(self.mailbox_id, query, limit, self.scan_limit)
-            hits = await _to_list(await _resolve(self._bodies.aggregate(pipeline)))
+            hits, examined, complete = await self._scan_search(query, limit, progress)
         rows = await self._messages_of(hits)
-        results: list[SearchHit] = []
+        results: SearchResults[SearchHit] = SearchResults(complete=complete, examined=examined, engine=engine)
         for hit in hits:
             message = rows.get(hit["_id"])
             if message is None:  # a body whose message insert never happened (an interrupted store)
@@ -917,6 +1004,48 @@ class AsyncMessageStore:
             results.sort(key=lambda r: (-r["ts"], r["messageId"]))
         return results
 
+    async def _scan_search(
+        self, query: str, limit: int, progress: Callable[[int], None] | None
+    ) -> tuple[list[dict[str, Any]], int, bool]:
+        """The scan: ``(body hits newest first, messages examined, complete)``. Each window of
+        messages (``_id``, hot subject) is matched on its subjects here and on its bodies' clean
+        text by the server (``_id $in`` and a literal ``$regex``, never an ``$or``)."""
+        pattern = queries.search_pattern(query)
+        cap = self.scan_limit
+        hits: list[dict[str, Any]] = []
+        examined = 0
+        capped = False
+
+        async def take(batch: list[dict[str, Any]]) -> bool:
+            nonlocal examined, capped
+            if cap is not None and examined + len(batch) >= cap:
+                batch, capped = batch[: cap - examined], True
+            examined += len(batch)
+            hits.extend(await self._match_bodies(batch, pattern))
+            if progress is not None:
+                progress(examined)
+            return capped or len(hits) >= limit
+
+        await self._windows(queries.inbox_query(self.mailbox_id), None, None, queries.SEARCH_WINDOW_PROJECTION, take)
+        return hits[:limit], examined, not capped or len(hits) >= limit
+
+    async def _match_bodies(self, window: list[dict[str, Any]], pattern: re.Pattern[str]) -> list[dict[str, Any]]:
+        """The bodies of one window of messages that match, in the window's order."""
+        if not window:
+            return []
+        subject_hits, cut = queries.scan_matches(pattern, window, HOT_TEXT_CHARS["subject"])
+        regex = {"$regex": pattern.pattern, "$options": "i"}
+        fields = {"subject": 1, "clean": 1}
+        ids = [m["_id"] for m in window]
+        found = {b["_id"]: b async for b in self._bodies.find({**self._by_ids(ids), "clean": regex}, fields)}
+        rest = [i for i in subject_hits | set(cut) if i not in found]
+        if rest:
+            selector = self._by_ids(rest)
+            async for body in self._bodies.find(selector, fields):
+                if body["_id"] in subject_hits or pattern.search(body.get("subject") or ""):
+                    found[body["_id"]] = body
+        return [found[i] for i in ids if i in found]
+
     async def _messages_of(self, hits: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         """The messages behind search hits (keyed like them, by ``_id``), in one read.
 
@@ -932,6 +1061,28 @@ class AsyncMessageStore:
             cursor = await _resolve(self._bodies.list_indexes())
             self._text_index = any([ix["name"] == "aecs_bodies_search" async for ix in cursor])
         return self._text_index
+
+    async def stats(self) -> dict[str, Any]:
+        """The mailbox's size and the engines that serve its searches on this server.
+
+        ``messages``, ``threads``: documents of the mailbox. ``search``: ``atlas``, ``text`` or
+        ``scan`` (what ``search`` uses); ``vectorSearch``: ``atlas`` or ``exact``.
+        ``windowedReads``: pages are read as bounded windows (the server reads a query's whole
+        matched range before its limit), or None before the first page read told.
+        """
+        search = self.search_engine
+        if search == "auto":
+            search = "text" if await self._has_text_index() else "scan"
+        vector = self.vector_engine
+        if vector == "auto":
+            vector = "atlas" if await self._has_atlas_vectors() else "exact"
+        return {
+            "messages": await self._messages.count_documents({"mailboxId": self.mailbox_id}),
+            "threads": await self._threads.count_documents({"mailboxId": self.mailbox_id}),
+            "search": search,
+            "vectorSearch": vector,
+            "windowedReads": None if self._stops_at_limit is None else not self._stops_at_limit,
+        }
 
     async def set_embedding(self, message_id: str, vector: Sequence[float]) -> None:
         """Keep one vector per message (C.3) for ``semantic_search``; replaces an earlier one."""
@@ -1263,7 +1414,7 @@ class AsyncMessageStore:
         query = vectors.check_query_vector(vector)
         if self._first_time("exact vector search"):
             log.warning(
-                "semantic_search in mailbox %r compares at most %d vectors one by one: no Atlas vector"
+                "semantic_search in mailbox %r compares at most %s vectors one by one: no Atlas vector"
                 " index (not an index)",
                 self.mailbox_id,
                 self.scan_limit,
@@ -1271,10 +1422,10 @@ class AsyncMessageStore:
         nearest = vectors.NearestVectors(query, limit)
         if tkey is None:
             candidates = self._vectors.find({"_id": vectors.mailbox_id_range(self.mailbox_id)}, {"embedding": 1})
-            candidates = candidates.sort("_id", 1).limit(self.scan_limit)
+            candidates = candidates.sort("_id", 1).limit(self.scan_limit or 0)
         else:
             members = self._messages.find({"mailboxId": self.mailbox_id, "threadKey": tkey}, {"_id": 1})
-            members = members.sort([("ts", 1), ("messageKey", 1)]).limit(self.scan_limit)
+            members = members.sort([("ts", 1), ("messageKey", 1)]).limit(self.scan_limit or 0)
             ids = [m["_id"] async for m in members]
             candidates = self._vectors.find(self._by_ids(ids), {"embedding": 1})
         async for candidate in candidates:

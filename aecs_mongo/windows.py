@@ -80,7 +80,9 @@ class Window:
             return out
         bounds: dict[str, int] = {}
         if self.lo is not None:
-            bounds["$gte"] = self.lo
+            # ``$gt lo - 1``, not ``$gte lo``: the sort keys are ints, and SecantusDB 0.7 drops the
+            # boundary value of ``$gte`` on a descending index field (tests/test_windowed_reads.py)
+            bounds["$gt"] = self.lo - 1
         if self.hi is not None:
             bounds["$lt"] = self.hi
         return {ts_field: bounds} if bounds else {}
@@ -395,4 +397,3 @@ def merge_filter(base: Mapping[str, Any], window: Window, ts_field: str, key_fie
     merged = {k: v for k, v in base.items() if k != ts_field}
     merged.update(window.conditions(ts_field, key_field))
     return merged
-
