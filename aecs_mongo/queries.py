@@ -28,7 +28,7 @@ from typing import Any
 from .errors import InvalidCursorError
 from .indexes import ATLAS_SEARCH_INDEX, ATLAS_VECTOR_INDEX_NAME
 from .keys import address_key, address_query_key, check_str, list_id_key, strip_message_id, subject_key
-from .windows import WindowedRead
+from .windows import WindowedRead, key_between
 
 __all__ = [
     "ATLAS_SEARCH_INDEX_NAME",
@@ -358,6 +358,7 @@ __all__ += [
     "PROBE_PROJECTION",
     "SEARCH_WINDOW_PROJECTION",
     "residual_match",
+    "sample_filter",
     "scan_matches",
     "search_pattern",
     "windowed_read",
@@ -368,6 +369,16 @@ __all__ += [
 PROBE_PROJECTION: dict[str, int] = {"_id": 1}
 #: What the scan search reads of ``messages`` per window (the hot subject is matched there).
 SEARCH_WINDOW_PROJECTION: dict[str, int] = {"_id": 1, "messageId": 1, "subject": 1, "ts": 1, "messageKey": 1}
+
+
+def sample_filter(mailbox_id: str, spec_version: str, fraction: float) -> dict[str, Any]:
+    """The messages of one spec version whose key is in the first ``fraction`` of the key space:
+    a uniform sample (keys are SHA-256), an equality prefix and one range on
+    ``aecs_messages_spec_version``."""
+    selector: dict[str, Any] = {"mailboxId": mailbox_id, "specVersion": spec_version}
+    if fraction < 1:
+        selector["messageKey"] = {"$lt": key_between("", fraction)}
+    return selector
 
 
 def thread_context_query(mailbox_id: str, tkey: str) -> KeysetQuery:

@@ -26,12 +26,22 @@ behind it. Where no probe finds anything, one last open window reads whatever is
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KEY_DIGITS", "Window", "WindowedRead", "key_between", "merge_filter", "walk"]
+__all__ = [
+    "KEY_DIGITS",
+    "SAMPLE_ENOUGH",
+    "SAMPLE_FRACTIONS",
+    "Window",
+    "WindowedRead",
+    "key_between",
+    "merge_filter",
+    "walk",
+]
 
 #: The tie-breakers are 64 lowercase hex digits (SHA-256), after an optional fixed prefix.
 KEY_DIGITS = 64
@@ -52,6 +62,12 @@ _EMPTY_DOUBLINGS = 2
 _SLACK = 1.5
 #: A window grows at most this factor over the previous one.
 _GROWTH = 8
+#: Sampled messages the density near a hint is taken from, and messages a hinted probe aims at.
+_HINT_NEIGHBOURS = 8
+_HINT_PROBE_ROWS = 4
+#: Sample fractions tried in turn until the sample holds ``SAMPLE_ENOUGH`` messages.
+SAMPLE_FRACTIONS = (1 / 4096, 1 / 256, 1 / 16, 1.0)
+SAMPLE_ENOUGH = 8
 
 
 @dataclass(frozen=True)
@@ -95,6 +111,8 @@ class WindowedRead:
     ``lo``/``hi``: the read's own ``ts`` bounds (``since`` inclusive, ``until`` exclusive).
     ``key_prefix``: what precedes the 64 hex digits of the tie-breaker (a thread ``_id``'s
     ``<mailboxId>:``). ``now``: epoch seconds, where the first page starts looking for mail.
+    ``hint``: the sorted ``ts`` of a uniform sample of the mailbox's messages, ``hint_fraction``
+    of them (``sample_sizes``): where the mail is, so the walk goes to it past any gap.
     """
 
     descending: bool
@@ -102,6 +120,8 @@ class WindowedRead:
     lo: int | None = None
     hi: int | None = None
     key_prefix: str = ""
+    hint: tuple[int, ...] = ()
+    hint_fraction: float = 0.0
 
 
 def key_between(prefix: str, fraction: float) -> str:
@@ -314,10 +334,15 @@ def _locate(state: _Walk, edge: int, sign: int) -> Generator[Window, int, tuple[
     """Where the next mail beyond ``edge`` is: ``(far, density)``, where the window from ``edge``
     to ``far`` holds the nearest mail found (and little beyond it); None when no probe found any.
 
-    Probes of ``width`` seconds at ``width``, ``2 width``, ``4 width``... from ``edge``; then
-    bisection between the nearest probe that found mail and the empty one before it.
+    The nearest sampled message beyond ``edge`` (``hint``) where there is one; else probes of
+    ``width`` seconds at ``width``, ``2 width``, ``4 width``... from ``edge``. Then bisection
+    between the mail found and ``edge``.
     """
     read = state.read
+    hinted = _hinted(read, edge, sign)
+    if hinted is not None:
+        mail, width = hinted
+        return (yield from _bisect(state, edge, mail - width // 2, width, _HINT_PROBE_ROWS, sign))
     for width in PROBE_WIDTHS:
         near = edge  # the empty side: nothing found between edge and here
         distance = width
@@ -336,6 +361,23 @@ def _locate(state: _Walk, edge: int, sign: int) -> Generator[Window, int, tuple[
             near = start if sign < 0 else start + width
             distance *= 2
     return None
+
+
+def _hinted(read: WindowedRead, edge: int, sign: int) -> tuple[int, int] | None:
+    """The nearest sampled ``ts`` beyond ``edge`` in the walk's direction (within the read's
+    bounds), and a probe width that holds a few messages at the sample's density there."""
+    if not read.hint or read.hint_fraction <= 0:
+        return None
+    at = bisect.bisect_left(read.hint, edge)
+    beyond = list(reversed(read.hint[:at])) if sign < 0 else list(read.hint[at:])
+    beyond = [h for h in beyond if _clip(read, h, h + 1) is not None]
+    if not beyond:
+        return None
+    near = beyond[:_HINT_NEIGHBOURS]
+    span = max(abs(near[-1] - near[0]), 1)
+    density = max(len(near) - 1, 1) / (span * read.hint_fraction) if len(near) > 1 else 0.0
+    width = PROBE_WIDTHS[0] if density <= 0 else min(max(math.ceil(_HINT_PROBE_ROWS / density), 1), 86_400)
+    return near[0], width
 
 
 def _bisect(
@@ -371,6 +413,12 @@ def _locate_oldest(state: _Walk) -> Generator[Window, int, int | None]:
     if state.done():
         return None
     low = 0 if read.lo is None else max(read.lo, 0)
+    hinted = _hinted(read, low, 1)
+    if hinted is not None:
+        mail, width = hinted
+        far, state.density = yield from _bisect(state, low, mail - width // 2, width, _HINT_PROBE_ROWS, 1)
+        yield from _answer(state, low, far, learn=False)
+        return far
     top = read.now + 86_400
     for width in PROBE_WIDTHS:
         starts: list[int] = []
