@@ -740,12 +740,15 @@ class AsyncMessageStore:
         _check_limit(limit)
         selector = self._thread_filter(thread_id)
         query = queries.thread_context_query(self.mailbox_id, selector["threadKey"])
-        newest = await self._sorted_rows(query, None, limit, queries.THREAD_CONTEXT_PROJECTION)
+        size = await self._thread_size(selector["threadKey"])
+        newest = await self._sorted_rows(query, None, limit, queries.THREAD_CONTEXT_PROJECTION, size)
         if not newest:
             return []
         total = len(newest)
         if total == limit:
-            total = await self._messages.count_documents(selector)
+            # a huge thread: its summary's count (counting it would read the whole thread here)
+            big = size is not None and size > windows.PLAIN_MAX and not self._stops_at_limit
+            total = size if big and size is not None else await self._messages.count_documents(selector)
         first_position = max(total - len(newest), 0)
         return [
             cast(ContextEntry, context_entry(m, first_position + offset)) for offset, m in enumerate(reversed(newest))
@@ -754,11 +757,16 @@ class AsyncMessageStore:
     # --- pages -----------------------------------------------------------------------------
 
     async def _page(
-        self, query: queries.KeysetQuery, cursor: str | None, limit: int, projection: Mapping[str, Any] | None
+        self,
+        query: queries.KeysetQuery,
+        cursor: str | None,
+        limit: int,
+        projection: Mapping[str, Any] | None,
+        size: int | None = None,
     ) -> tuple[list[dict[str, Any]], str | None]:
         _check_limit(limit)
         after = queries.decode_cursor(query, cursor, self.mailbox_id)
-        rows = await self._sorted_rows(query, after, limit + 1, projection)
+        rows = await self._sorted_rows(query, after, limit + 1, projection, size)
         next_cursor = None
         if len(rows) > limit:
             rows = rows[:limit]
@@ -771,10 +779,17 @@ class AsyncMessageStore:
         after: tuple[int, str] | None,
         need: int,
         projection: Mapping[str, Any] | None,
+        size: int | None = None,
     ) -> list[dict[str, Any]]:
         """The first ``need`` rows of a keyset read after ``after``: the plain query where the
-        server stops at the limit, else bounded ``ts`` windows (``windows.py``), same rows."""
-        if self._stops_at_limit:
+        server stops at the limit or the read matches at most ``windows.PLAIN_MAX`` documents
+        (``size``, where known), else bounded ``ts`` windows (``windows.py``), same rows."""
+        read = None
+        if not self._stops_at_limit and (size is None or size > windows.PLAIN_MAX):
+            read = await self._windowed_read(query)
+            if read.hint_fraction and len(read.hint) / read.hint_fraction <= windows.PLAIN_MAX:
+                read = None  # a small mailbox: the plain query reads little
+        if read is None:
             found = self.db[query.collection].find(queries.keyset_filter(query, after), projection)
             found = found.sort(query.sort).limit(need)
             return await _to_list(found if query.hint is None else found.hint(query.hint))
@@ -784,12 +799,18 @@ class AsyncMessageStore:
             rows.extend(batch[: need - len(rows)])
             return len(rows) >= need
 
-        await self._windows(query, after, need, projection, take)
+        await self._windows(query, read, after, need, projection, take)
         return rows
+
+    async def _thread_size(self, tkey: str) -> int | None:
+        """The thread's message count from its summary (None: no summary)."""
+        summary = await self._threads.find_one(self._by_id(doc_id(self.mailbox_id, tkey)), {"messageCount": 1})
+        return None if summary is None else int(summary.get("messageCount") or 0)
 
     async def _windows(
         self,
         query: queries.KeysetQuery,
+        read: windows.WindowedRead,
         after: tuple[int, str] | None,
         need: int | None,
         projection: Mapping[str, Any] | None,
@@ -799,8 +820,7 @@ class AsyncMessageStore:
         """Walk a read's windows, handing each answer window's rows (sorted) to ``take`` (a plain or
         a coroutine function) until it says True or the range is exhausted. ``need``: rows wanted
         (None: the whole range, in windows of about ``chunk`` rows)."""
-        read, flat, residual = queries.windowed_read(query, self.mailbox_id, int(_dt.datetime.now(_dt.UTC).timestamp()))
-        read = await self._with_sample(read)
+        flat, residual = queries.flat_filter(query)
         if residual is not None and projection is not None:
             projection = queries.with_fields(projection, [path for clause in residual for path in clause])
         collection = self.db[query.collection]
@@ -829,8 +849,9 @@ class AsyncMessageStore:
         finally:
             walker.close()
 
-    async def _with_sample(self, read: windows.WindowedRead) -> windows.WindowedRead:
-        """``read`` with a uniform sample of the mailbox's ``ts`` (where its mail is): the
+    async def _windowed_read(self, query: queries.KeysetQuery) -> windows.WindowedRead:
+        """The read as ``windows.walk`` takes it, with a uniform sample of the mailbox's ``ts``
+        (where its mail is, and about how much there is): the
         messages whose key falls in the first fraction of the key space, on
         ``aecs_messages_spec_version`` (a bounded key range there), the fraction growing until
         the sample holds enough (mail under another spec version is left out: a hint only)."""
@@ -843,6 +864,7 @@ class AsyncMessageStore:
             sample = sorted([int(r["ts"]) async for r in self._messages.find(selector, {"_id": 0, "ts": 1})])
             if len(sample) >= windows.SAMPLE_ENOUGH:
                 break
+        read = queries.windowed_read(query, self.mailbox_id, int(_dt.datetime.now(_dt.UTC).timestamp()))
         return dataclasses.replace(read, hint=tuple(sample), hint_fraction=fraction)
 
     async def _learn_limit_behaviour(self, collection: Any, selector: Mapping[str, Any], sort: Any) -> None:
@@ -878,7 +900,8 @@ class AsyncMessageStore:
         query = queries.inbox_query(
             self.mailbox_id, sender=sender, thread_key=tkey, since=since, until=until, order=check_str(order, "order")
         )
-        rows, next_cursor = await self._page(query, cursor, limit, queries.LIST_PROJECTION)
+        size = None if tkey is None else await self._thread_size(tkey)
+        rows, next_cursor = await self._page(query, cursor, limit, queries.LIST_PROJECTION, size)
         return MessagePage([cast(MessageSummary, message_summary(r)) for r in rows], next_cursor)
 
     async def with_participant(self, address: str, cursor: str | None = None, limit: int = 50) -> MessagePage:
@@ -1045,7 +1068,9 @@ class AsyncMessageStore:
                 progress(examined)
             return capped or len(hits) >= limit
 
-        await self._windows(queries.inbox_query(self.mailbox_id), None, None, queries.SEARCH_WINDOW_PROJECTION, take)
+        inbox = queries.inbox_query(self.mailbox_id)
+        read = await self._windowed_read(inbox)
+        await self._windows(inbox, read, None, None, queries.SEARCH_WINDOW_PROJECTION, take)
         return hits[:limit], examined, not capped or len(hits) >= limit
 
     async def _match_bodies(self, window: list[dict[str, Any]], pattern: re.Pattern[str]) -> list[dict[str, Any]]:

@@ -41,6 +41,7 @@ __all__ = [
     "decode_cursor",
     "encode_cursor",
     "find_query",
+    "flat_filter",
     "inbox_query",
     "keyset_filter",
     "participant_query",
@@ -387,19 +388,20 @@ def thread_context_query(mailbox_id: str, tkey: str) -> KeysetQuery:
     return KeysetQuery("messages", base, "ts", "messageKey", True, None, _fingerprint(mailbox_id, "context", base))
 
 
-def windowed_read(
-    query: KeysetQuery, mailbox_id: str, now: int
-) -> tuple[WindowedRead, dict[str, Any], list[dict[str, Any]] | None]:
-    """The read as ``windows.walk`` walks it: its bounds, its flat filter (equalities only; the
-    windows add the ``ts`` range) and the residual ``$or`` a flat filter cannot carry (a
-    top-level ``$or`` or ``$and`` makes a server that plans from flat filters scan the
-    collection), to be checked on each row with ``residual_match``."""
-    flat = {k: v for k, v in query.base.items() if k not in ("$or", query.ts_field)}
+def windowed_read(query: KeysetQuery, mailbox_id: str, now: int) -> WindowedRead:
+    """The read as ``windows.walk`` walks it: its order, its own ``ts`` bounds, its key prefix."""
     bounds = query.base.get(query.ts_field) or {}
-    residual = query.base.get("$or")
     key_prefix = mailbox_id + ":" if query.key_field == "_id" else ""
-    read = WindowedRead(query.descending, now, bounds.get("$gte"), bounds.get("$lt"), key_prefix)
-    return read, flat, residual
+    return WindowedRead(query.descending, now, bounds.get("$gte"), bounds.get("$lt"), key_prefix)
+
+
+def flat_filter(query: KeysetQuery) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """The read's flat filter (equalities only; each window adds its ``ts`` range) and the
+    residual ``$or`` a flat filter cannot carry (a top-level ``$or`` or ``$and`` makes a server
+    that plans from flat filters scan the collection), to be checked on each row with
+    ``residual_match``."""
+    flat = {k: v for k, v in query.base.items() if k not in ("$or", query.ts_field)}
+    return flat, query.base.get("$or")
 
 
 def _values(row: Mapping[str, Any], path: str) -> list[Any]:

@@ -34,6 +34,7 @@ from typing import Any
 
 __all__ = [
     "KEY_DIGITS",
+    "PLAIN_MAX",
     "SAMPLE_ENOUGH",
     "SAMPLE_FRACTIONS",
     "Window",
@@ -68,6 +69,9 @@ _HINT_PROBE_ROWS = 4
 #: Sample fractions tried in turn until the sample holds ``SAMPLE_ENOUGH`` messages.
 SAMPLE_FRACTIONS = (1 / 4096, 1 / 256, 1 / 16, 1.0)
 SAMPLE_ENOUGH = 8
+#: A read known to match at most this many documents (a thread, by its summary's messageCount)
+#: costs little even where the server reads the whole match: the plain query serves it.
+PLAIN_MAX = 1000
 
 
 @dataclass(frozen=True)
@@ -343,6 +347,8 @@ def _locate(state: _Walk, edge: int, sign: int) -> Generator[Window, int, tuple[
     if hinted is not None:
         mail, width = hinted
         return (yield from _bisect(state, edge, mail - width // 2, width, _HINT_PROBE_ROWS, sign))
+    if read.hint:
+        return None  # the sample holds nothing beyond: what is left is about 1/fraction messages
     for width in PROBE_WIDTHS:
         near = edge  # the empty side: nothing found between edge and here
         distance = width
