@@ -20,8 +20,8 @@ from .budgets import budget
 from .factories import BASE_TS, email
 
 DRIVER_FIELDS = {"$db", "lsid", "$clusterTime", "$readPreference", "txnNumber", "$readConcern", "readConcern"}
-SMALL = 1000
-BIG = budget("AECS_WINDOWED_MAILBOX", big=20_000, small=5000)
+SMALL = 2000  # above windows.PLAIN_MAX: a mailbox this small is read with the plain query
+BIG = budget("AECS_WINDOWED_MAILBOX", big=20_000, small=6000)
 BUNCHED = range(200, 500)  # 300 messages in one second: Date-less mail sorted by its processedAt
 
 
@@ -140,13 +140,15 @@ def read_all(store: Any, read: Any, limit: int) -> tuple[list[Any], list[str | N
         cursor = page.next_cursor
 
 
-def test_windowed_pages_equal_the_plain_query(make_store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_windowed_pages_equal_the_plain_query(db: Any, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every paged read, page by page across window edges and the bunched second, gives the
-    rows, order and cursors of the plain keyset query (windows even on this small mailbox)."""
+    rows, order and cursors of the plain keyset query (windows even on this small mailbox; the
+    store flavors share this code, so the sync store stands for them)."""
     monkeypatch.setattr(windows, "PLAIN_MAX", 0)
-    store = make_store("alice")
-    shared = make_store("alice", shared_view=True)
-    mail = [message(n) for n in range(600)]
+    store = MessageStore(db, mailbox_id="alice")
+    store.ensure_indexes()
+    shared = MessageStore(db, mailbox_id="alice", shared_view=True)
+    mail = [message(n) for n in range(520)]
     mail += [message(900 + n, ts=BASE_TS - 86_400 * 400 * n) for n in range(1, 4)]  # years apart
     store.store_many(mail, batch_size=200)
     reads = {
@@ -162,7 +164,7 @@ def test_windowed_pages_equal_the_plain_query(make_store: Any, monkeypatch: pyte
         "threads": lambda c, n: store.list_threads(cursor=c, limit=n),
     }
     for name, read in reads.items():
-        for limit in (1, 37, 250):
+        for limit in (1, 29, 250) if name == "thread" else (29, 250):
             for s in (store, shared):
                 getattr(s, "_astore", s)._stops_at_limit = False  # windows
             windowed = read_all(store, read, limit)
