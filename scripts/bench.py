@@ -311,10 +311,14 @@ def bench_reads(client: MongoClient[Doc], sizes: list[int], rounds: int) -> list
     which reads the whole mailbox, is timed once. Search: a word only the newest message holds
     and one only the oldest holds, ``limit=1``, once each (the second reads the whole mailbox)."""
     name = "aecs_bench_reads"
-    client.drop_database(name)
     db = client[name]
     MessageStore(db, mailbox_id="setup").ensure_indexes()
     for size in sizes:
+        if db.messages.count_documents({"mailboxId": f"m{size}"}) == size:
+            continue  # built by an earlier run in the same --data-dir
+        db.messages.delete_many({"mailboxId": f"m{size}"})
+        db.bodies.delete_many({"mailboxId": f"m{size}"})
+        db.threads.delete_many({"mailboxId": f"m{size}"})
         started = time.perf_counter()
         populate(db, f"m{size}", size)
         print(f"  populated {size:,} messages in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
@@ -325,7 +329,6 @@ def bench_reads(client: MongoClient[Doc], sizes: list[int], rounds: int) -> list
     smallest = {r["read"]: r["ours_ms"] for r in rows if r["size"] == sizes[0]}
     for r in rows:
         r["vs_smallest"] = r["ours_ms"] / smallest[r["read"]]
-    client.drop_database(name)
     return rows
 
 
@@ -679,11 +682,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scaling-slice", type=int, default=10_000, help="scaling: messages per timed slice")
     parser.add_argument("--cli-mb", type=float, default=1024, help="cli: size of the generated mbox of real mail")
     parser.add_argument("--json", default="bench-results.json", help="where to write the JSON report")
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="the embedded server's data directory, kept (reads: mailboxes built there are reused)",
+    )
     args = parser.parse_args(argv)
     if args.uri:
         report = run(args.uri, args, "MONGODB_URI")
     else:
-        with EmbeddedServer(standalone=args.mode == "standalone") as server:
+        with EmbeddedServer(args.data_dir, standalone=args.mode == "standalone") as server:
             report = run(server.uri, args, f"embedded SecantusDB ({args.mode})")
     Path(args.json).write_text(json.dumps(report, indent=2))
     print(f"\nwrote {args.json}")
