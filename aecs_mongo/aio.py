@@ -1067,7 +1067,7 @@ class AsyncMessageStore:
                 batch, capped = batch[: cap - examined], True
             examined += len(batch)
             hits.extend(await self._match_bodies(batch, pattern))
-            if progress is not None:
+            if progress is not None and batch:
                 progress(examined)
             return capped or len(hits) >= limit
 

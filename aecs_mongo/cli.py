@@ -564,11 +564,11 @@ class _SearchProgress:
 
     def __call__(self, examined: int) -> None:
         now = time.monotonic()
-        if self.shown and now - self.last < 0.1:
-            return
-        self.last = now
         if self.total is None:  # counted once, on the first window: only a scan reports progress
             self.total = int(self.ctx.store.stats()["messages"])
+        if self.shown and now - self.last < 0.1 and examined < self.total:
+            return
+        self.last = now
         _err().write(f"\r\x1b[Ksearched {examined:,} of {self.total:,}")
         _err().flush()
         self.shown = True

@@ -1065,7 +1065,7 @@ class MessageStore:
                 batch, capped = batch[: cap - examined], True
             examined += len(batch)
             hits.extend(self._match_bodies(batch, pattern))
-            if progress is not None:
+            if progress is not None and batch:
                 progress(examined)
             return capped or len(hits) >= limit
 
