@@ -782,25 +782,23 @@ class MessageStore:
         """The first ``need`` rows of a keyset read after ``after``: the plain query where the
         server stops at the limit or the read matches at most ``windows.PLAIN_MAX`` documents
         (``size``, where known), else bounded ``ts`` windows (``windows.py``), same rows."""
-        read = None
-        if not self._stops_at_limit and (size is None or size > windows.PLAIN_MAX):
-            read = self._windowed_read(query)
-            if read.hint_fraction and len(read.hint) / read.hint_fraction <= windows.PLAIN_MAX:
-                read = None  # a small mailbox: the plain query reads little
-        if read is None:
+        if self._stops_at_limit:
             found = self.db[query.collection].find(queries.keyset_filter(query, after), projection)
             found = found.sort(query.sort).limit(need)
-            # where the server reads whole ranges it also walks a hinted index whole (every
-            # mailbox's entries): there the mailbox equality alone picks the index
-            hinted = query.hint is not None and self._stops_at_limit
-            return _to_list(found.hint(query.hint) if hinted else found)
+            return _to_list(found if query.hint is None else found.hint(query.hint))
+        # Where the server reads whole ranges it also walks a hinted index whole (every
+        # mailbox's entries) and scans the collection for a top-level $or: flat filters only.
+        small = size is not None and size <= windows.PLAIN_MAX
+        read = self._windowed_read(query, sample=not small)
+        if read.hint_fraction and len(read.hint) / read.hint_fraction <= windows.PLAIN_MAX:
+            small = True  # a small mailbox: reading all of the range costs little
         rows: list[dict[str, Any]] = []
 
         def take(batch: list[dict[str, Any]]) -> bool:
             rows.extend(batch[: need - len(rows)])
             return len(rows) >= need
 
-        self._windows(query, read, after, need, projection, take)
+        self._windows(query, read, after, need, projection, take, plain=small)
         return rows
 
     def _thread_size(self, tkey: str) -> int | None:
@@ -817,6 +815,7 @@ class MessageStore:
         projection: Mapping[str, Any] | None,
         take: Callable[[list[dict[str, Any]]], Any],
         chunk: int = 500,
+        plain: bool = False,
     ) -> None:
         """Walk a read's windows, handing each answer window's rows (sorted) to ``take`` (a plain or
         a coroutine function) until it says True or the range is exhausted. ``need``: rows wanted
@@ -825,7 +824,7 @@ class MessageStore:
         if residual is not None and projection is not None:
             projection = queries.with_fields(projection, [path for clause in residual for path in clause])
         collection = self.db[query.collection]
-        walker = windows.walk(read, after, need, chunk)
+        walker = windows.walk_plain(read, after) if plain else windows.walk(read, after, need, chunk)
         taken = 0
         try:
             window = next(walker)
@@ -850,7 +849,7 @@ class MessageStore:
         finally:
             walker.close()
 
-    def _windowed_read(self, query: queries.KeysetQuery) -> windows.WindowedRead:
+    def _windowed_read(self, query: queries.KeysetQuery, sample: bool = True) -> windows.WindowedRead:
         """The read as ``windows.walk`` takes it, with a uniform sample of the mailbox's ``ts``
         (where its mail is, and about how much there is): the
         messages whose key falls in the first fraction of the key space, on
@@ -858,15 +857,17 @@ class MessageStore:
         the sample holds enough (mail under another spec version is left out: a hint only)."""
         from .normalize.parse import SPEC_VERSION
 
-        sample: list[int] = []
+        read = queries.windowed_read(query, self.mailbox_id, int(_dt.datetime.now(_dt.UTC).timestamp()))
+        if not sample:
+            return read
+        found: list[int] = []
         fraction = windows.SAMPLE_FRACTIONS[0]
         for fraction in windows.SAMPLE_FRACTIONS:
             selector = queries.sample_filter(self.mailbox_id, SPEC_VERSION, fraction)
-            sample = sorted([int(r["ts"]) for r in self._messages.find(selector, {"_id": 0, "ts": 1})])
-            if len(sample) >= windows.SAMPLE_ENOUGH:
+            found = sorted([int(r["ts"]) for r in self._messages.find(selector, {"_id": 0, "ts": 1})])
+            if len(found) >= windows.SAMPLE_ENOUGH:
                 break
-        read = queries.windowed_read(query, self.mailbox_id, int(_dt.datetime.now(_dt.UTC).timestamp()))
-        return dataclasses.replace(read, hint=tuple(sample), hint_fraction=fraction)
+        return dataclasses.replace(read, hint=tuple(found), hint_fraction=fraction)
 
     def _learn_limit_behaviour(self, collection: Any, selector: Mapping[str, Any], sort: Any) -> None:
         """Whether the server stops at the limit: ``explain`` the window just read (2 rows or more)

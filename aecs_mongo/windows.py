@@ -42,6 +42,7 @@ __all__ = [
     "key_between",
     "merge_filter",
     "walk",
+    "walk_plain",
 ]
 
 #: The tie-breakers are 64 lowercase hex digits (SHA-256), after an optional fixed prefix.
@@ -202,6 +203,22 @@ def walk(
             return
         edge = edge_or_none
     yield from _seconds(state, edge, sign)
+
+
+def walk_plain(read: WindowedRead, after: tuple[int, str] | None) -> Generator[Window, int, None]:
+    """A small read in at most two flat windows: the rest of the cursor's second, then all the
+    range beyond it (what the keyset filter's ``$or`` says, which such a server cannot plan)."""
+    edge_lo, edge_hi = read.lo, read.hi
+    if after is not None:
+        second, key = after
+        if _clip(read, second, second + 1) is not None:
+            yield Window(second=second, key_hi=key) if read.descending else Window(second=second, key_lo=key + "\x00")
+        if read.descending:
+            edge_hi = second if edge_hi is None else min(edge_hi, second)
+        else:
+            edge_lo = second + 1 if edge_lo is None else max(edge_lo, second + 1)
+    if edge_lo is None or edge_hi is None or edge_lo < edge_hi:
+        yield Window(lo=edge_lo, hi=edge_hi)
 
 
 def _clip(read: WindowedRead, lo: int | None, hi: int | None) -> tuple[int | None, int | None] | None:
