@@ -308,8 +308,9 @@ def bench_reads(client: MongoClient[Doc], sizes: list[int], rounds: int) -> list
     once, raw inserts of the documents store() writes). Ours (bounded windows where the server
     reads a query's whole range) vs the plain query written by hand (what the store sent before:
     the index that provides the sort, hinted where the mailbox is the only equality, and a
-    limit), timed once: on the embedded server a hinted query reads the whole index. Search: a word only the newest message holds
-    and one only the oldest holds, ``limit=1``, once each (the second reads the whole mailbox)."""
+    limit), timed once: on the embedded server a hinted query reads the whole index. Search: a
+    word only the newest message holds and one only the oldest holds, ``limit=1``, once each
+    (the second reads the whole mailbox)."""
     name = "aecs_bench_reads"
     db = client[name]
     MessageStore(db, mailbox_id="setup").ensure_indexes()
