@@ -541,18 +541,62 @@ def _search(ctx: Context) -> int:
     search = getattr(ctx.store, "search", None)
     if search is None:
         raise CliError("search is not available in this version of aecs-mongo", EXIT_USAGE)
-    results = search(ctx.args.query, limit=ctx.args.limit)
+    progress = _SearchProgress(ctx) if _err().isatty() and not ctx.json else None
+    try:
+        results = search(ctx.args.query, limit=ctx.args.limit, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    complete = bool(getattr(results, "complete", True))
+    examined = int(getattr(results, "examined", 0))
+    engine = str(getattr(results, "engine", ""))
     if ctx.json:
-        _emit_json({"query": ctx.args.query, "results": results})
-    else:
-        for r in results:
-            when = dt.datetime.fromtimestamp(int(r.get("ts") or 0), dt.UTC).strftime("%Y-%m-%d")
-            _say(f"{when}  {_column(r.get('subject'), 60)}  <{r.get('messageId')}>")
-            if r.get("snippet"):
-                _say(f"            {_one_line(r['snippet'], 100)}")
-        if not results:
-            _say("no matches")
+        _emit_json(
+            {
+                "query": ctx.args.query,
+                "results": results,
+                "engine": engine,
+                "examined": examined,
+                "complete": complete,
+            }
+        )
+        return EXIT_OK
+    for r in results:
+        when = dt.datetime.fromtimestamp(int(r.get("ts") or 0), dt.UTC).strftime("%Y-%m-%d")
+        _say(f"{when}  {_column(r.get('subject'), 60)}  <{r.get('messageId')}>")
+        if r.get("snippet"):
+            _say(f"            {_one_line(r['snippet'], 100)}")
+    summary = f"{len(results)} match{'' if len(results) == 1 else 'es'}" if results else "no matches"
+    if engine == "scan":
+        summary += f" ({examined:,} messages searched{'' if complete else ', stopped by scan_limit'})"
+    _say(summary)
     return EXIT_OK
+
+
+class _SearchProgress:
+    """``searched 40,000 of 100,000`` on stderr while a scan search runs (terminal only)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.total: int | None = None
+        self.shown = False
+        self.last = 0.0
+
+    def __call__(self, examined: int) -> None:
+        now = time.monotonic()
+        if self.total is None:  # counted once, on the first window: only a scan reports progress
+            self.total = int(self.ctx.store.stats()["messages"])
+        if self.shown and now - self.last < 0.1 and examined < self.total:
+            return
+        self.last = now
+        _err().write(f"\r\x1b[Ksearched {examined:,} of {self.total:,}")
+        _err().flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            _err().write("\r\x1b[K")
+            _err().flush()
 
 
 def _configure_search(p: argparse.ArgumentParser) -> None:
@@ -653,12 +697,17 @@ def _stats(ctx: Context) -> int:
         ]
         for row in ctx.db["messages"].aggregate(pipeline):
             spec_versions[str(row["_id"])] = int(row["count"])
+    engines = ctx.store.stats() if hasattr(ctx.store, "stats") else {}
     data = {
         "database": ctx.db.name,
         "mailboxId": mailbox,
         "collections": collections,
         "sizesFrom": sorted(sources),
         "specVersions": spec_versions,
+        "messages": engines.get("messages"),
+        "threads": engines.get("threads"),
+        "searchEngine": engines.get("search"),
+        "vectorEngine": engines.get("vectorSearch"),
     }
     if ctx.json:
         _emit_json(data)
@@ -677,7 +726,21 @@ def _stats(ctx: Context) -> int:
     if not sources:
         _say("sizes: the server reports none (collStats and $collStats unavailable)")
     _say("specVersion: " + (", ".join(f"{k}: {v}" for k, v in spec_versions.items()) or "-"))
+    if engines:
+        _say(
+            f"{engines['messages']:,} messages, {engines['threads']:,} threads; search: {engines['search']}"
+            f" ({_ENGINE_NOTES.get(engines['search'], '')}); vector search: {engines['vectorSearch']}"
+            f" ({_ENGINE_NOTES.get(engines['vectorSearch'], '')})"
+        )
     return EXIT_OK
+
+
+_ENGINE_NOTES = {
+    "atlas": "Atlas index",
+    "text": "$text index",
+    "scan": "no text index: reads the mailbox newest first until it has the hits",
+    "exact": "no vector index: compares the stored vectors one by one",
+}
 
 
 # --- the POP3 pipeline (aecs_mongo.mailbox) --------------------------------------------------------
@@ -1057,7 +1120,12 @@ def _commands() -> list[Command]:
         Command("delete", "delete a message from every tier", _delete, _id_argument),
         Command("reindex", "rebuild thread summaries and lookup fields from the messages", _reindex, _nothing),
         Command("indexes", "create the store's indexes (idempotent) and report them", _indexes, _nothing),
-        Command("stats", "document counts, storage sizes and specVersion mix", _stats, _nothing),
+        Command(
+            "stats",
+            "mailbox size, storage sizes, specVersion mix, and the engines serving search and vector search",
+            _stats,
+            _nothing,
+        ),
         Command("pop3", "download new mail from a POP3 server into the mailbox", _pop3, _configure_pop3),
         Command(
             "migrate-gdbm",

@@ -21,13 +21,14 @@ import datetime as _dt
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidCursorError
 from .indexes import ATLAS_SEARCH_INDEX, ATLAS_VECTOR_INDEX_NAME
 from .keys import address_key, address_query_key, check_str, list_id_key, strip_message_id, subject_key
+from .windows import WindowedRead, key_between
 
 __all__ = [
     "ATLAS_SEARCH_INDEX_NAME",
@@ -39,13 +40,14 @@ __all__ = [
     "atlas_search_pipeline",
     "decode_cursor",
     "encode_cursor",
-    "fallback_search_pipeline",
     "find_query",
+    "flat_filter",
     "inbox_query",
     "keyset_filter",
     "participant_query",
     "snippet",
     "text_search_filter",
+    "thread_context_query",
     "threads_query",
     "utc_day_range",
     "vector_search_pipeline",
@@ -118,6 +120,10 @@ def _ts_bounds(since: object, until: object) -> dict[str, Any]:
             bounds[op] = value
         else:
             raise TypeError(f"{name} must be an int (epoch seconds) or an aware datetime, not {type(value).__name__}")
+    if "$gte" in bounds:
+        # the same range for integer ts; SecantusDB 0.7 drops the bound of ``$gte`` on a
+        # descending index field when it plans from the filter (tests/test_windowed_reads.py)
+        bounds["$gt"] = bounds.pop("$gte") - 1
     return bounds
 
 
@@ -299,22 +305,6 @@ def text_search_filter(mailbox_id: str, query: str) -> dict[str, Any]:
     return {"mailboxId": mailbox_id, "$text": {"$search": check_str(query, "query")}}
 
 
-def fallback_search_pipeline(mailbox_id: str, query: str, limit: int, scan_limit: int) -> list[dict[str, Any]]:
-    """The bounded search where no text index exists: at most ``scan_limit`` bodies examined.
-
-    The query is matched literally (``re.escape``), case-insensitively, in subject and clean.
-    """
-    pattern = {"$regex": re.escape(check_str(query, "query")), "$options": "i"}
-    return [
-        {"$match": {"_id": _id_range(mailbox_id)}},
-        {"$sort": {"_id": 1}},
-        {"$limit": scan_limit},
-        {"$match": {"mailboxId": mailbox_id, "$or": [{"subject": pattern}, {"clean": pattern}]}},
-        {"$limit": limit},
-        {"$project": {"_id": 1, "subject": 1, "clean": 1}},
-    ]
-
-
 def atlas_search_pipeline(mailbox_id: str, query: str, limit: int) -> list[dict[str, Any]]:
     """``$search`` on the Atlas Search index, filtered to one mailbox (``mailboxId`` is a token)."""
     return [
@@ -365,3 +355,98 @@ def snippet(text: str | None, query: str, width: int = 160) -> str:
     start = max(min(found) - width // 3, 0) if found else 0
     piece = flat[start : start + width]
     return ("…" if start > 0 else "") + piece + ("…" if start + width < len(flat) else "")
+
+
+# --- windowed reads (windows.py) ------------------------------------------------------------
+
+__all__ += [
+    "PROBE_PROJECTION",
+    "SEARCH_WINDOW_PROJECTION",
+    "residual_match",
+    "sample_filter",
+    "scan_matches",
+    "search_pattern",
+    "windowed_read",
+    "with_fields",
+]
+
+#: What a probe window fetches: the sort key only.
+PROBE_PROJECTION: dict[str, int] = {"_id": 1}
+#: What the scan search reads of ``messages`` per window (the hot subject is matched there).
+SEARCH_WINDOW_PROJECTION: dict[str, int] = {"_id": 1, "messageId": 1, "subject": 1, "ts": 1, "messageKey": 1}
+
+
+def sample_filter(mailbox_id: str, spec_version: str, fraction: float) -> dict[str, Any]:
+    """The messages of one spec version whose key is in the first ``fraction`` of the key space:
+    a uniform sample (keys are SHA-256), an equality prefix and one range on
+    ``aecs_messages_spec_version``."""
+    selector: dict[str, Any] = {"mailboxId": mailbox_id, "specVersion": spec_version}
+    if fraction < 1:
+        selector["messageKey"] = {"$lt": key_between("", fraction)}
+    return selector
+
+
+def thread_context_query(mailbox_id: str, tkey: str) -> KeysetQuery:
+    """A thread's messages newest first, on ``aecs_messages_thread`` (``thread_context``)."""
+    base = {"mailboxId": mailbox_id, "threadKey": tkey}
+    return KeysetQuery("messages", base, "ts", "messageKey", True, None, _fingerprint(mailbox_id, "context", base))
+
+
+def windowed_read(query: KeysetQuery, mailbox_id: str, now: int) -> WindowedRead:
+    """The read as ``windows.walk`` walks it: its order, its own ``ts`` bounds, its key prefix."""
+    bounds = query.base.get(query.ts_field) or {}
+    key_prefix = mailbox_id + ":" if query.key_field == "_id" else ""
+    lo = bounds["$gt"] + 1 if "$gt" in bounds else None
+    return WindowedRead(query.descending, now, lo, bounds.get("$lt"), key_prefix)
+
+
+def flat_filter(query: KeysetQuery) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """The read's flat filter (equalities only; each window adds its ``ts`` range) and the
+    residual ``$or`` a flat filter cannot carry (a top-level ``$or`` or ``$and`` makes a server
+    that plans from flat filters scan the collection), to be checked on each row with
+    ``residual_match``."""
+    flat = {k: v for k, v in query.base.items() if k not in ("$or", query.ts_field)}
+    return flat, query.base.get("$or")
+
+
+def _values(row: Mapping[str, Any], path: str) -> list[Any]:
+    current: list[Any] = [row]
+    for part in path.split("."):
+        nxt: list[Any] = []
+        for value in current:
+            items = value if isinstance(value, list) else [value]
+            nxt += [item[part] for item in items if isinstance(item, Mapping) and part in item]
+        current = nxt
+    flat: list[Any] = []
+    for value in current:
+        flat += value if isinstance(value, list) else [value]
+    return flat
+
+
+def with_fields(projection: Mapping[str, Any], paths: Sequence[str]) -> dict[str, Any]:
+    """``projection`` that also returns ``paths`` (a path under a projected field is there already)."""
+    out = dict(projection)
+    for path in paths:
+        if not any(path == p or path.startswith(p + ".") for p, v in projection.items() if v):
+            out[path] = 1
+    return out
+
+
+def residual_match(row: Mapping[str, Any], clauses: list[dict[str, Any]]) -> bool:
+    """Whether ``row`` matches an ``$or`` of equality clauses (a value, or an array holding it)."""
+    return any(all(value in _values(row, path) for path, value in clause.items()) for clause in clauses)
+
+
+def search_pattern(query: str) -> re.Pattern[str]:
+    """The scan search's match: the query literally, case-insensitively."""
+    return re.compile(re.escape(check_str(query, "query")), re.IGNORECASE)
+
+
+def scan_matches(
+    pattern: re.Pattern[str], messages: Sequence[Mapping[str, Any]], cut_at: int
+) -> tuple[set[str], list[str]]:
+    """Of one window's messages: the ``_id`` whose (hot) subject matches, and those whose hot
+    subject was cut (``cut_at`` characters), so only their whole subject in ``bodies`` can say."""
+    hits = {m["_id"] for m in messages if m.get("subject") and pattern.search(m["subject"])}
+    cut = [m["_id"] for m in messages if m["_id"] not in hits and len(m.get("subject") or "") >= cut_at]
+    return hits, cut

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import contextlib
 import copy
+import dataclasses
 import datetime as _dt
 import email
 import email.policy
@@ -27,9 +28,10 @@ from typing import Any, Self, cast
 from pymongo import ReplaceOne, UpdateOne, WriteConcern
 from pymongo.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure, PyMongoError
 
-from . import blobs, queries, vectors
+from . import blobs, queries, vectors, windows
 from .workers import Feed
 from .documents import (
+    HOT_TEXT_CHARS,
     Blob,
     MessageDocuments,
     build_documents,
@@ -60,6 +62,7 @@ _INDEX_ALREADY_EXISTS = 68
 _THREAD_UPSERT_RETRIES = 5
 _TXN_ATTEMPTS = 5
 _REPAIR_BATCH = 500
+_IN_BATCH = 100
 _MAX_PAGE = 1000
 _WALK_FIELDS = {"messageId": 1, "references": 1, "inReplyTo": 1, "ts": 1, "messageKey": 1}
 _INDEX = re.compile(r"\[\d+\]")
@@ -138,8 +141,9 @@ class MessageStore:
     ``owner_addresses`` are the mailbox owner's addresses: bcc is stored only on mail they sent.
     ``shared_view=True`` is for a store whose reads other people see: bcc is never returned, and
     ``with_participant`` does not match bcc recipients. ``transactions`` (default: detect) writes
-    each batch's documents in one transaction. ``search_engine`` and ``scan_limit``: ``search``;
-    ``vector_engine``: ``semantic_search``.
+    each batch's documents in one transaction. ``search_engine`` and ``scan_limit`` (an optional
+    cap on the messages a scan search examines; None: all): ``search``; ``vector_engine``:
+    ``semantic_search``.
     ``sharded=True`` on a cluster sharded by ``scripts/shard.js``: point reads then carry the
     shard key and reach one shard. ``retry_seconds``: how long a batch's transaction retries
     transient errors (write conflicts, failovers, a crashed writer's open transaction).
@@ -155,7 +159,7 @@ class MessageStore:
         for_ai_max_chars: int = 8000,
         search_engine: str = "auto",
         vector_engine: str = "auto",
-        scan_limit: int = 5000,
+        scan_limit: int | None = None,
         transactions: bool | None = None,
         shared_view: bool = False,
         sharded: bool = False,
@@ -175,7 +179,14 @@ class MessageStore:
         #: ``semantic_search``'s engine: ``atlas`` ($vectorSearch), ``exact`` (cosine over every
         #: vector, see ``vectors``) or ``auto`` (atlas where its vector index is queryable, else exact)
         self.vector_engine = vector_engine
+        if scan_limit is not None and (isinstance(scan_limit, bool) or not isinstance(scan_limit, int)):
+            raise TypeError("scan_limit must be None (no cap) or an int")
+        if scan_limit is not None and scan_limit < 1:
+            raise ValueError("scan_limit must be None (no cap) or at least 1")
         self.scan_limit = scan_limit
+        #: Whether the server's plan stops at a query's limit (mongod) or reads the whole matched
+        #: range first (SecantusDB): learned from ``explain`` on the first windowed read.
+        self._stops_at_limit: bool | None = None
         self._text_index: bool | None = None  # learned on first search
         self._said: set[str] = set()  # conditions already logged by this store (each said once)
         self._transactions = transactions  # None: detected on first write
@@ -750,16 +761,16 @@ class MessageStore:
         """The newest ``limit`` messages of a thread for a prompt, oldest first, with positions."""
         _check_limit(limit)
         selector = self._thread_filter(thread_id)
-        newest = _to_list(
-            self._messages.find(selector, queries.THREAD_CONTEXT_PROJECTION)
-            .sort([("ts", -1), ("messageKey", -1)])
-            .limit(limit)
-        )
+        query = queries.thread_context_query(self.mailbox_id, selector["threadKey"])
+        size = self._thread_size(selector["threadKey"])
+        newest = self._sorted_rows(query, None, limit, queries.THREAD_CONTEXT_PROJECTION, size)
         if not newest:
             return []
         total = len(newest)
         if total == limit:
-            total = self._messages.count_documents(selector)
+            # a huge thread: its summary's count (counting it would read the whole thread here)
+            big = size is not None and size > windows.PLAIN_MAX and not self._stops_at_limit
+            total = size if big and size is not None else self._messages.count_documents(selector)
         first_position = max(total - len(newest), 0)
         return [
             cast(ContextEntry, context_entry(m, first_position + offset)) for offset, m in enumerate(reversed(newest))
@@ -768,18 +779,135 @@ class MessageStore:
     # --- pages -----------------------------------------------------------------------------
 
     def _page(
-        self, query: queries.KeysetQuery, cursor: str | None, limit: int, projection: Mapping[str, Any] | None
+        self,
+        query: queries.KeysetQuery,
+        cursor: str | None,
+        limit: int,
+        projection: Mapping[str, Any] | None,
+        size: int | None = None,
     ) -> tuple[list[dict[str, Any]], str | None]:
         _check_limit(limit)
         after = queries.decode_cursor(query, cursor, self.mailbox_id)
-        found = self.db[query.collection].find(queries.keyset_filter(query, after), projection)
-        found = found.sort(query.sort).limit(limit + 1)
-        rows = _to_list(found if query.hint is None else found.hint(query.hint))
+        rows = self._sorted_rows(query, after, limit + 1, projection, size)
         next_cursor = None
         if len(rows) > limit:
             rows = rows[:limit]
             next_cursor = queries.encode_cursor(query, rows[-1])
         return rows, next_cursor
+
+    def _sorted_rows(
+        self,
+        query: queries.KeysetQuery,
+        after: tuple[int, str] | None,
+        need: int,
+        projection: Mapping[str, Any] | None,
+        size: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The first ``need`` rows of a keyset read after ``after``: the plain query where the
+        server stops at the limit or the read matches at most ``windows.PLAIN_MAX`` documents
+        (``size``, where known), else bounded ``ts`` windows (``windows.py``), same rows."""
+        if self._stops_at_limit:
+            found = self.db[query.collection].find(queries.keyset_filter(query, after), projection)
+            found = found.sort(query.sort).limit(need)
+            return _to_list(found if query.hint is None else found.hint(query.hint))
+        # Where the server reads whole ranges it also walks a hinted index whole (every
+        # mailbox's entries) and scans the collection for a top-level $or: flat filters only.
+        small = size is not None and size <= windows.PLAIN_MAX
+        read = self._windowed_read(query, sample=not small)
+        if read.hint_fraction and len(read.hint) / read.hint_fraction <= windows.PLAIN_MAX:
+            small = True  # a small mailbox: reading all of the range costs little
+        rows: list[dict[str, Any]] = []
+
+        def take(batch: list[dict[str, Any]]) -> bool:
+            rows.extend(batch[: need - len(rows)])
+            return len(rows) >= need
+
+        self._windows(query, read, after, need, projection, take, plain=small)
+        return rows
+
+    def _thread_size(self, tkey: str) -> int | None:
+        """The thread's message count from its summary (None: no summary)."""
+        summary = self._threads.find_one(self._by_id(doc_id(self.mailbox_id, tkey)), {"messageCount": 1})
+        return None if summary is None else int(summary.get("messageCount") or 0)
+
+    def _windows(
+        self,
+        query: queries.KeysetQuery,
+        read: windows.WindowedRead,
+        after: tuple[int, str] | None,
+        need: int | None,
+        projection: Mapping[str, Any] | None,
+        take: Callable[[list[dict[str, Any]]], Any],
+        chunk: int = 500,
+        plain: bool = False,
+    ) -> None:
+        """Walk a read's windows, handing each answer window's rows (sorted) to ``take`` (a plain or
+        a coroutine function) until it says True or the range is exhausted. ``need``: rows wanted
+        (None: the whole range, in windows of about ``chunk`` rows)."""
+        flat, residual = queries.flat_filter(query)
+        if residual is not None and projection is not None:
+            projection = queries.with_fields(projection, [path for clause in residual for path in clause])
+        collection = self.db[query.collection]
+        walker = windows.walk_plain(read, after) if plain else windows.walk(read, after, need, chunk)
+        taken = 0
+        try:
+            window = next(walker)
+            while True:
+                selector = windows.merge_filter(flat, window, query.ts_field, query.key_field)
+                found = collection.find(selector, queries.PROBE_PROJECTION if window.probe else projection)
+                found = found.sort(query.sort)
+                if need is not None and not window.probe and residual is None:
+                    found = found.limit(need - taken)
+                batch = _to_list(found)
+                if residual is not None and not window.probe:
+                    batch = [r for r in batch if queries.residual_match(r, residual)]
+                if self._stops_at_limit is None and not window.probe and len(batch) > 1:
+                    self._learn_limit_behaviour(collection, selector, query.sort)
+                if not window.probe:
+                    taken += len(batch)
+                    if _resolve(take(batch)):
+                        return
+                window = walker.send(len(batch))
+        except StopIteration:
+            return
+        finally:
+            walker.close()
+
+    def _windowed_read(self, query: queries.KeysetQuery, sample: bool = True) -> windows.WindowedRead:
+        """The read as ``windows.walk`` takes it, with a uniform sample of the mailbox's ``ts``
+        (where its mail is, and about how much there is): the
+        messages whose key falls in the first fraction of the key space, on
+        ``aecs_messages_spec_version`` (a bounded key range there), the fraction growing until
+        the sample holds enough (mail under another spec version is left out: a hint only)."""
+        from .normalize.parse import SPEC_VERSION
+
+        read = queries.windowed_read(query, self.mailbox_id, int(_dt.datetime.now(_dt.UTC).timestamp()))
+        if not sample:
+            return read
+        found: list[int] = []
+        fraction = windows.SAMPLE_FRACTIONS[0]
+        for fraction in windows.SAMPLE_FRACTIONS:
+            selector = queries.sample_filter(self.mailbox_id, SPEC_VERSION, fraction)
+            found = sorted([int(r["ts"]) for r in self._messages.find(selector, {"_id": 0, "ts": 1})])
+            if len(found) >= windows.SAMPLE_ENOUGH:
+                break
+        return dataclasses.replace(read, hint=tuple(found), hint_fraction=fraction)
+
+    def _learn_limit_behaviour(self, collection: Any, selector: Mapping[str, Any], sort: Any) -> None:
+        """Whether the server stops at the limit: ``explain`` the window just read (2 rows or more)
+        with ``limit(1)``; more than one document examined means it reads the range first."""
+        if self._mongomock:
+            self._stops_at_limit = False
+            return
+        command = {"find": collection.name, "filter": dict(selector), "sort": dict(sort), "limit": 1}
+        try:
+            explained = self.db.command({"explain": command, "verbosity": "executionStats"})
+        except OperationFailure:
+            self._stops_at_limit = False  # no explain: keep the windows (right on any server)
+            return
+        examined = int(explained.get("executionStats", {}).get("totalDocsExamined", 2))
+        self._stops_at_limit = examined <= 1
+        log.debug("server stops at the limit: %s (examined %d for limit 1)", self._stops_at_limit, examined)
 
     def list_messages(
         self,
@@ -798,7 +926,8 @@ class MessageStore:
         query = queries.inbox_query(
             self.mailbox_id, sender=sender, thread_key=tkey, since=since, until=until, order=check_str(order, "order")
         )
-        rows, next_cursor = self._page(query, cursor, limit, queries.LIST_PROJECTION)
+        size = None if tkey is None else self._thread_size(tkey)
+        rows, next_cursor = self._page(query, cursor, limit, queries.LIST_PROJECTION, size)
         return MessagePage([cast(MessageSummary, message_summary(r)) for r in rows], next_cursor)
 
     def with_participant(self, address: str, cursor: str | None = None, limit: int = 50) -> MessagePage:
@@ -883,20 +1012,26 @@ class MessageStore:
 
     # --- search -------------------------------------------------------------------------------
 
-    def search(self, query: str, limit: int = 20) -> list[SearchHit]:
+    def search(
+        self, query: str, limit: int = 20, progress: Callable[[int], None] | None = None
+    ) -> SearchResults[SearchHit]:
         """Full-text search of subject and clean text: messageId, subject, ts, snippet (best first).
 
         The engine is ``search_engine``: Atlas Search, ``$text`` on ``aecs_bodies_search``, or
-        (``auto`` without a text index) a bounded literal scan of at most ``scan_limit`` bodies,
-        which logs a warning because it is not an index. The query is always data.
+        (``auto`` without a text index) the scan: a literal, case-insensitive match that goes
+        through the mailbox newest first in bounded windows until it has ``limit`` hits or has
+        looked at every message, newest hits first. ``scan_limit`` caps the messages it
+        examines; a capped search has ``complete=False``. ``progress(examined)`` is called after
+        each window of the scan. The query is always data.
         """
         check_str(query, "query")
         _check_limit(limit)
-        if not query.strip():
-            return []
         engine = self.search_engine
         if engine == "auto":
             engine = "text" if self._has_text_index() else "scan"
+        if not query.strip():
+            return SearchResults(engine=engine)
+        examined, complete = 0, True
         if engine == "atlas":
             cursor = _resolve(
                 self._bodies.aggregate(queries.atlas_search_pipeline(self.mailbox_id, query, limit))
@@ -913,15 +1048,13 @@ class MessageStore:
             )
         else:
             if self._first_time("scan search"):
-                log.warning(
-                    "search in mailbox %r scans at most %d bodies: no text index (not an index); said once per store",
+                log.info(
+                    "search in mailbox %r reads the messages newest first: no text index (not an index); said once",
                     self.mailbox_id,
-                    self.scan_limit,
                 )
-            pipeline = queries.fallback_search_pipeline(self.mailbox_id, query, limit, self.scan_limit)
-            hits = _to_list(_resolve(self._bodies.aggregate(pipeline)))
+            hits, examined, complete = self._scan_search(query, limit, progress)
         rows = self._messages_of(hits)
-        results: list[SearchHit] = []
+        results: SearchResults[SearchHit] = SearchResults(complete=complete, examined=examined, engine=engine)
         for hit in hits:
             message = rows.get(hit["_id"])
             if message is None:  # a body whose message insert never happened (an interrupted store)
@@ -939,6 +1072,53 @@ class MessageStore:
             results.sort(key=lambda r: (-r["ts"], r["messageId"]))
         return results
 
+    def _scan_search(
+        self, query: str, limit: int, progress: Callable[[int], None] | None
+    ) -> tuple[list[dict[str, Any]], int, bool]:
+        """The scan: ``(body hits newest first, messages examined, complete)``. Each window of
+        messages (``_id``, hot subject) is matched on its subjects here and on its bodies' clean
+        text by the server (``_id $in`` and a literal ``$regex``, never an ``$or``)."""
+        pattern = queries.search_pattern(query)
+        cap = self.scan_limit
+        hits: list[dict[str, Any]] = []
+        examined = 0
+        capped = False
+
+        def take(batch: list[dict[str, Any]]) -> bool:
+            nonlocal examined, capped
+            if cap is not None and examined + len(batch) >= cap:
+                batch, capped = batch[: cap - examined], True
+            examined += len(batch)
+            hits.extend(self._match_bodies(batch, pattern))
+            if progress is not None and batch:
+                progress(examined)
+            return capped or len(hits) >= limit
+
+        inbox = queries.inbox_query(self.mailbox_id)
+        read = self._windowed_read(inbox)
+        self._windows(inbox, read, None, None, queries.SEARCH_WINDOW_PROJECTION, take)
+        return hits[:limit], examined, not capped or len(hits) >= limit
+
+    def _match_bodies(self, window: list[dict[str, Any]], pattern: re.Pattern[str]) -> list[dict[str, Any]]:
+        """The bodies of one window of messages that match, in the window's order."""
+        if not window:
+            return []
+        subject_hits, cut = queries.scan_matches(pattern, window, HOT_TEXT_CHARS["subject"])
+        regex = {"$regex": pattern.pattern, "$options": "i"}
+        fields = {"subject": 1, "clean": 1}
+        ids = [m["_id"] for m in window]
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(ids), _IN_BATCH):  # the test server's $in costs more per id as it grows
+            selector = {**self._by_ids(ids[start : start + _IN_BATCH]), "clean": regex}
+            found.update({b["_id"]: b for b in self._bodies.find(selector, fields)})
+        rest = [i for i in subject_hits | set(cut) if i not in found]
+        if rest:
+            selector = self._by_ids(rest)
+            for body in self._bodies.find(selector, fields):
+                if body["_id"] in subject_hits or pattern.search(body.get("subject") or ""):
+                    found[body["_id"]] = body
+        return [found[i] for i in ids if i in found]
+
     def _messages_of(self, hits: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         """The messages behind search hits (keyed like them, by ``_id``), in one read.
 
@@ -954,6 +1134,28 @@ class MessageStore:
             cursor = _resolve(self._bodies.list_indexes())
             self._text_index = any([ix["name"] == "aecs_bodies_search" for ix in cursor])
         return self._text_index
+
+    def stats(self) -> dict[str, Any]:
+        """The mailbox's size and the engines that serve its searches on this server.
+
+        ``messages``, ``threads``: documents of the mailbox. ``search``: ``atlas``, ``text`` or
+        ``scan`` (what ``search`` uses); ``vectorSearch``: ``atlas`` or ``exact``.
+        ``windowedReads``: pages are read as bounded windows (the server reads a query's whole
+        matched range before its limit), or None before the first page read told.
+        """
+        search = self.search_engine
+        if search == "auto":
+            search = "text" if self._has_text_index() else "scan"
+        vector = self.vector_engine
+        if vector == "auto":
+            vector = "atlas" if self._has_atlas_vectors() else "exact"
+        return {
+            "messages": self._messages.count_documents({"mailboxId": self.mailbox_id}),
+            "threads": self._threads.count_documents({"mailboxId": self.mailbox_id}),
+            "search": search,
+            "vectorSearch": vector,
+            "windowedReads": None if self._stops_at_limit is None else not self._stops_at_limit,
+        }
 
     def set_embedding(self, message_id: str, vector: Sequence[float]) -> None:
         """Keep one vector per message (C.3) for ``semantic_search``; replaces an earlier one.
@@ -975,12 +1177,14 @@ class MessageStore:
 
         The engine is ``vector_engine``: Atlas ``$vectorSearch``, or the exact search (``exact``,
         and ``auto`` where the Atlas vector index is not queryable), which considers every vector
-        of the mailbox (or thread). ``scan_limit`` caps the vectors it considers; a capped search
-        that left vectors out has ``complete=False``.
+        of the mailbox (or thread). ``scan_limit`` (default: the store's, itself None = no cap)
+        caps the vectors it considers; a capped search that left vectors out has ``complete=False``.
         """
         _check_limit(limit)
         if scan_limit is not None:
             _check_limit_value(scan_limit, "scan_limit")
+        else:
+            scan_limit = self.scan_limit
         tkey = None if thread_id is None else thread_key(check_str(thread_id, "thread_id"))
         hits = self._vector_hits(vector, limit, tkey, scan_limit)
         rows = self._messages_of(hits)

@@ -7,13 +7,11 @@ Sections (each prints a table; everything also goes to a JSON file):
   fresh Message-IDs: raw.eml, HTML and attachments are all written, and ours parses too) vs
   PyMongo inserting the very documents and blobs our code produces (prebuilt, so the baseline
   is the I/O floor). Ratio = baseline time / our time (1.0 = driver speed; target >= 0.8).
-- reads: at each mailbox size (default 1k, 10k, 50k messages, with two other mailboxes of the
-  same size around it): every core read vs the same query written by hand with PyMongo, median
-  latency of several rounds, ratio ours/hand (target <= 1.2), and from ``explain``: the index, and
-  whether that index provides the sort (its keys after the equality prefix, in the same or the
-  reverse order). Documents examined are reported as context: the SecantusDB test server sorts
-  in memory even when the index provides the order; on a mongod (``MONGODB_URI``) the count is
-  the real one and should not exceed returned + 1.
+- reads: one mailbox per size (default 1k, 10k, 100k messages) in one database, built once:
+  inbox pages 1 and 20, threads, with_participant and thread_context, ours vs the plain query
+  written by hand (median ms), and each read's cost relative to the smallest size (a page must
+  cost a page); search for a word only in the newest and one only in the oldest message
+  (``limit=1``: the second goes through the whole mailbox), with the messages examined.
 - reindex: ``reindex()`` of a consistent mailbox (1k and 10k messages) vs the floor of its
   work, reading every message and body document once with PyMongo; ratio = ours / floor.
 - scaling: ``store_many`` of 100,000 distinct real messages into one mailbox in slices of 10,000:
@@ -35,7 +33,7 @@ Sections (each prints a table; everything also goes to a JSON file):
   pure Python, vs the one-pass exact search written by hand (PyMongo reads every float32 vector,
   numpy ranks them), and recall@10 of our two-pass search against exact float search.
 
-Usage: ``python scripts/bench.py [--sizes 1000,10000,50000] [--rounds 15] [--json out.json]``.
+Usage: ``python scripts/bench.py [--sizes 1000,10000,100000] [--rounds 15] [--json out.json]``.
 Uses ``MONGODB_URI`` if set, else starts the embedded server (``--mode standalone|rs``).
 """
 
@@ -68,7 +66,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import gen_mbox  # noqa: E402
 
-from aecs_mongo import MessageStore, explain, vectors  # noqa: E402
+from aecs_mongo import MessageStore, vectors  # noqa: E402
 from aecs_mongo.blobs import chunk_documents, file_document  # noqa: E402
 from aecs_mongo.documents import (  # noqa: E402
     MessageDocuments,
@@ -78,7 +76,7 @@ from aecs_mongo.documents import (  # noqa: E402
 )
 from aecs_mongo.embedded import EmbeddedServer  # noqa: E402
 from aecs_mongo.errors import AecsMongoError  # noqa: E402
-from aecs_mongo.keys import address_key, subject_key, thread_key  # noqa: E402
+from aecs_mongo.keys import address_key, thread_key  # noqa: E402
 from aecs_mongo.queries import LIST_PROJECTION, THREAD_CONTEXT_PROJECTION  # noqa: E402
 
 Doc = dict[str, Any]
@@ -317,148 +315,114 @@ def populate(db: Database[Doc], mailbox: str, count: int) -> None:
     db.threads.insert_many([summary for m in threads.values() if (summary := thread_summary_from_messages(m))])
 
 
-def plan_facts(
-    db: Database[Doc], collection: str, selector: Doc, sort: list[tuple[str, int]], limit: int, hint: str | None
-) -> Doc:
-    command: Doc = {"find": collection, "filter": selector, "sort": dict(sort), "limit": limit}
-    if hint:
-        command["hint"] = hint
-    return explain.plan_facts(db.command({"explain": command, "verbosity": "executionStats"}), selector, sort)
-
-
-def bench_reads(client: MongoClient[Doc], size: int, rounds: int) -> list[Doc]:
-    name = f"aecs_bench_reads_{size}"
-    client.drop_database(name)
+def bench_reads(client: MongoClient[Doc], sizes: list[int], rounds: int) -> list[Doc]:
+    """Every paged read and search at each size, in one database: one mailbox per size (built
+    once, raw inserts of the documents store() writes). Ours (bounded windows where the server
+    reads a query's whole range) vs the plain query written by hand (what the store sent before:
+    the index that provides the sort, hinted where the mailbox is the only equality, and a
+    limit), timed once: on the embedded server a hinted query reads the whole index. Search: a
+    word only the newest message holds and one only the oldest holds, ``limit=1``, once each
+    (the second reads the whole mailbox)."""
+    name = "aecs_bench_reads"
     db = client[name]
-    store = MessageStore(db, mailbox_id="bench")
-    store.ensure_indexes()
-    for mailbox in ("before", "bench", "after"):
-        populate(db, mailbox, size)
-    rows = []
+    MessageStore(db, mailbox_id="setup").ensure_indexes()
+    for size in sizes:
+        if db.messages.count_documents({"mailboxId": f"m{size}"}) == size:
+            continue  # built by an earlier run in the same --data-dir
+        db.messages.delete_many({"mailboxId": f"m{size}"})
+        db.bodies.delete_many({"mailboxId": f"m{size}"})
+        db.threads.delete_many({"mailboxId": f"m{size}"})
+        started = time.perf_counter()
+        populate(db, f"m{size}", size)
+        print(f"  populated {size:,} messages in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    rows: list[Doc] = []
+    for size in sizes:
+        rows += reads_at(db, size, rounds)
+        print(table([r for r in rows if r["size"] == size], READ_COLUMNS), file=sys.stderr, flush=True)
+    smallest = {r["read"]: r["ours_ms"] for r in rows if r["size"] == sizes[0]}
+    for r in rows:
+        r["vs_smallest"] = r["ours_ms"] / smallest[r["read"]]
+    return rows
+
+
+def reads_at(db: Database[Doc], size: int, rounds: int) -> list[Doc]:
+    mailbox = f"m{size}"
+    store = MessageStore(db, mailbox_id=mailbox)
     thread_id = "root-7@bench.example"
     tkey = thread_key(thread_id)
-    page19 = None
+    peer = "peer3@x.example"
     cursor = None
     for _ in range(19):
-        page = store.list_messages(cursor=cursor, limit=50)
-        cursor = page.next_cursor
-        page19 = page.messages[-1] if page.messages else None
-    last = db.messages.find_one({"mailboxId": "bench", "messageId": page19["messageId"]}) if page19 else None
-    mid = f"m{min(size - 1, 1000)}@bench.example"
-    subject = "Re: Topic 7"
-    peer = "peer3@x.example"
+        cursor = store.list_messages(cursor=cursor, limit=50).next_cursor
+    page19 = store.list_messages(cursor=None, limit=50)
+    before = None
+    for _ in range(19):
+        page19 = store.list_messages(cursor=before, limit=50)
+        before = page19.next_cursor
+    last = db.messages.find_one({"mailboxId": mailbox, "messageId": page19.messages[-1]["messageId"]})
+    assert last is not None
+    desc = [("ts", -1), ("messageKey", -1)]
+    after = {"$or": [{"ts": {"$lt": last["ts"]}}, {"ts": last["ts"], "messageKey": {"$lt": last["messageKey"]}}]}
 
     def hand_context() -> object:
-        rows = list(
-            db.messages.find({"mailboxId": "bench", "threadKey": tkey}, THREAD_CONTEXT_PROJECTION)
-            .sort([("ts", -1), ("messageKey", -1)])
-            .limit(20)
-        )
-        return rows, db.messages.count_documents({"mailboxId": "bench", "threadKey": tkey})
+        selector = {"mailboxId": mailbox, "threadKey": tkey}
+        found = list(db.messages.find(selector, THREAD_CONTEXT_PROJECTION).sort(desc).limit(20))
+        return found, db.messages.count_documents(selector)
 
-    def keyset(selector: Doc) -> Doc:
-        assert last is not None
-        return {
-            "$and": [
-                selector,
-                {"$or": [{"ts": {"$lt": last["ts"]}}, {"ts": last["ts"], "messageKey": {"$lt": last["messageKey"]}}]},
-            ]
-        }
+    def hand_inbox(selector: Doc) -> object:
+        return list(db.messages.find(selector, LIST_PROJECTION).sort(desc).hint(INBOX).limit(51))
 
-    desc = [("ts", -1), ("messageKey", -1)]
-    asc = [("ts", 1), ("messageKey", 1)]
-    cases: list[tuple[str, Callable[[], object], Callable[[], object], str, Doc, list[tuple[str, int]], int]] = [
+    participant = {"mailboxId": mailbox, "participants": address_key(peer)}
+    cases: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
+        ("inbox page 1", lambda: store.list_messages(limit=50), lambda: hand_inbox({"mailboxId": mailbox})),
         (
-            "thread_context",
-            lambda: store.thread_context(thread_id, limit=20),
-            hand_context,
-            "messages",
-            {"mailboxId": "bench", "threadKey": tkey},
-            desc,
-            20,
-        ),
-        (
-            "list_messages p1",
-            lambda: store.list_messages(limit=50),
-            lambda: list(db.messages.find({"mailboxId": "bench"}, LIST_PROJECTION).sort(desc).hint(INBOX).limit(51)),
-            "messages",
-            {"mailboxId": "bench"},
-            desc,
-            51,
-        ),
-        (
-            "list_messages p20",
+            "inbox page 20",
             lambda: store.list_messages(cursor=cursor, limit=50),
-            lambda: list(
-                db.messages.find(keyset({"mailboxId": "bench"}), LIST_PROJECTION).sort(desc).hint(INBOX).limit(51)
-            ),
-            "messages",
-            keyset({"mailboxId": "bench"}),
-            desc,
-            51,
+            lambda: hand_inbox({"$and": [{"mailboxId": mailbox}, after]}),
         ),
         (
-            "list_threads",
-            lambda: store.list_threads(limit=50),
-            lambda: list(db.threads.find({"mailboxId": "bench"}).sort([("lastTs", -1), ("_id", -1)]).limit(51)),
             "threads",
-            {"mailboxId": "bench"},
-            [("lastTs", -1), ("_id", -1)],
-            51,
+            lambda: store.list_threads(limit=50),
+            lambda: list(db.threads.find({"mailboxId": mailbox}).sort([("lastTs", -1), ("_id", -1)]).limit(51)),
         ),
         (
             "with_participant",
             lambda: store.with_participant(peer, limit=50),
-            lambda: list(
-                db.messages.find({"mailboxId": "bench", "participants": address_key(peer)}, LIST_PROJECTION)
-                .sort(desc)
-                .limit(51)
-            ),
-            "messages",
-            {"mailboxId": "bench", "participants": address_key(peer)},
-            desc,
-            51,
+            lambda: list(db.messages.find(participant, LIST_PROJECTION).sort(desc).limit(51)),
         ),
-        (
-            "replies_to",
-            lambda: store.replies_to(mid),
-            lambda: (
-                list(db.messages.find({"mailboxId": "bench", "references": mid}, LIST_PROJECTION)),
-                list(db.messages.find({"mailboxId": "bench", "inReplyTo": mid}, LIST_PROJECTION)),
-            ),
-            "messages",
-            {"mailboxId": "bench", "inReplyTo": mid},
-            asc,
-            0,
-        ),
-        (
-            "find subject",
-            lambda: store.find("Subject", subject),
-            lambda: list(
-                db.messages.find({"mailboxId": "bench", "subjectKey": subject_key(subject)}, {"messageId": 1}).sort(asc)
-            ),
-            "messages",
-            {"mailboxId": "bench", "subjectKey": subject_key(subject)},
-            asc,
-            0,
-        ),
+        ("thread_context (20)", lambda: store.thread_context(thread_id, limit=20), hand_context),
     ]
-    for label, ours, hand, coll, selector, sort, limit in cases:
+    rows: list[Doc] = []
+    for label, ours, hand in cases:
         t_ours = median_time(ours, rounds)
-        t_hand = median_time(hand, rounds)
-        facts = plan_facts(db, coll, selector, sort, limit, INBOX if label.startswith("list_messages") else None)
+        t_hand = timed(hand)  # it reads the whole index (every mailbox): once
         rows.append(
             {
                 "size": size,
                 "read": label,
                 "ours_ms": t_ours * 1000,
-                "hand_ms": t_hand * 1000,
-                "ratio": t_ours / t_hand,
-                **facts,
+                "plain_ms": t_hand * 1000,
+                "ours/plain": t_ours / t_hand,
             }
         )
-    client.drop_database(name)
+    for label, word in (("search newest", f"Message {size - 1} of"), ("search oldest", "Message 0 of")):
+        started = time.perf_counter()
+        results = store.search(word, limit=1)
+        elapsed = time.perf_counter() - started
+        rows.append(
+            {
+                "size": size,
+                "read": label,
+                "ours_ms": elapsed * 1000,
+                "examined": results.examined,
+                "found": len(results),
+                "complete": results.complete,
+            }
+        )
     return rows
+
+
+READ_COLUMNS = ["size", "read", "ours_ms", "plain_ms", "ours/plain", "vs_smallest", "examined", "found", "complete"]
 
 
 # --- reindex -----------------------------------------------------------------------------------
@@ -1002,27 +966,9 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
             )
         )
     if "reads" in args.sections:
-        report["reads"] = []
-        for size in args.sizes:
-            report["reads"] += bench_reads(client, size, args.rounds)
-        print("\n== reads (median ms; ratio = ours / hand-written PyMongo)")
-        print(
-            table(
-                report["reads"],
-                [
-                    "size",
-                    "read",
-                    "ours_ms",
-                    "hand_ms",
-                    "ratio",
-                    "index",
-                    "sortProvidedByIndex",
-                    "inMemorySortStage",
-                    "docsExamined",
-                    "returned",
-                ],
-            )
-        )
+        report["reads"] = bench_reads(client, args.sizes, args.rounds)
+        print("\n== reads (median ms; ours / the plain query; vs_smallest = ours / ours at the smallest size)")
+        print(table(report["reads"], READ_COLUMNS))
     if "reindex" in args.sections:
         report["reindex"] = [bench_reindex(client, size, args.ingest_rounds) for size in args.reindex_sizes]
         print("\n== reindex (median s; ratio = reindex / reading every message and body once)")
@@ -1154,7 +1100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--uri", default=os.environ.get("MONGODB_URI"))
     parser.add_argument("--mode", choices=["standalone", "rs"], default="standalone", help="embedded server mode")
-    parser.add_argument("--sizes", default="1000,10000,50000", type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--sizes", default="1000,10000,100000", type=lambda s: [int(x) for x in s.split(",")])
     parser.add_argument("--rounds", type=int, default=15, help="rounds per read (median)")
     parser.add_argument("--ingest-messages", type=int, default=2000)
     parser.add_argument("--ingest-rounds", type=int, default=3)
@@ -1190,12 +1136,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--corpus", type=Path, default=gen_mbox.CORPUS, help=f"the real-mail corpus (default: {gen_mbox.CORPUS})"
     )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="the embedded server's data directory, kept (reads: mailboxes built there are reused)",
+    )
     args = parser.parse_args(argv)
     gen_mbox.CORPUS = args.corpus
     if args.uri:
         report = run(args.uri, args, "MONGODB_URI")
     else:
-        with EmbeddedServer(standalone=args.mode == "standalone") as server:
+        with EmbeddedServer(args.data_dir, standalone=args.mode == "standalone") as server:
             report = run(server.uri, args, f"embedded SecantusDB ({args.mode})")
     Path(args.json).write_text(json.dumps(report, indent=2))
     print(f"\nwrote {args.json}")

@@ -568,6 +568,37 @@ def test_progress_line_on_a_terminal_only(servers: Any, backend: str, tmp_path: 
     servers.client(backend).drop_database(name)
 
 
+@pytest.mark.server
+def test_search_progress_on_a_terminal_and_its_count_in_json(servers: Any, backend: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
+    name = f"aecs_cli_{uuid.uuid4().hex[:12]}"
+    base = ["--uri", servers.uri(backend), "--db", name]
+    for argv in ([*base, "ingest", str(SAMPLES), "--no-progress"], [*base, "search", "Thursday"]):
+        proc, reader = _on_a_terminal(argv, env, tmp_path)
+        shown = _read_until(reader, None, timeout=120)
+        out, _ = proc.communicate(timeout=60)
+        os.close(reader)
+        assert proc.returncode == 0, shown.decode(errors="replace")
+    frames = [f for f in shown.split(b"\r\x1b[K") if f.startswith(b"searched ")]
+    assert frames and frames[-1] == f"searched {SAMPLE_COUNT} of {SAMPLE_COUNT}".encode(), shown
+    assert shown.endswith(b"\r\x1b[K") and b"\x1b" not in out
+    assert f"({SAMPLE_COUNT} messages searched)".encode() in out
+    proc, reader = _on_a_terminal([*base, "search", "Thursday", "--json"], env, tmp_path)
+    shown = _read_until(reader, None, timeout=120)
+    out, _ = proc.communicate(timeout=60)
+    os.close(reader)
+    assert b"searched" not in shown  # --json: no progress line
+    data = json.loads(out)
+    assert data["examined"] == SAMPLE_COUNT and data["complete"] is True and data["engine"] == "scan"
+    assert "plan-2@example.org" in {r["messageId"] for r in data["results"]}
+    stats = subprocess.run(
+        [sys.executable, "-m", "aecs_mongo", *base, "stats", "--json"], env=env, capture_output=True, check=True
+    )
+    engines = json.loads(stats.stdout)
+    assert (engines["messages"], engines["searchEngine"], engines["vectorEngine"]) == (SAMPLE_COUNT, "scan", "exact")
+    servers.client(backend).drop_database(name)
+
+
 @pytest.fixture(scope="module")
 def interrupt_mbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An mbox of about 300 messages (16 batches of 20): long enough to interrupt mid-ingest,

@@ -10,7 +10,7 @@ import pytest
 from pymongo.errors import OperationFailure
 
 from aecs_mongo import MessageStore, NotFoundError
-from aecs_mongo.queries import atlas_search_pipeline, fallback_search_pipeline, snippet, vector_search_pipeline
+from aecs_mongo.queries import atlas_search_pipeline, snippet, vector_search_pipeline
 
 from .factories import email
 
@@ -27,9 +27,10 @@ def test_fallback_search_finds_literal_case_insensitive(make_store: Any, caplog:
     s.store(mail(2, "Lunch", "the BUDGET (draft) is attached: a+b=c"))
     s.store(mail(3, "Other", "nothing to see"))
     make_store("bob", search_engine="scan").store(mail(4, "budget", "budget in another mailbox"))
-    with caplog.at_level(logging.WARNING, logger="aecs_mongo"):
+    with caplog.at_level(logging.INFO, logger="aecs_mongo"):
         hits = s.search("Budget")
     assert "not an index" in caplog.text
+    assert hits.complete and hits.engine == "scan" and hits.examined == 3
     assert {h["messageId"] for h in hits} == {"m1@example.com", "m2@example.com"}
     assert all(set(h) >= {"messageId", "subject", "ts", "snippet"} for h in hits)
     assert "budget" in hits[0]["snippet"].lower()
@@ -41,12 +42,19 @@ def test_fallback_search_finds_literal_case_insensitive(make_store: Any, caplog:
         s.search({"$regex": ".*"})
 
 
-def test_fallback_search_is_bounded(make_store: Any) -> None:
+def test_a_capped_scan_search_says_so(make_store: Any) -> None:
     s = make_store("alice", search_engine="scan", scan_limit=5)
     for n in range(12):
         s.store(mail(n, f"needle {n}", "hay"))
-    assert len(s.search("needle", limit=50)) == 5  # only five bodies examined
-    assert len(s.search("needle", limit=3)) == 3
+    capped = s.search("needle", limit=50)
+    assert [h["messageId"] for h in capped] == [f"m{n}@example.com" for n in range(11, 6, -1)]  # newest five
+    assert not capped.complete and capped.examined == 5
+    enough = s.search("needle", limit=3)
+    assert len(enough) == 3 and enough.complete  # the newest three hits: nothing better was left
+    uncapped = make_store("alice", search_engine="scan").search("needle", limit=50)
+    assert len(uncapped) == 12 and uncapped.complete and uncapped.examined == 12
+    with pytest.raises(ValueError):
+        make_store("alice", scan_limit=0)
 
 
 def test_auto_engine_picks_what_the_server_has(make_store: Any, db: Any, backend: str) -> None:
@@ -82,10 +90,6 @@ def test_atlas_and_vector_pipelines_have_the_documented_shape() -> None:
     vector = vector_search_pipeline("alice", [0.1, 0.2], 3, thread_key="k")[0]["$vectorSearch"]
     assert vector["filter"] == {"mailboxId": {"$eq": "alice"}, "threadKey": {"$eq": "k"}}
     assert vector["limit"] == 3 and vector["numCandidates"] >= 30 and vector["path"] == "embedding"
-    scan = fallback_search_pipeline("alice", "a.b", 5, 100)
-    assert scan[0] == {"$match": {"_id": {"$gte": "alice:", "$lt": "alice;"}}}
-    assert scan[2] == {"$limit": 100}
-    assert scan[3]["$match"]["$or"][0]["subject"] == {"$regex": r"a\.b", "$options": "i"}
     assert snippet("x " * 200 + "the Needle here", "needle").startswith("…")
 
 

@@ -63,7 +63,7 @@ SELECTING_FIELDS = {
 def expected_index(command: dict[str, Any]) -> str | None:
     """The index an unhinted read must land on: the one its distinguishing equality selects."""
     if command.get("find") == "threads":
-        return "aecs_threads_recent"
+        return "_id_" if "_id" in (command.get("filter") or {}) else "aecs_threads_recent"
     selector = command.get("filter") or {}
     clauses = selector.get("$and", [selector])
     for clause in clauses:

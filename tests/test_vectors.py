@@ -245,12 +245,15 @@ def test_old_array_vectors_are_found_and_rewritten_by_reindex(make_store: Callab
 
 
 def test_an_explicit_cap_is_reported(make_store: Callable[..., Any]) -> None:
-    store = make_store("capped", scan_limit=3)  # search's cap: not semantic_search's
-    store.store_many([email(i) for i in range(30)])
-    store.set_embeddings({f"m{i}@example.com": [1.0, float(i)] for i in range(30)})
-    every = store.semantic_search([0.0, 1.0], limit=30)
+    uncapped = make_store("capped")  # the default: no cap
+    uncapped.store_many([email(i) for i in range(30)])
+    uncapped.set_embeddings({f"m{i}@example.com": [1.0, float(i)] for i in range(30)})
+    every = uncapped.semantic_search([0.0, 1.0], limit=30)
     assert isinstance(every, SearchResults) and every.engine == "exact"
     assert len(every) == 30 and every.complete and every.examined == 30
+    store = make_store("capped", scan_limit=3)  # the store's cap is semantic_search's default too
+    by_store = store.semantic_search([0.0, 1.0], limit=30)
+    assert len(by_store) == 3 and not by_store.complete and by_store.examined == 3
     capped = store.semantic_search([0.0, 1.0], limit=30, scan_limit=10)
     assert len(capped) == 10 and not capped.complete and capped.examined == 10
     exact_fit = store.semantic_search([0.0, 1.0], limit=5, scan_limit=30)

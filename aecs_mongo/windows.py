@@ -1,0 +1,470 @@
+"""Windowed reads: a page of a mailbox-sized range, read as bounded ``ts`` windows. Pure: no I/O.
+
+Some servers (the embedded SecantusDB) read every index entry and document a filter matches
+before they sort and apply the limit, even where the index provides the order: a page of
+``{mailboxId}`` costs the whole mailbox. A filter bounded on the sort key, though, reads only its
+range. So a keyset read is walked as a sequence of disjoint windows in sort order, each a flat
+filter (equalities, then one range: what such a server answers from the index bounds):
+
+- whole seconds: ``ts`` in ``[a, b)`` (``lastTs`` for threads);
+- part of one second: ``ts == t`` and the tie-breaker (``messageKey``, a uniform SHA-256 hex, or a
+  thread's ``_id``) in a key range, for bunched sort keys (mail without a Date falls back to
+  ``processedAt``: one ingest puts thousands of messages in the same second);
+- probes: narrow ``ts`` windows whose rows only say where the mail is, never part of the answer.
+
+The windows tile the range without gaps or overlap, in the read's order, so rows, order and
+cursors are those of the plain query; only the cost differs. ``walk`` is a generator: it yields a
+``Window``, is sent back how many rows that window had (at most the ``limit`` the window was
+given), and returns when the range is exhausted; the caller stops it as soon as it has its page.
+
+Widths follow the mail: a window is sized from the density seen so far to hold about what is
+still needed. Where that density is unknown (the first page, below a gap in the mail) ``locate``
+finds mail with narrow probes at doubling distances, then bisects between the nearest probe that
+found mail and the empty one before it, so a window never spans a long gap and the dense mail
+behind it. Where no probe finds anything, one last open window reads whatever is left.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "KEY_DIGITS",
+    "PLAIN_MAX",
+    "SAMPLE_ENOUGH",
+    "SAMPLE_FRACTIONS",
+    "Window",
+    "WindowedRead",
+    "key_between",
+    "merge_filter",
+    "walk",
+    "walk_plain",
+]
+
+#: The tie-breakers are 64 lowercase hex digits (SHA-256), after an optional fixed prefix.
+KEY_DIGITS = 64
+_KEY_SPACE = 16**KEY_DIGITS
+#: Probe widths, in seconds, tried in turn: a narrow probe costs little where mail is dense; a
+#: wider one finds sparse mail (each round is tried only when the narrower found nothing).
+PROBE_WIDTHS = (60, 3600, 86_400)
+#: Probes reach back (or forward) at most this far from where the walk stands (about 68 years).
+_PROBE_REACH = 2**31
+#: Bisection stops when the unknown span above a probe that found mail is this many probe widths.
+_BISECT_SPAN = 8
+_BISECT_STEPS = 24
+#: The first sub-window of a partial second: this fraction of the key space.
+_FIRST_KEY_FRACTION = 1 / 256
+#: Empty windows double the width this many times before the walk probes instead.
+_EMPTY_DOUBLINGS = 2
+#: A window is sized for this many times the rows still needed (density fluctuates).
+_SLACK = 1.5
+#: A window grows at most this factor over the previous one.
+_GROWTH = 8
+#: Sampled messages the density near a hint is taken from, and messages a hinted probe aims at.
+_HINT_NEIGHBOURS = 8
+_HINT_PROBE_ROWS = 4
+#: Sample fractions tried in turn until the sample holds ``SAMPLE_ENOUGH`` messages.
+SAMPLE_FRACTIONS = (1 / 4096, 1 / 256, 1 / 16, 1.0)
+SAMPLE_ENOUGH = 8
+#: A read known to match at most this many documents (a thread, by its summary's messageCount)
+#: costs little even where the server reads the whole match: the plain query serves it.
+PLAIN_MAX = 1000
+
+
+@dataclass(frozen=True)
+class Window:
+    """One bounded read: ``ts`` in ``[lo, hi)`` (None: open), or ``ts == second`` with the
+    tie-breaker in ``[key_lo, key_hi)`` (None: open). ``probe``: where-is-the-mail only."""
+
+    lo: int | None = None
+    hi: int | None = None
+    second: int | None = None
+    key_lo: str | None = None
+    key_hi: str | None = None
+    probe: bool = False
+
+    def conditions(self, ts_field: str, key_field: str) -> dict[str, Any]:
+        """The window as filter conditions (merged over the read's own filter)."""
+        if self.second is not None:
+            out: dict[str, Any] = {ts_field: self.second}
+            key: dict[str, str] = {}
+            if self.key_lo is not None:
+                key["$gte"] = self.key_lo
+            if self.key_hi is not None:
+                key["$lt"] = self.key_hi
+            if key:
+                out[key_field] = key
+            return out
+        bounds: dict[str, int] = {}
+        if self.lo is not None:
+            # ``$gt lo - 1``, not ``$gte lo``: the sort keys are ints, and SecantusDB 0.7 drops the
+            # boundary value of ``$gte`` on a descending index field (tests/test_windowed_reads.py)
+            bounds["$gt"] = self.lo - 1
+        if self.hi is not None:
+            bounds["$lt"] = self.hi
+        return {ts_field: bounds} if bounds else {}
+
+
+@dataclass(frozen=True)
+class WindowedRead:
+    """What ``walk`` needs of a keyset read.
+
+    ``lo``/``hi``: the read's own ``ts`` bounds (``since`` inclusive, ``until`` exclusive).
+    ``key_prefix``: what precedes the 64 hex digits of the tie-breaker (a thread ``_id``'s
+    ``<mailboxId>:``). ``now``: epoch seconds, where the first page starts looking for mail.
+    ``hint``: the sorted ``ts`` of a uniform sample of the mailbox's messages, ``hint_fraction``
+    of them (``sample_sizes``): where the mail is, so the walk goes to it past any gap.
+    """
+
+    descending: bool
+    now: int
+    lo: int | None = None
+    hi: int | None = None
+    key_prefix: str = ""
+    hint: tuple[int, ...] = ()
+    hint_fraction: float = 0.0
+
+
+def key_between(prefix: str, fraction: float) -> str:
+    """The tie-breaker at ``fraction`` (0..1) of the key space, after ``prefix``."""
+    value = min(max(int(fraction * _KEY_SPACE), 0), _KEY_SPACE - 1)
+    return prefix + format(value, f"0{KEY_DIGITS}x")
+
+
+def _key_fraction(prefix: str, key: str) -> float | None:
+    """Where ``key`` sits in the key space (None: not a prefixed 64-digit hex key)."""
+    digits = key[len(prefix) :] if key.startswith(prefix) else ""
+    if len(digits) != KEY_DIGITS:
+        return None
+    try:
+        value = int(digits, 16)
+    except ValueError:
+        return None
+    return float(value / _KEY_SPACE)
+
+
+class _Walk:
+    """State shared by the steps of one walk: what is still needed and the density seen."""
+
+    def __init__(self, read: WindowedRead, need: int | None, chunk: int) -> None:
+        self.read = read
+        self.need = need
+        self.chunk = chunk
+        self.rows = 0
+        self.density: float | None = None  # rows per second near the walk, where known
+
+    def wanted(self) -> int:
+        return self.chunk if self.need is None else max(self.need - self.rows, 1)
+
+    def done(self) -> bool:
+        return self.need is not None and self.rows >= self.need
+
+    def learn(self, rows: int, seconds: float) -> None:
+        """The density of the last window that held mail (mail is denser in some periods)."""
+        if rows:
+            self.density = rows / seconds
+
+    def width(self, previous: int | None) -> int:
+        """Seconds a window needs to hold about ``wanted`` rows at the density seen."""
+        if self.density is None:
+            return previous or PROBE_WIDTHS[0]
+        width = max(math.ceil(self.wanted() * _SLACK / self.density), 1)
+        return width if previous is None else min(width, previous * _GROWTH)
+
+
+def walk(
+    read: WindowedRead, after: tuple[int, str] | None, need: int | None, chunk: int = 500
+) -> Generator[Window, int, None]:
+    """The windows of one read, in its order, starting strictly after ``after``.
+
+    Send each window's row count back. ``need``: rows wanted (the walk stops once the answer
+    windows held that many); None walks the whole range in windows of about ``chunk`` rows.
+    """
+    state = _Walk(read, need, chunk)
+    sign = -1 if read.descending else 1
+    if after is not None:
+        second, key = after
+        if _clip(read, second, second + 1) is not None:
+            yield from _rest_of_second(state, second, key)
+            if state.done():
+                return
+        edge = second if read.descending else second + 1  # exclusive (desc) / inclusive (asc)
+        if read.descending and read.hi is not None:
+            edge = min(edge, read.hi)
+        if not read.descending and read.lo is not None:
+            edge = max(edge, read.lo)
+    else:
+        edge_or_none = yield from _start(state)
+        if edge_or_none is None:
+            return
+        edge = edge_or_none
+    yield from _seconds(state, edge, sign)
+
+
+def walk_plain(read: WindowedRead, after: tuple[int, str] | None) -> Generator[Window, int, None]:
+    """A small read in at most two flat windows: the rest of the cursor's second, then all the
+    range beyond it (what the keyset filter's ``$or`` says, which such a server cannot plan)."""
+    edge_lo, edge_hi = read.lo, read.hi
+    if after is not None:
+        second, key = after
+        if _clip(read, second, second + 1) is not None:
+            yield Window(second=second, key_hi=key) if read.descending else Window(second=second, key_lo=key + "\x00")
+        if read.descending:
+            edge_hi = second if edge_hi is None else min(edge_hi, second)
+        else:
+            edge_lo = second + 1 if edge_lo is None else max(edge_lo, second + 1)
+    if edge_lo is None or edge_hi is None or edge_lo < edge_hi:
+        yield Window(lo=edge_lo, hi=edge_hi)
+
+
+def _clip(read: WindowedRead, lo: int | None, hi: int | None) -> tuple[int | None, int | None] | None:
+    """``[lo, hi)`` within the read's bounds; None when that is empty."""
+    if read.lo is not None:
+        lo = read.lo if lo is None else max(lo, read.lo)
+    if read.hi is not None:
+        hi = read.hi if hi is None else min(hi, read.hi)
+    if lo is not None and hi is not None and lo >= hi:
+        return None
+    return lo, hi
+
+
+def _answer(state: _Walk, lo: int | None, hi: int | None, learn: bool = True) -> Generator[Window, int, bool]:
+    """Yield one answer window (clipped); False when it held nothing. ``learn``: its density
+    is the mail's (not a window whose width is mostly a gap)."""
+    clipped = _clip(state.read, lo, hi)
+    if clipped is None:
+        return False
+    rows = yield Window(lo=clipped[0], hi=clipped[1])
+    state.rows += rows
+    if learn and clipped[0] is not None and clipped[1] is not None:
+        state.learn(rows, clipped[1] - clipped[0])
+    return rows > 0
+
+
+def _start(state: _Walk) -> Generator[Window, int, int | None]:
+    """The first page: mail dated after ``now`` (+1 day), then find where the mail is below."""
+    read = state.read
+    if read.descending:
+        top = read.now + 86_400 if read.hi is None else read.hi
+        if read.hi is None:
+            yield from _answer(state, top, None)  # mail dated in the future comes first
+            if state.done():
+                return None
+        return top
+    bottom = yield from _locate_oldest(state)
+    if bottom is None:
+        return None
+    return bottom
+
+
+def _rest_of_second(state: _Walk, second: int, key: str) -> Generator[Window, int, None]:
+    """Rows of ``second`` after ``key``: a small key range first (bunched seconds hold thousands),
+    then ranges sized from what it held."""
+    read = state.read
+    start = _key_fraction(read.key_prefix, key)
+    if start is None:  # not a hex key: the rest of the second in one window
+        rows = yield (
+            Window(second=second, key_hi=key) if read.descending else Window(second=second, key_lo=key + "\x00")
+        )
+        state.rows += rows
+        return
+    position = start  # fraction: the key bound still to pass
+    fraction = _FIRST_KEY_FRACTION
+    first = True
+    while not state.done():
+        remaining = position if read.descending else 1.0 - position
+        if remaining <= 0:
+            return
+        step = min(fraction, remaining)
+        whole = step >= remaining
+        if read.descending:
+            window = Window(
+                second=second,
+                key_lo=None if whole else key_between(read.key_prefix, position - step),
+                key_hi=key if first else key_between(read.key_prefix, position),
+            )
+            position -= step
+        else:
+            window = Window(
+                second=second,
+                key_lo=key + "\x00" if first else key_between(read.key_prefix, position),
+                key_hi=None if whole else key_between(read.key_prefix, position + step),
+            )
+            position += step
+        rows = yield window
+        state.rows += rows
+        first = False
+        if whole:
+            return
+        if rows == 0:
+            fraction = remaining  # an ordinary second: read the rest of it at once
+        else:
+            per_fraction = rows / step
+            fraction = max(state.wanted() * _SLACK / per_fraction, step)
+
+
+def _seconds(state: _Walk, edge: int, sign: int) -> Generator[Window, int, None]:
+    """Whole-second windows from ``edge`` in the read's direction until the range is exhausted."""
+    read = state.read
+    width: int | None = None
+    empties = 0
+    while not state.done():
+        if read.descending and read.lo is not None and edge <= read.lo:
+            return
+        if not read.descending and read.hi is not None and edge >= read.hi:
+            return
+        if width is None or empties > _EMPTY_DOUBLINGS:
+            found = yield from _locate(state, edge, sign)
+            if found is None:
+                # no probe found mail: one open window takes whatever is left
+                if read.descending:
+                    yield from _answer(state, None, edge)
+                else:
+                    yield from _answer(state, edge, None)
+                return
+            far, state.density = found
+            lo, hi = (far, edge) if read.descending else (edge, far)
+            yield from _answer(state, lo, hi, learn=False)
+            edge = far
+            width = state.width(None)
+            empties = 0
+            continue
+        lo, hi = (edge - width, edge) if read.descending else (edge, edge + width)
+        held = yield from _answer(state, lo, hi)
+        edge = lo if read.descending else hi
+        if held:
+            empties = 0
+            width = state.width(width)
+        else:
+            empties += 1
+            width *= 2
+
+
+def _probe(read: WindowedRead, lo: int, width: int) -> Window | None:
+    clipped = _clip(read, lo, lo + width)
+    if clipped is None:
+        return None
+    return Window(lo=clipped[0], hi=clipped[1], probe=True)
+
+
+def _locate(state: _Walk, edge: int, sign: int) -> Generator[Window, int, tuple[int, float] | None]:
+    """Where the next mail beyond ``edge`` is: ``(far, density)``, where the window from ``edge``
+    to ``far`` holds the nearest mail found (and little beyond it); None when no probe found any.
+
+    The nearest sampled message beyond ``edge`` (``hint``) where there is one; else probes of
+    ``width`` seconds at ``width``, ``2 width``, ``4 width``... from ``edge``. Then bisection
+    between the mail found and ``edge``.
+    """
+    read = state.read
+    hinted = _hinted(read, edge, sign)
+    if hinted is not None:
+        mail, width = hinted
+        return (yield from _bisect(state, edge, mail - width // 2, width, _HINT_PROBE_ROWS, sign))
+    if read.hint:
+        return None  # the sample holds nothing beyond: what is left is about 1/fraction messages
+    for width in PROBE_WIDTHS:
+        near = edge  # the empty side: nothing found between edge and here
+        distance = width
+        while distance <= _PROBE_REACH:
+            start = edge - distance if sign < 0 else edge + distance - width
+            if sign < 0 and read.lo is not None and start + width <= read.lo:
+                break
+            if sign > 0 and read.hi is not None and start >= read.hi:
+                break
+            probe = _probe(read, start, width)
+            if probe is None:
+                break
+            rows = yield probe
+            if rows:
+                return (yield from _bisect(state, near, start, width, rows, sign))
+            near = start if sign < 0 else start + width
+            distance *= 2
+    return None
+
+
+def _hinted(read: WindowedRead, edge: int, sign: int) -> tuple[int, int] | None:
+    """The nearest sampled ``ts`` beyond ``edge`` in the walk's direction (within the read's
+    bounds), and a probe width that holds a few messages at the sample's density there."""
+    if not read.hint or read.hint_fraction <= 0:
+        return None
+    at = bisect.bisect_left(read.hint, edge)
+    beyond = list(reversed(read.hint[:at])) if sign < 0 else list(read.hint[at:])
+    beyond = [h for h in beyond if _clip(read, h, h + 1) is not None]
+    if not beyond:
+        return None
+    near = beyond[:_HINT_NEIGHBOURS]
+    span = max(abs(near[-1] - near[0]), 1)
+    density = max(len(near) - 1, 1) / (span * read.hint_fraction) if len(near) > 1 else 0.0
+    width = PROBE_WIDTHS[0] if density <= 0 else min(max(math.ceil(_HINT_PROBE_ROWS / density), 1), 86_400)
+    return near[0], width
+
+
+def _bisect(
+    state: _Walk, near: int, found: int, width: int, rows: int, sign: int
+) -> Generator[Window, int, tuple[int, float]]:
+    """Narrow the unknown span between ``near`` (nothing found up to it) and the probe at ``found``
+    that found ``rows``; returns the far end of the window to read and the density seen."""
+    read = state.read
+    density = rows / width
+    for _ in range(_BISECT_STEPS):
+        span = near - (found + width) if sign < 0 else found - near
+        if span <= _BISECT_SPAN * width:
+            break
+        middle = (found + width + near) // 2 if sign < 0 else (near + found) // 2
+        probe = _probe(read, middle - width // 2, width)
+        if probe is None:
+            break
+        held = yield probe
+        if held:
+            found = middle - width // 2
+            density = held / width
+        else:
+            near = middle - width // 2 if sign < 0 else middle + width - width // 2
+    return (found if sign < 0 else found + width), density
+
+
+def _locate_oldest(state: _Walk) -> Generator[Window, int, int | None]:
+    """An ascending first page: mail dated before 1970 first, then the oldest mail found by
+    probes reaching back from ``now`` (farthest first, then bisection); returns the edge the
+    whole-second windows go on from."""
+    read = state.read
+    yield from _answer(state, None, 0)  # before 1970 (a Date-less ts of 0 is at 0: next window)
+    if state.done():
+        return None
+    low = 0 if read.lo is None else max(read.lo, 0)
+    hinted = _hinted(read, low, 1)
+    if hinted is not None:
+        mail, width = hinted
+        far, state.density = yield from _bisect(state, low, mail - width // 2, width, _HINT_PROBE_ROWS, 1)
+        yield from _answer(state, low, far, learn=False)
+        return far
+    top = read.now + 86_400
+    for width in PROBE_WIDTHS:
+        starts: list[int] = []
+        distance = width
+        while top - distance > low and distance <= _PROBE_REACH:
+            starts.append(top - distance)
+            distance *= 2
+        near = low
+        for start in reversed(starts):  # farthest back first
+            probe = _probe(read, start, width)
+            if probe is None:
+                continue
+            rows = yield probe
+            if rows:
+                far, state.density = yield from _bisect(state, near, start, width, rows, 1)
+                yield from _answer(state, low, far, learn=False)
+                return far
+            near = start + width
+    return low
+
+
+def merge_filter(base: Mapping[str, Any], window: Window, ts_field: str, key_field: str) -> dict[str, Any]:
+    """The read's flat filter with the window's conditions in place of its own ``ts`` bounds."""
+    merged = {k: v for k, v in base.items() if k != ts_field}
+    merged.update(window.conditions(ts_field, key_field))
+    return merged

@@ -1,0 +1,181 @@
+"""Windowed reads on the server: a page costs a page, and windows change nothing but the cost.
+
+The embedded server reads every document a query's filter matches before it applies the limit,
+so the store walks bounded ``ts`` windows there (``windows.py``). What the server read is taken
+from its own account: every command a read sent is recorded (command monitoring) and explained
+with ``executionStats``; the documents it examined and returned must not grow with the mailbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pymongo import MongoClient, monitoring
+
+from aecs_mongo import MessageStore, windows
+
+from .budgets import budget
+from .factories import BASE_TS, email
+
+DRIVER_FIELDS = {"$db", "lsid", "$clusterTime", "$readPreference", "txnNumber", "$readConcern", "readConcern"}
+SMALL = 2000  # above windows.PLAIN_MAX: a mailbox this small is read with the plain query
+BIG = budget("AECS_WINDOWED_MAILBOX", big=20_000, small=6000)
+BUNCHED = range(200, 500)  # 300 messages in one second: Date-less mail sorted by its processedAt
+
+
+def message(n: int, ts: int | None = None, body: str | None = None) -> dict[str, Any]:
+    """Message ``n``: older as ``n`` grows (37 s apart), 40 threads, 7 correspondents."""
+    if ts is None:
+        ts = BASE_TS - (BUNCHED.start if n in BUNCHED else n) * 37
+    mail = email(n, thread=f"t{n % 40}@x", ts=ts, to=("alice@example.com", f"p{n % 7}@x"))
+    if body is not None:
+        mail["content"].update(text=body, clean=body, forAI=body)
+    return mail
+
+
+class Recorder(monitoring.CommandListener):
+    """The find commands sent, and how many documents the server returned for them."""
+
+    def __init__(self) -> None:
+        self.finds: list[dict[str, Any]] = []
+        self.returned = 0
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name == "find":
+            self.finds.append({k: v for k, v in event.command.items() if k not in DRIVER_FIELDS})
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        cursor = event.reply.get("cursor") or {}
+        self.returned += len(cursor.get("firstBatch") or cursor.get("nextBatch") or [])
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+@pytest.fixture
+def recorded(servers: Any, backend: str, db: Any) -> Iterator[tuple[MessageStore, Recorder]]:
+    recorder = Recorder()
+    client: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[recorder])
+    store = MessageStore(client[db.name], mailbox_id="alice")
+    store.ensure_indexes()
+    yield store, recorder
+    client.close()
+
+
+def cost(store: MessageStore, recorder: Recorder, db: Any, read: Any) -> tuple[int, int]:
+    """(documents the server examined, documents it returned) for one read."""
+    recorder.finds.clear()
+    recorder.returned = 0
+    read()
+    finds, returned = list(recorder.finds), recorder.returned
+    examined = 0
+    for command in finds:
+        explained = db.command({"explain": command, "verbosity": "executionStats"})
+        examined += int(explained["executionStats"]["totalDocsExamined"])
+    return examined, returned
+
+
+@pytest.mark.server
+def test_a_page_costs_a_page(recorded: tuple[MessageStore, Recorder], db: Any) -> None:
+    store, recorder = recorded
+    store.store_many([message(n) for n in range(SMALL - 1)], batch_size=500)
+    store.store_many([message(SMALL - 1, body="a xylophone")])
+
+    def page_ten() -> None:
+        cursor = None
+        for _ in range(9):
+            cursor = store.list_messages(cursor=cursor, limit=50).next_cursor
+        recorder.finds.clear()
+        recorder.returned = 0
+        store.list_messages(cursor=cursor, limit=50)
+
+    reads = {
+        "inbox": lambda: store.list_messages(limit=50),
+        "with_participant": lambda: store.with_participant("p3@x", limit=50),
+        "threads": lambda: store.list_threads(limit=20),
+        "thread_context": lambda: store.thread_context("t7@x", limit=10),
+    }
+
+    def measure() -> dict[str, tuple[int, int]]:
+        costs = {name: cost(store, recorder, db, read) for name, read in reads.items()}
+        recorder.finds.clear()
+        page_ten()  # the nine pages before it are not counted
+        finds = list(recorder.finds)
+        examined = sum(
+            int(db.command({"explain": c, "verbosity": "executionStats"})["executionStats"]["totalDocsExamined"])
+            for c in finds
+        )
+        costs["inbox page 10"] = (examined, recorder.returned)
+        return costs
+
+    small = measure()
+    assert store.stats()["windowedReads"] is True  # this server reads a query's whole range first
+    store.store_many([message(n) for n in range(SMALL, BIG)], batch_size=500)  # older mail
+    big = measure()
+    for name in reads | {"inbox page 10": None}:
+        assert big[name][0] <= 2 * small[name][0] + 100, (name, small[name], big[name])
+        assert big[name][1] <= 2 * small[name][1] + 100, (name, small[name], big[name])
+    assert big["inbox"][0] < BIG / 10  # the plain query examines every message of the mailbox
+
+    # search is complete: a word only an old message holds is found, every message examined
+    hits = store.search("xylophone", limit=5)
+    assert [h["messageId"] for h in hits] == [f"m{SMALL - 1}@example.com"]
+    assert hits.complete and hits.examined == BIG and hits.engine == "scan"
+    capped = MessageStore(store.db, mailbox_id="alice", scan_limit=300).search("xylophone")
+    assert capped == [] and not capped.complete and capped.examined == 300
+
+
+def read_all(store: Any, read: Any, limit: int) -> tuple[list[Any], list[str | None]]:
+    rows: list[Any] = []
+    cursors: list[str | None] = []
+    cursor = None
+    while True:
+        page = read(cursor, limit)
+        rows += page.messages if hasattr(page, "messages") else page.threads
+        cursors.append(page.next_cursor)
+        if page.next_cursor is None:
+            return rows, cursors
+        cursor = page.next_cursor
+
+
+def test_windowed_pages_equal_the_plain_query(db: Any, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every paged read, page by page across window edges and the bunched second, gives the
+    rows, order and cursors of the plain keyset query (windows even on this small mailbox; the
+    store flavors share this code, so the sync store stands for them)."""
+    monkeypatch.setattr(windows, "PLAIN_MAX", 0)
+    store = MessageStore(db, mailbox_id="alice")
+    store.ensure_indexes()
+    shared = MessageStore(db, mailbox_id="alice", shared_view=True)
+    mail = [message(n) for n in range(520)]
+    mail += [message(900 + n, ts=BASE_TS - 86_400 * 400 * n) for n in range(1, 4)]  # years apart
+    store.store_many(mail, batch_size=200)
+    reads = {
+        "inbox": lambda c, n: store.list_messages(cursor=c, limit=n),
+        "oldest first": lambda c, n: store.list_messages(cursor=c, limit=n, order="asc"),
+        "since/until": lambda c, n: store.list_messages(
+            cursor=c, limit=n, since=BASE_TS - 300 * 37, until=BASE_TS - BUNCHED.start * 37 + 1
+        ),
+        "sender": lambda c, n: store.list_messages(cursor=c, limit=n, sender="bob@example.com"),
+        "thread": lambda c, n: store.list_messages(cursor=c, limit=n, thread_id="t3@x"),
+        "participant": lambda c, n: store.with_participant("p2@x", cursor=c, limit=n),
+        "shared participant": lambda c, n: shared.with_participant("p2@x", cursor=c, limit=n),
+        "threads": lambda c, n: store.list_threads(cursor=c, limit=n),
+    }
+    for name, read in reads.items():
+        for limit in (1, 29, 250) if name == "thread" else (29, 250):
+            for s in (store, shared):
+                getattr(s, "_astore", s)._stops_at_limit = False  # windows
+            windowed = read_all(store, read, limit)
+            for s in (store, shared):
+                getattr(s, "_astore", s)._stops_at_limit = True  # the plain query
+            plain = read_all(store, read, limit)
+            assert windowed == plain, (name, limit)
+            assert windowed[0], name
+    context = [store.thread_context(f"t{t}@x", limit=7) for t in range(40)]
+    getattr(store, "_astore", store)._stops_at_limit = False
+    assert [store.thread_context(f"t{t}@x", limit=7) for t in range(40)] == context
+    assert store.list_messages(since=BASE_TS - BUNCHED.start * 37, limit=1000).messages[-1]["ts"] == (
+        BASE_TS - BUNCHED.start * 37
+    )  # since is inclusive (the server drops the bound of $gte on a descending index field)

@@ -1,0 +1,142 @@
+"""windows.py on its own: the windows tile the read exactly (same rows, order and page ends as
+the plain keyset query) whatever the mail looks like, and a page costs about a page."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+import pytest
+
+from aecs_mongo.windows import SAMPLE_ENOUGH, SAMPLE_FRACTIONS, Window, WindowedRead, key_between, walk
+
+NOW = 1_800_000_000
+
+
+def _key(n: int) -> str:
+    return hashlib.sha256(str(n).encode()).hexdigest()
+
+
+def _inside(row: tuple[int, str], w: Window) -> bool:
+    ts, key = row
+    if w.second is not None:
+        return ts == w.second and (w.key_lo is None or key >= w.key_lo) and (w.key_hi is None or key < w.key_hi)
+    bounds = w.conditions("ts", "key").get("ts", {})
+    return ts > bounds.get("$gt", ts - 1) and ts < bounds.get("$lt", ts + 1)
+
+
+def hinted(read: WindowedRead, rows: list[tuple[int, str]]) -> WindowedRead:
+    """``read`` with the sample the store takes: the messages whose key falls in the first
+    fraction of the key space, the fraction growing until the sample holds enough."""
+    for fraction in SAMPLE_FRACTIONS:
+        bound = key_between("", fraction) if fraction < 1 else "g"
+        sample = sorted(ts for ts, key in rows if key < bound)
+        if len(sample) >= SAMPLE_ENOUGH or fraction == 1:
+            break
+    return WindowedRead(read.descending, read.now, read.lo, read.hi, read.key_prefix, tuple(sample), fraction)
+
+
+def windowed(
+    rows: list[tuple[int, str]], read: WindowedRead, after: tuple[int, str] | None, need: int
+) -> tuple[list[tuple[int, str]], int, int]:
+    """What the store does with the windows: (page rows, rows the server read, queries)."""
+    order = sorted(rows, reverse=read.descending)
+    walker = walk(read, after, need)
+    out: list[tuple[int, str]] = []
+    read_rows = queries = 0
+    try:
+        window = next(walker)
+        while True:
+            matched = [r for r in order if _inside(r, window)]
+            read_rows += len(matched)
+            queries += 1
+            if not window.probe:
+                matched = matched[: need - len(out)]
+                out += matched
+                if len(out) >= need:
+                    break
+            window = walker.send(len(matched))
+    except StopIteration:
+        pass
+    return out, read_rows, queries
+
+
+def plain(
+    rows: list[tuple[int, str]], read: WindowedRead, after: tuple[int, str] | None, need: int
+) -> list[tuple[int, str]]:
+    order = sorted(rows, reverse=read.descending)
+    if read.lo is not None:
+        order = [r for r in order if r[0] >= read.lo]
+    if read.hi is not None:
+        order = [r for r in order if r[0] < read.hi]
+    if after is not None:
+        order = [r for r in order if (r < after if read.descending else r > after)]
+    return order[:need]
+
+
+def mailbox(rng: random.Random, kind: str, size: int) -> list[tuple[int, str]]:
+    if kind == "steady":
+        return [(NOW - 3600 - n * 37, _key(n)) for n in range(size)]
+    if kind == "bunched":  # a third is Date-less: ingested at 400 a second, sorted by processedAt
+        spread = [(NOW - 3600 - n * 37, _key(n)) for n in range(size - size // 3)]
+        return spread + [(NOW - 3600 - 37 * size // 3 + n // 400, _key(-n - 1)) for n in range(size // 3)]
+    if kind == "clump":  # everything within 90 seconds, 700 to a second
+        return [(NOW - 5000 + (n // 700) * 3, _key(n)) for n in range(size)]
+    if kind == "archive":  # old mail, a gap of years, a few recent ones, one from the future, one at 0
+        old = [(NOW - 8 * 365 * 86_400 + n * 600, _key(n)) for n in range(size)]
+        return [*old, (NOW - 100, _key(-1)), (NOW - 5000, _key(-2)), (NOW + 10 * 365 * 86_400, _key(-3)), (0, _key(-4))]
+    # random: clusters, gaps, duplicates of ts
+    out = []
+    for n in range(size):
+        base = rng.choice([NOW - 86_400 * rng.randint(0, 4000), NOW - rng.randint(0, 100), 0, -86_400 * 400])
+        out.append((base + rng.randint(0, 3) * rng.choice([0, 1, 60, 3600]), _key(n)))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["steady", "bunched", "clump", "archive", "random"])
+@pytest.mark.parametrize("descending", [True, False])
+def test_pages_equal_the_plain_query_across_every_window_edge(kind: str, descending: bool) -> None:
+    rng = random.Random(f"{kind}{descending}")
+    rows = mailbox(rng, kind, 1200)
+    for bounds in [(None, None), (NOW - 86_400 * 20, None), (None, NOW - 4000), (NOW - 6000, NOW - 3000)]:
+        read = WindowedRead(descending=descending, now=NOW, lo=bounds[0], hi=bounds[1])
+        if rng.random() < 0.5:
+            read = hinted(read, rows)
+        after = None
+        pages = 0
+        while True:
+            need = rng.choice([1, 7, 51, 200])
+            got, _, _ = windowed(rows, read, after, need)
+            assert got == plain(rows, read, after, need), (kind, bounds, after, need)
+            if len(got) < need:
+                break
+            after = got[-1]
+            pages += 1
+            if pages > 15:  # enough pages: jump somewhere else in the mailbox
+                after = rng.choice(rows)
+                pages = 0
+                if rng.random() < 0.2:
+                    break
+
+
+@pytest.mark.parametrize("kind", ["steady", "bunched", "archive", "old"])
+def test_a_page_costs_a_page(kind: str) -> None:
+    """Rows read (the sample's included) and queries for the first page and a page in the middle
+    stay about the same from 1,000 to 20,000 messages (the plain query reads them all): an active
+    mailbox, one with a third of it bunched at 400 a second, an archive years old with a few
+    recent messages, and a mailbox whose newest mail is months old."""
+    rng = random.Random(kind)
+    cost = {}
+    for size in (1000, 20_000):
+        rows = mailbox(rng, "steady" if kind == "old" else kind, size)
+        read = hinted(WindowedRead(descending=True, now=NOW + (150 * 86_400 if kind == "old" else 0)), rows)
+        first, read1, queries1 = windowed(rows, read, None, 51)
+        middle = sorted(rows, reverse=True)[size // 2]  # bunched: inside a second of 400
+        _, read2, queries2 = windowed(rows, read, middle, 51)
+        assert first == plain(rows, read, None, 51)
+        cost[size] = (read1 + len(read.hint), read2 + len(read.hint), queries1, queries2)
+    small, big = cost[1000], cost[20_000]
+    for i in range(2):
+        assert big[i] <= max(2 * small[i], 300), (kind, cost)
+    for i in (2, 3):
+        assert big[i] <= small[i] + 10, (kind, cost)
