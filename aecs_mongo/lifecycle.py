@@ -1,0 +1,294 @@
+"""A mailbox's life after delivery, as data: what ``delete``, ``expire`` and ``erase_mailbox`` remove.
+
+Pure: no I/O. ``aio_lifecycle.py`` (and its generated twin ``lifecycle_sync.py``) run these
+plans against the server; the store's three deleting methods all go through them, so every tier
+is handled in one place.
+
+:data:`DATA_COLLECTIONS` is the one registry of what the store writes as data, with how a
+mailbox's documents are selected there by an index (the ``_id`` of every per-mailbox document
+starts with ``<mailboxId>:``; GridFS keys start with the mailbox's blob root
+``aecs/<sha256(mailboxId)>/``). A new collection of mailbox data goes here, or the erase test
+(which scans every collection of the database) fails.
+
+Order, so that an interruption (SIGKILL) at any moment is finished by running the same call again:
+
+- ``delete`` and ``expire``, per batch of messages: the thread summaries first (recomputed from
+  the members that stay), then the message's other tiers, the ``messages`` document last. A
+  killed run leaves messages that are still selected by the next run, which redoes the batch.
+- ``erase_mailbox``: every collection swept in registry order (``messages`` first, so readers
+  stop seeing the mail at once; blobs last); a sweep selects by mailbox, not by message, so a
+  re-run also removes what an interrupted run left behind.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .documents import variant_blob_key
+from .feed import CHECKPOINTS_COLLECTION
+from .indexes import VECTORS_COLLECTION
+from .keys import blob_prefix
+
+__all__ = [
+    "DATA_COLLECTIONS",
+    "DEFAULT_BATCH",
+    "MAX_ERASE_PASSES",
+    "MESSAGE_FIELDS",
+    "DataCollection",
+    "EraseReport",
+    "ExpireReport",
+    "ExportedCopy",
+    "batches",
+    "blob_keys",
+    "check_batch_size",
+    "check_before",
+    "expire_filter",
+    "export_filter",
+    "mailbox_blob_root",
+    "summary_writes",
+    "sweep_selector",
+    "ts_bound",
+]
+
+#: Documents per statement: what one ``find`` batch returns and one ``delete`` names.
+DEFAULT_BATCH = 1000
+#: An erase repeats its sweeps while a pass ends with messages in the mailbox (a writer kept storing).
+MAX_ERASE_PASSES = 3
+#: The fields of a ``messages`` document the deletion core needs.
+MESSAGE_FIELDS: dict[str, int] = {
+    "_id": 1,
+    "messageKey": 1,
+    "threadKey": 1,
+    "blobPrefix": 1,
+    "blobs": 1,
+    "variantHashes": 1,
+}
+
+Scope = Literal["message", "mailbox", "blob"]
+Select = Literal["mailboxId", "id_range", "blob_files", "blob_chunks"]
+
+
+@dataclass(frozen=True)
+class DataCollection:
+    """One collection the store writes mailbox data to.
+
+    ``scope``: ``message`` (one document per message, removed with it: ``by`` names how, ``_id``
+    equal to the message's or ``messageKey`` beside ``mailboxId``), ``mailbox`` (documents of the
+    mailbox as a whole: removed by the erase; threads are recomputed by delete and expire) or
+    ``blob`` (GridFS, under the message's blob prefix). ``select`` is how the erase finds the
+    mailbox's documents, and ``hint`` the index that answers it.
+    """
+
+    name: str
+    scope: Scope
+    select: Select
+    hint: str | list[tuple[str, int]] | None = None
+    by: Literal["_id", "messageKey", "blob"] = "_id"
+
+    def for_bucket(self, bucket_name: str) -> DataCollection:
+        return DataCollection(self.name.format(bucket=bucket_name), self.scope, self.select, self.hint, self.by)
+
+
+_ID_INDEX = [("_id", 1)]
+
+#: Every collection of mailbox data, in erase order: the primary records first, blobs last.
+DATA_COLLECTIONS: tuple[DataCollection, ...] = (
+    DataCollection("messages", "message", "mailboxId", "aecs_messages_inbox"),
+    DataCollection("threads", "mailbox", "mailboxId", "aecs_threads_recent"),
+    # the test server plans an ``_id`` range as a collection scan unless hinted to the _id index
+    DataCollection("bodies", "message", "id_range", _ID_INDEX),
+    DataCollection("uidls", "message", "mailboxId", "aecs_uidls_mailbox", by="messageKey"),
+    DataCollection(VECTORS_COLLECTION, "message", "id_range", _ID_INDEX),
+    DataCollection(CHECKPOINTS_COLLECTION, "mailbox", "id_range", _ID_INDEX),
+    # written by the IMAP import (issue 23): one per message, and per-folder state of the mailbox;
+    # their indexes lead with mailboxId, as every index of the store does
+    DataCollection("imap_sources", "message", "mailboxId", by="messageKey"),
+    DataCollection("imap_folders", "mailbox", "mailboxId"),
+    DataCollection("{bucket}.files", "blob", "blob_files", "filename_1_uploadDate_1", by="blob"),
+    DataCollection("{bucket}.chunks", "blob", "blob_chunks", "files_id_1_n_1", by="blob"),
+)
+
+
+def mailbox_blob_root(mailbox_id: str) -> str:
+    """``aecs/<sha256(mailboxId)>/``: every blob key of the mailbox starts with it."""
+    return blob_prefix(mailbox_id, "")[:-1]
+
+
+def _key_range(prefix: str) -> dict[str, str]:
+    return {"$gte": prefix, "$lt": prefix[:-1] + chr(ord(prefix[-1]) + 1)}
+
+
+def sweep_selector(collection: DataCollection, mailbox_id: str) -> dict[str, Any]:
+    """The filter that selects every document of the mailbox in ``collection``, on an index.
+
+    ``files`` by ``filename`` (which is the key; the test server plans an ``_id`` range as a
+    collection scan), ``chunks`` by ``files_id``: both a key range under the mailbox's blob root.
+    """
+    if collection.select == "mailboxId":
+        return {"mailboxId": mailbox_id}
+    if collection.select == "id_range":
+        return {"_id": _key_range(mailbox_id + ":")}
+    if collection.select == "blob_files":
+        return {"filename": _key_range(mailbox_blob_root(mailbox_id))}
+    return {"files_id": _key_range(mailbox_blob_root(mailbox_id))}
+
+
+def blob_keys(message: Mapping[str, Any]) -> list[str]:
+    """Every blob key a ``messages`` document names: its blobs (raw.eml, body.html, att/N,
+    body.json) and the variants kept beside it."""
+    prefix = message["blobPrefix"]
+    keys = [prefix + name for name in message.get("blobs") or ()]
+    keys += [variant_blob_key(prefix, sha) for sha in message.get("variantHashes") or ()]
+    return keys
+
+
+def check_batch_size(batch_size: object) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise TypeError(f"batch_size must be an int, not {type(batch_size).__name__}")
+    if not 1 <= batch_size <= 10_000:
+        raise ValueError("batch_size must be between 1 and 10000")
+    return batch_size
+
+
+def check_before(before: object, name: str = "before") -> _dt.datetime:
+    """An aware datetime; a naive one is a ``TypeError`` (its time zone would be a guess)."""
+    if not isinstance(before, _dt.datetime):
+        raise TypeError(f"{name} must be a datetime, not {type(before).__name__}")
+    if before.tzinfo is None or before.tzinfo.utcoffset(before) is None:
+        raise TypeError(f"{name} must be an aware datetime (with a time zone), not a naive one")
+    return before
+
+
+def ts_bound(moment: _dt.datetime) -> int:
+    """The first whole second at or after ``moment``: ``ts < ts_bound(m)`` is "earlier than m"
+    for the integer sort key ``ts``."""
+    return math.ceil(moment.timestamp())
+
+
+def expire_filter(mailbox_id: str, before: _dt.datetime) -> dict[str, Any]:
+    """The messages ``expire(before)`` removes: sort key ``ts`` earlier than ``before`` (inbox index)."""
+    return {"mailboxId": mailbox_id, "ts": {"$lt": ts_bound(check_before(before))}}
+
+
+def export_filter(mailbox_id: str, since: _dt.datetime | None, until: _dt.datetime | None) -> dict[str, Any]:
+    """The messages an export reads: ``since <= ts < until`` (either open), on the inbox index."""
+    selector: dict[str, Any] = {"mailboxId": mailbox_id}
+    bounds: dict[str, int] = {}
+    if since is not None:
+        bounds["$gte"] = ts_bound(check_before(since, "since"))
+    if until is not None:
+        bounds["$lt"] = ts_bound(check_before(until, "until"))
+    if bounds:
+        selector["ts"] = bounds
+    return selector
+
+
+def batches(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+@dataclass
+class EraseReport:
+    """What ``erase_mailbox`` removed: documents per collection (GridFS ``files`` are the blobs).
+
+    ``passes``: sweeps of every collection; more than one when mail was committed during the
+    erase. ``remaining``: messages still in the mailbox after the last pass (a writer that kept
+    storing; 0 otherwise).
+    """
+
+    mailbox_id: str
+    removed: dict[str, int] = field(default_factory=dict)
+    passes: int = 0
+    remaining: int = 0
+    seconds: float = 0.0
+
+    @property
+    def messages(self) -> int:
+        return self.removed.get("messages", 0)
+
+    @property
+    def blobs(self) -> int:
+        return sum(n for name, n in self.removed.items() if name.endswith(".files"))
+
+    @property
+    def total(self) -> int:
+        return sum(self.removed.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mailboxId": self.mailbox_id,
+            "removed": dict(self.removed),
+            "messages": self.messages,
+            "blobs": self.blobs,
+            "total": self.total,
+            "passes": self.passes,
+            "remaining": self.remaining,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class ExpireReport:
+    """What ``expire(before)`` removed (or, with ``dry_run``, would remove): documents per
+    collection, and thread summaries recomputed (``threadsUpdated``) or removed as empty."""
+
+    mailbox_id: str
+    before: _dt.datetime
+    dry_run: bool = False
+    removed: dict[str, int] = field(default_factory=dict)
+    threads_updated: int = 0
+    threads_removed: int = 0
+    seconds: float = 0.0
+
+    @property
+    def messages(self) -> int:
+        return self.removed.get("messages", 0)
+
+    @property
+    def blobs(self) -> int:
+        return sum(n for name, n in self.removed.items() if name.endswith(".files"))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mailboxId": self.mailbox_id,
+            "before": self.before,
+            "dryRun": self.dry_run,
+            "messages": self.messages,
+            "blobs": self.blobs,
+            "removed": dict(self.removed),
+            "threadsUpdated": self.threads_updated,
+            "threadsRemoved": self.threads_removed,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass(frozen=True)
+class ExportedCopy:
+    """One raw copy of a stored message, as an export writes it: ``copy`` 0 is the first copy
+    (``get_raw``), 1... the variants in the order they came. ``ts`` is the sort key (epoch s)."""
+
+    message_id: str
+    data: bytes
+    ts: int
+    copy: int = 0
+    sender: str | None = None
+
+
+def summary_writes(
+    mailbox_id: str, thread_keys: Sequence[str], summaries: Mapping[str, Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The thread summaries to replace and the thread keys left empty (to remove)."""
+    kept = [dict(summaries[t]) for t in thread_keys if t in summaries]
+    empty = [t for t in thread_keys if t not in summaries]
+    return kept, empty
