@@ -21,11 +21,13 @@ from .errors import (
     UnsafeFieldNameError,
 )
 from .indexes import IndexReport
+from .lifecycle import EraseReport, ExpireReport, ExportedCopy
 
 # the function shadows the subpackage's name here, on purpose (the public API is the function);
 # import the subpackage's other names with ``from aecs_mongo.normalize import ...``
 from .normalize import ParsedEmail, normalize, parse_email
 from .results import MessagePage, SearchResults, StoreResult, ThreadPage
+from .sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
 from .sources import IngestReport, Origin, RawMessage, Skipped, read_messages
 from .store import MessageStore
 from .types import (
@@ -54,14 +56,21 @@ __all__ = [
     "ContextEntry",
     "DispatchError",
     "DocumentTooLargeError",
+    "EmlDirWriter",
+    "EraseReport",
+    "ExpireReport",
+    "ExportedCopy",
     "IndexReport",
     "IngestReport",
     "InputTooLargeError",
     "InvalidCursorError",
     "InvalidEmailError",
+    "MailWriter",
     "MailboxAuthError",
     "MailboxConnectionError",
     "MailboxError",
+    "MaildirWriter",
+    "MboxWriter",
     "MessagePage",
     "MessageStore",
     "MessageSummary",
@@ -84,6 +93,7 @@ __all__ = [
     "UnsafeFieldNameError",
     "__version__",
     "normalize",
+    "open_writer",
     "parse_email",
     "read_messages",
 ]
