@@ -35,6 +35,7 @@ const AECS_INDEXES = [
   {"collection": "uidls", "name": "aecs_uidls_message", "keys": [["mailboxId", 1], ["messageKey", 1]], "options": {}},
   {"bucketSuffix": "files", "name": "filename_1_uploadDate_1", "keys": [["filename", 1], ["uploadDate", 1]], "options": {}},
   {"bucketSuffix": "chunks", "name": "files_id_1_n_1", "keys": [["files_id", 1], ["n", 1]], "options": {"unique": true}},
+  {"bucketSuffix": "files", "name": "aecs_files_message", "keys": [["metadata.mailboxId", 1], ["metadata.messageKey", 1]], "options": {}},
 ];
 const AECS_ATLAS_INDEXES = [
   {"collection": "bodies", "model": {"name": "aecs_bodies_atlas", "definition": {"mappings": {"dynamic": false, "fields": {"subject": {"type": "string", "analyzer": "lucene.standard"}, "clean": {"type": "string", "analyzer": "lucene.standard"}, "mailboxId": {"type": "token"}}}}}},

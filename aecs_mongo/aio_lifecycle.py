@@ -114,10 +114,14 @@ class AsyncDeleter:
             for message in messages:
                 await self.remove_blob_prefix(message["blobPrefix"])
             return
-        keys = [key for m in messages for key in lifecycle.blob_keys(m)]
+        # the keys the documents name, and every blob uploaded for these messages (a copy stored
+        # twice can leave blobs its first copy does not name), by the files' metadata index
+        keys = {key for m in messages for key in lifecycle.blob_keys(m)}
+        selector = lifecycle.blob_metadata_filter(self.mailbox_id, [m["messageKey"] for m in messages])
+        keys.update([f["_id"] async for f in self.db[files].find(selector, {"_id": 1}).hint("aecs_files_message")])
         if keys:
-            await self._remove(files, {"_id": {"$in": keys}})
-            await self._remove(chunks, {"files_id": {"$in": keys}})
+            await self._remove(files, {"_id": {"$in": sorted(keys)}})
+            await self._remove(chunks, {"files_id": {"$in": sorted(keys)}})
 
     async def remove_blob_prefix(self, prefix: str) -> None:
         """Every blob under one message's prefix, leftovers of interrupted uploads included (by

@@ -44,6 +44,7 @@ __all__ = [
     "ExportedCopy",
     "batches",
     "blob_keys",
+    "blob_metadata_filter",
     "check_batch_size",
     "check_before",
     "expire_filter",
@@ -144,6 +145,12 @@ def blob_keys(message: Mapping[str, Any]) -> list[str]:
     keys = [prefix + name for name in message.get("blobs") or ()]
     keys += [variant_blob_key(prefix, sha) for sha in message.get("variantHashes") or ()]
     return keys
+
+
+def blob_metadata_filter(mailbox_id: str, message_keys: list[str]) -> dict[str, Any]:
+    """The GridFS ``files`` of given messages, by the metadata each upload carries (index
+    ``aecs_files_message``)."""
+    return {"metadata.mailboxId": mailbox_id, "metadata.messageKey": {"$in": message_keys}}
 
 
 def check_batch_size(batch_size: object) -> int:
