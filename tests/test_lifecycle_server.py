@@ -252,3 +252,48 @@ def test_erase_killed_midway_then_rerun_completes(servers: Any, backend: str, db
     assert snapshot(db, "kept") == kept
     assert MessageStore(db, mailbox_id="victim").erase_mailbox().total == 0
     print(f"\n{backend}: {kills} erases killed mid-way, the re-run removed the last {remaining} documents")
+
+
+def text(uri: str, db: Any, *argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["--uri", uri, "--db", db.name, *argv])
+    return code, out.getvalue()
+
+
+@pytest.mark.one_server
+def test_cli_export_expire_erase(servers: Any, backend: str, db: Any, tmp_path: Path) -> None:
+    uri = servers.uri(backend)
+    count = len(list(SAMPLES.glob("*.eml")))
+    cli(uri, db, "ingest", str(SAMPLES))
+    code, out = text(uri, db, "export", "--format", "eml", str(tmp_path / "all"))
+    assert code == 0 and out.startswith(f"exported {count} messages ({count} copies, ")
+    assert len(list((tmp_path / "all").glob("*.eml"))) == count
+    code, window = cli(
+        uri,
+        db,
+        "export",
+        "--format",
+        "mbox",
+        "--since",
+        "2026-11-03",
+        "--until",
+        "2026-11-05",
+        str(tmp_path / "w.mbox"),
+    )
+    assert code == 0 and window["messages"] == 2 and window["copies"] == 2 and (tmp_path / "w.mbox").is_file()
+    assert text(uri, db, "export", "--format", "mbox", str(tmp_path / "w.mbox")) == (1, "")  # never overwrites
+    code, dry = cli(uri, db, "expire", "--before", "2026-11-04", "--dry-run")
+    assert code == 0 and dry["dryRun"] and dry["messages"] == 4
+    assert cli(uri, db, "inbox", "--limit", "100")[1]["messages"].__len__() == count
+    code, out = text(uri, db, "expire", "--before", "2026-11-04T00:00:00+00:00")
+    assert code == 0 and out.startswith("removed 4 messages older than 2026-11-04T00:00:00Z")
+    code, old = cli(uri, db, "expire", "--older-than", "36500d")
+    assert code == 0 and old["messages"] == 0 and not old["dryRun"]
+    assert main(["--uri", uri, "--db", db.name, "expire", "--older-than", "soon"]) == 2
+    assert main(["--uri", uri, "--db", db.name, "erase"]) == 2  # --yes is required
+    code, erased = cli(uri, db, "erase", "--yes")
+    assert code == 0 and erased["messages"] == count - 4 and erased["remaining"] == 0
+    assert traces(db, "default") == {}
+    code, out = text(uri, db, "erase", "--yes")
+    assert code == 0 and out.startswith("erased mailbox 'default': 0 messages, 0 blobs")
