@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from .documents import variant_blob_key
 from .feed import CHECKPOINTS_COLLECTION
@@ -36,6 +36,9 @@ from .keys import blob_prefix
 __all__ = [
     "DATA_COLLECTIONS",
     "DEFAULT_BATCH",
+    "EXPORT_PAGE",
+    "EXPORT_PAGE_BYTES",
+    "IN_LIMIT",
     "MAX_ERASE_PASSES",
     "MESSAGE_FIELDS",
     "DataCollection",
@@ -45,11 +48,14 @@ __all__ = [
     "batches",
     "blob_keys",
     "blob_metadata_filter",
+    "byte_pages",
     "check_batch_size",
     "check_before",
     "expire_filter",
     "export_filter",
     "mailbox_blob_root",
+    "raw_copy_keys",
+    "split_in",
     "summary_writes",
     "sweep_selector",
     "ts_bound",
@@ -59,6 +65,12 @@ __all__ = [
 DEFAULT_BATCH = 1000
 #: An erase repeats its sweeps while a pass ends with messages in the mailbox (a writer kept storing).
 MAX_ERASE_PASSES = 3
+#: The most values one ``$in`` names: the test server's cost per value grows with the list
+#: (measured: 0.3 ms per id at 100, 1.6-2.4 ms at 500-1000), so longer lists are split.
+IN_LIMIT = 100
+#: Export: messages per page, and the most blob bytes read in one statement (a larger message alone).
+EXPORT_PAGE = 100
+EXPORT_PAGE_BYTES = 16 * 1024 * 1024
 #: The fields of a ``messages`` document the deletion core needs.
 MESSAGE_FIELDS: dict[str, int] = {
     "_id": 1,
@@ -69,6 +81,7 @@ MESSAGE_FIELDS: dict[str, int] = {
     "variantHashes": 1,
 }
 
+T = TypeVar("T")
 Scope = Literal["message", "mailbox", "blob"]
 Select = Literal["mailboxId", "id_range", "blob_files", "blob_chunks"]
 
@@ -81,7 +94,9 @@ class DataCollection:
     equal to the message's or ``messageKey`` beside ``mailboxId``), ``mailbox`` (documents of the
     mailbox as a whole: removed by the erase; threads are recomputed by delete and expire) or
     ``blob`` (GridFS, under the message's blob prefix). ``select`` is how the erase finds the
-    mailbox's documents, and ``hint`` the index that answers it.
+    mailbox's documents, and ``hint`` the index that answers it. ``range_key``: the erase deletes
+    each batch as a key range of that field (GridFS keys of one mailbox are contiguous), which
+    the test server runs about ten times faster than the same documents named by ``$in``.
     """
 
     name: str
@@ -89,9 +104,11 @@ class DataCollection:
     select: Select
     hint: str | list[tuple[str, int]] | None = None
     by: Literal["_id", "messageKey", "blob"] = "_id"
+    range_key: str | None = None
 
     def for_bucket(self, bucket_name: str) -> DataCollection:
-        return DataCollection(self.name.format(bucket=bucket_name), self.scope, self.select, self.hint, self.by)
+        name = self.name.format(bucket=bucket_name)
+        return DataCollection(name, self.scope, self.select, self.hint, self.by, self.range_key)
 
 
 _ID_INDEX = [("_id", 1)]
@@ -109,8 +126,8 @@ DATA_COLLECTIONS: tuple[DataCollection, ...] = (
     # their indexes lead with mailboxId, as every index of the store does
     DataCollection("imap_sources", "message", "mailboxId", by="messageKey"),
     DataCollection("imap_folders", "mailbox", "mailboxId"),
-    DataCollection("{bucket}.files", "blob", "blob_files", "filename_1_uploadDate_1", by="blob"),
-    DataCollection("{bucket}.chunks", "blob", "blob_chunks", "files_id_1_n_1", by="blob"),
+    DataCollection("{bucket}.files", "blob", "blob_files", "filename_1_uploadDate_1", by="blob", range_key="filename"),
+    DataCollection("{bucket}.chunks", "blob", "blob_chunks", "files_id_1_n_1", by="blob", range_key="files_id"),
 )
 
 
@@ -151,6 +168,39 @@ def blob_metadata_filter(mailbox_id: str, message_keys: list[str]) -> dict[str, 
     """The GridFS ``files`` of given messages, by the metadata each upload carries (index
     ``aecs_files_message``)."""
     return {"metadata.mailboxId": mailbox_id, "metadata.messageKey": {"$in": message_keys}}
+
+
+def raw_copy_keys(message: Mapping[str, Any], variants: bool) -> list[tuple[int, str]]:
+    """``(copy number, blob key)`` of a message's raw copies: 0 the first (``raw.eml``, when
+    stored), then with ``variants`` each other copy in the order it came (``get_raw_variants``)."""
+    prefix = message["blobPrefix"]
+    keys = [(0, prefix + "raw.eml")] if "raw.eml" in (message.get("blobs") or ()) else []
+    if variants:
+        keys += [(n, variant_blob_key(prefix, sha)) for n, sha in enumerate(message.get("variantHashes") or (), 1)]
+    return keys
+
+
+def byte_pages(items: Sequence[T], size: Callable[[T], int], limit: int = EXPORT_PAGE_BYTES) -> list[list[T]]:
+    """``items`` cut in consecutive groups of at most ``limit`` bytes (an item larger alone)."""
+    groups: list[list[T]] = []
+    total = 0
+    for item in items:
+        n = size(item)
+        if not groups or total + n > limit:
+            groups.append([])
+            total = 0
+        groups[-1].append(item)
+        total += n
+    return groups
+
+
+def split_in(selector: Mapping[str, Any], limit: int = IN_LIMIT) -> list[dict[str, Any]]:
+    """``selector`` as several, each naming at most ``limit`` values of its (one) ``$in``."""
+    for name, value in selector.items():
+        if isinstance(value, Mapping) and isinstance(value.get("$in"), list) and len(value["$in"]) > limit:
+            values = value["$in"]
+            return [{**selector, name: {**value, "$in": values[i : i + limit]}} for i in range(0, len(values), limit)]
+    return [dict(selector)]
 
 
 def check_batch_size(batch_size: object) -> int:

@@ -13,7 +13,7 @@ from time import monotonic
 from typing import Any, Protocol
 
 from . import blobs, lifecycle
-from .documents import fold_thread_summary, variant_blob_key
+from .documents import fold_thread_summary
 from .keys import blob_prefix, doc_id
 from .lifecycle import DataCollection, EraseReport, ExpireReport, ExportedCopy
 
@@ -63,11 +63,14 @@ class Deleter:
         self._recomputed: set[str] = set()
 
     def _remove(self, name: str, selector: Mapping[str, Any]) -> int:
+        """Delete (or, in a dry run, count) what ``selector`` matches; a long ``$in`` in parts."""
         collection = self.db[name]
-        if self.dry_run:
-            count = int(collection.count_documents(selector))
-        else:
-            count = int((collection.delete_many(selector)).deleted_count)
+        count = 0
+        for part in lifecycle.split_in(selector):
+            if self.dry_run:
+                count += int(collection.count_documents(part))
+            else:
+                count += int((collection.delete_many(part)).deleted_count)
         self.removed[name] = self.removed.get(name, 0) + count
         return count
 
@@ -116,7 +119,9 @@ class Deleter:
         # twice can leave blobs its first copy does not name), by the files' metadata index
         keys = {key for m in messages for key in lifecycle.blob_keys(m)}
         selector = lifecycle.blob_metadata_filter(self.mailbox_id, [m["messageKey"] for m in messages])
-        keys.update([f["_id"] for f in self.db[files].find(selector, {"_id": 1}).hint("aecs_files_message")])
+        for part in lifecycle.split_in(selector):
+            # unhinted: the only index on these fields (the test server walks a whole index when hinted)
+            keys.update([f["_id"] for f in self.db[files].find(part, {"_id": 1})])
         if keys:
             self._remove(files, {"_id": {"$in": sorted(keys)}})
             self._remove(chunks, {"files_id": {"$in": sorted(keys)}})
@@ -142,14 +147,15 @@ class Deleter:
         if not todo:
             return
         self._recomputed.update(todo)
-        selector: dict[str, Any] = {"mailboxId": self.mailbox_id, "threadKey": {"$in": todo}}
-        if keep_from_ts is not None:
-            selector["ts"] = {"$gte": keep_from_ts}
-        else:
-            selector["_id"] = {"$nin": leaving}
+        # the members that stay are picked here, not in the filter: with a ts range or an _id
+        # $nin beside the $in the test server plans a collection scan
+        gone = set(leaving)
         summaries: dict[str, dict[str, Any]] = {}
-        for member in self.db["messages"].find(selector, _SUMMARY_FIELDS).hint("aecs_messages_thread"):
-            summaries[member["threadKey"]] = fold_thread_summary(summaries.get(member["threadKey"]), member)
+        for part in lifecycle.split_in({"mailboxId": self.mailbox_id, "threadKey": {"$in": todo}}):
+            for member in self.db["messages"].find(part, _SUMMARY_FIELDS):  # on aecs_messages_thread
+                stays = member["ts"] >= keep_from_ts if keep_from_ts is not None else member["_id"] not in gone
+                if stays:
+                    summaries[member["threadKey"]] = fold_thread_summary(summaries.get(member["threadKey"]), member)
         kept, empty = lifecycle.summary_writes(self.mailbox_id, todo, summaries)
         self.threads_updated += len(kept)
         if self.dry_run:
@@ -157,30 +163,38 @@ class Deleter:
             return
         threads = self.db["threads"]
         self.store._write_each(threads, [(self.store._upsert_key(t["_id"]), t) for t in kept], replace=True)
-        if empty:
-            gone = threads.delete_many(self.store._by_ids([doc_id(self.mailbox_id, t) for t in empty]))
-            self.threads_removed += int(gone.deleted_count)
+        for part in lifecycle.split_in(self.store._by_ids([doc_id(self.mailbox_id, t) for t in empty])):
+            self.threads_removed += int((threads.delete_many(part)).deleted_count)
 
     # --- the erase -----------------------------------------------------------------------------
 
     def sweep(self, collection: DataCollection, batch_size: int) -> int:
         """Remove every document of the mailbox in ``collection``: one cursor on the index that
-        selects them (``batch_size`` a round trip) and one ``_id $in`` delete per batch."""
-        found = self.db[collection.name].find(lifecycle.sweep_selector(collection, self.mailbox_id), {"_id": 1})
+        selects them (``batch_size`` a round trip) and one delete per batch, of the ``_id`` values
+        read or, for GridFS, of the key range from the batch's first key to its last."""
+        key = collection.range_key
+        selector = lifecycle.sweep_selector(collection, self.mailbox_id)
+        found = self.db[collection.name].find(selector, {"_id": 1} if key is None else {key: 1})
         if collection.hint is not None:
             found = found.hint(collection.hint)
-        found = found.batch_size(batch_size)
+        if key is not None:
+            found = found.sort(key, 1)
         removed = 0
         batch: list[Any] = []
-        for doc in found:
-            batch.append(doc["_id"])
+        for doc in found.batch_size(batch_size):
+            batch.append(doc["_id" if key is None else key])
             if len(batch) == batch_size:
-                removed += self._remove(collection.name, self._by_ids(collection, batch))
+                removed += self._remove(collection.name, self._sweep_filter(collection, batch))
                 batch = []
         if batch:
-            removed += self._remove(collection.name, self._by_ids(collection, batch))
+            removed += self._remove(collection.name, self._sweep_filter(collection, batch))
         self.removed.setdefault(collection.name, 0)
         return removed
+
+    def _sweep_filter(self, collection: DataCollection, batch: list[Any]) -> dict[str, Any]:
+        if collection.range_key is None:
+            return self._by_ids(collection, batch)
+        return {collection.range_key: {"$gte": batch[0], "$lte": batch[-1]}}
 
 
 def expire(store: StoreLike, before: Any, *, dry_run: bool = False, batch_size: int = 1000) -> ExpireReport:
@@ -240,23 +254,55 @@ def export_copies(
     on_missing: Callable[[str], None] | None = None,
 ) -> Iterator[ExportedCopy]:
     """Every stored raw copy, oldest first (``ts``, then message key): the first copy of each
-    message, and with ``variants`` the other copies after it. One message in memory at a time.
-    A message without raw bytes (stored from a NormalizedEmail without ``rawFull``) is passed to
-    ``on_missing`` (its message id) instead."""
+    message, and with ``variants`` the other copies after it. A message without raw bytes
+    (stored from a NormalizedEmail without ``rawFull``) is passed to ``on_missing`` (its message
+    id) instead.
+
+    Blobs are read a page at a time (``lifecycle.EXPORT_PAGE`` messages, one ``files`` and one
+    ``chunks`` statement for up to ``lifecycle.EXPORT_PAGE_BYTES`` of them), so memory is bounded
+    by that page or the largest message, never by the mailbox.
+    """
     selector = lifecycle.export_filter(store.mailbox_id, since, until)
     found = store.db["messages"].find(selector, _EXPORT_FIELDS).sort([("ts", 1), ("messageKey", 1)])
-    for message in found.hint("aecs_messages_inbox").batch_size(100):
-        prefix = message["blobPrefix"]
-        sender = (message.get("from") or {}).get("email")
-        first = store._get_blob(prefix + "raw.eml") if "raw.eml" in (message.get("blobs") or ()) else None
-        if first is None:
-            if on_missing is not None:
+    page: list[Mapping[str, Any]] = []
+    for message in found.hint("aecs_messages_inbox").batch_size(lifecycle.EXPORT_PAGE):
+        page.append(message)
+        if len(page) == lifecycle.EXPORT_PAGE:
+            for copy in _export_page(store, page, variants, on_missing):
+                yield copy
+            page = []
+    for copy in _export_page(store, page, variants, on_missing):
+        yield copy
+
+
+def _export_page(
+    store: StoreLike,
+    page: Sequence[Mapping[str, Any]],
+    variants: bool,
+    on_missing: Callable[[str], None] | None,
+) -> Iterator[ExportedCopy]:
+    wanted = [(m, number, key) for m in page for number, key in lifecycle.raw_copy_keys(m, variants)]
+    files = store.db[f"{store.bucket_name}.files"]
+    found = files.find({"_id": {"$in": [key for _, _, key in wanted]}}, {"length": 1, "chunkSize": 1})
+    stored = {f["_id"]: f for f in found}
+    if on_missing is not None:
+        for message in page:
+            if not any(key in stored for number, key in lifecycle.raw_copy_keys(message, False) if number == 0):
                 on_missing(message["messageId"])
-        else:
-            yield ExportedCopy(message["messageId"], first, int(message["ts"]), 0, sender)
-        if not variants:
-            continue
-        for number, sha in enumerate(message.get("variantHashes") or (), start=1):
-            data = store._get_blob(variant_blob_key(prefix, sha))
-            if data is not None:
-                yield ExportedCopy(message["messageId"], data, int(message["ts"]), number, sender)
+    present = [item for item in wanted if item[2] in stored]
+    for group in lifecycle.byte_pages(present, lambda item: int(stored[item[2]]["length"])):
+        data = _read_blobs(store, [stored[key] for _, _, key in group])
+        for message, number, key in group:
+            sender = (message.get("from") or {}).get("email")
+            yield ExportedCopy(message["messageId"], data[key], int(message["ts"]), number, sender)
+
+
+def _read_blobs(store: StoreLike, file_docs: Sequence[Mapping[str, Any]]) -> dict[str, bytes]:
+    """The bytes of several blobs in one ``chunks`` statement (on ``files_id_1_n_1``)."""
+    chunks: dict[str, list[Mapping[str, Any]]] = {f["_id"]: [] for f in file_docs}
+    found = store.db[f"{store.bucket_name}.chunks"].find(
+        {"files_id": {"$in": list(chunks)}}, {"files_id": 1, "n": 1, "data": 1}
+    )
+    for chunk in found:
+        chunks[chunk["files_id"]].append(chunk)
+    return {f["_id"]: blobs.assemble(f, sorted(chunks[f["_id"]], key=lambda c: c["n"])) for f in file_docs}

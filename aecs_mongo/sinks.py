@@ -110,6 +110,8 @@ class MboxWriter(MailWriter):
 
     def close(self) -> None:
         if not self._file.closed:
+            self._file.flush()
+            os.fsync(self._file.fileno())
             self._file.close()
 
 
@@ -118,11 +120,16 @@ def _host_name() -> str:
 
 
 class MaildirWriter(MailWriter):
-    """Deliver into a Maildir (created if absent): ``tmp/`` then an atomic rename into ``cur/``."""
+    """Deliver into a Maildir (created if absent): ``tmp/`` then an atomic rename into ``cur/``.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    ``fsync`` (the default, as Maildir delivery asks) makes each file durable before its rename;
+    it costs about a millisecond per message on an SSD.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
         super().__init__()
         self.path = Path(path)
+        self.fsync = fsync
         for sub in ("tmp", "new", "cur"):
             (self.path / sub).mkdir(parents=True, exist_ok=True)
         # one time and one random part per writer: names sort in write order within a run
@@ -134,8 +141,9 @@ class MaildirWriter(MailWriter):
         temporary = self.path / "tmp" / name
         with open(temporary, "xb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if self.fsync:
+                f.flush()
+                os.fsync(f.fileno())
         final = self.path / "cur" / f"{name}:2,"
         os.rename(temporary, final)
         return str(final)
