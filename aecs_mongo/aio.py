@@ -842,18 +842,28 @@ class AsyncMessageStore:
         await deleter.delete_batch([message], by_prefix=True)
         return True
 
-    async def expire(self, before: _dt.datetime, *, dry_run: bool = False, batch_size: int = 1000) -> ExpireReport:
+    async def expire(
+        self,
+        before: _dt.datetime,
+        *,
+        dry_run: bool = False,
+        batch_size: int = 1000,
+        on_progress: Callable[[Mapping[str, int]], None] | None = None,
+    ) -> ExpireReport:
         """Retention: remove every message whose sort key ``ts`` is earlier than ``before`` (an
         aware datetime) from every tier; each affected thread summary is recomputed once, and a
         thread left empty is removed. Batched and resumable (run it again after a crash).
-        ``dry_run``: count what would go, change nothing."""
-        return await aio_lifecycle.expire(self, before, dry_run=dry_run, batch_size=batch_size)
+        ``dry_run``: count what would go, change nothing. ``on_progress(removed)`` after each
+        statement: documents removed so far per collection."""
+        return await aio_lifecycle.expire(self, before, dry_run=dry_run, batch_size=batch_size, on_progress=on_progress)
 
-    async def erase_mailbox(self, *, batch_size: int = 1000) -> EraseReport:
+    async def erase_mailbox(
+        self, *, batch_size: int = 1000, on_progress: Callable[[Mapping[str, int]], None] | None = None
+    ) -> EraseReport:
         """Remove every document of the mailbox from every collection the store writes, and every
         GridFS file and chunk under its blob prefix (README, "Export, retention and erasure").
         Batched, idempotent and resumable; other mailboxes are untouched."""
-        return await aio_lifecycle.erase_mailbox(self, batch_size=batch_size)
+        return await aio_lifecycle.erase_mailbox(self, batch_size=batch_size, on_progress=on_progress)
 
     def export_raw(
         self,

@@ -641,11 +641,35 @@ def _configure_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")
 
 
+def _removal_progress(verb: str) -> tuple[Callable[[Any], None], Callable[[], None]]:
+    """A progress line on a terminal (documents removed so far) and how to clear it."""
+    if not _err().isatty():
+        return (lambda removed: None), (lambda: None)
+    last = [0.0]
+
+    def show(removed: Any) -> None:
+        if time.monotonic() - last[0] >= 0.1:
+            last[0] = time.monotonic()
+            messages = removed.get("messages", 0)
+            _err().write(f"\r\x1b[K{verb}: {messages} messages, {sum(removed.values())} documents")
+            _err().flush()
+
+    def clear() -> None:
+        _err().write("\r\x1b[K")
+        _err().flush()
+
+    return show, clear
+
+
 def _expire(ctx: Context) -> int:
     args = ctx.args
     before = args.before if args.before is not None else dt.datetime.now(dt.UTC) - args.older_than
-    with _signals_as_interrupt():
-        report = ctx.store.expire(before, dry_run=args.dry_run)
+    show, clear = _removal_progress("expire" + (" (dry run)" if args.dry_run else ""))
+    try:
+        with _signals_as_interrupt():
+            report = ctx.store.expire(before, dry_run=args.dry_run, on_progress=show)
+    finally:
+        clear()
     if ctx.json:
         _emit_json(report.as_dict())
         return EXIT_OK
@@ -670,8 +694,12 @@ def _erase(ctx: Context) -> int:
         raise CliError(
             f"erase removes every message of mailbox {ctx.args.mailbox!r} for good: add --yes to do it", EXIT_USAGE
         )
-    with _signals_as_interrupt():
-        report = ctx.store.erase_mailbox()
+    show, clear = _removal_progress("erase")
+    try:
+        with _signals_as_interrupt():
+            report = ctx.store.erase_mailbox(on_progress=show)
+    finally:
+        clear()
     if ctx.json:
         _emit_json(report.as_dict())
     else:

@@ -51,7 +51,13 @@ class Deleter:
     """Removes messages from every tier of one mailbox, batch by batch, and tallies what it
     removed per collection. ``dry_run``: counts what it would remove and writes nothing."""
 
-    def __init__(self, store: StoreLike, *, dry_run: bool = False) -> None:
+    def __init__(
+        self,
+        store: StoreLike,
+        *,
+        dry_run: bool = False,
+        on_progress: Callable[[Mapping[str, int]], None] | None = None,
+    ) -> None:
         self.store = store
         self.db = store.db
         self.mailbox_id = store.mailbox_id
@@ -61,6 +67,7 @@ class Deleter:
         self.threads_updated = 0
         self.threads_removed = 0
         self._recomputed: set[str] = set()
+        self.on_progress = on_progress
 
     def _remove(self, name: str, selector: Mapping[str, Any]) -> int:
         """Delete (or, in a dry run, count) what ``selector`` matches; a long ``$in`` in parts."""
@@ -72,6 +79,8 @@ class Deleter:
             else:
                 count += int((collection.delete_many(part)).deleted_count)
         self.removed[name] = self.removed.get(name, 0) + count
+        if self.on_progress is not None:
+            self.on_progress(self.removed)
         return count
 
     def _by_ids(self, collection: DataCollection, ids: list[str]) -> dict[str, Any]:
@@ -197,13 +206,20 @@ class Deleter:
         return {collection.range_key: {"$gte": batch[0], "$lte": batch[-1]}}
 
 
-def expire(store: StoreLike, before: Any, *, dry_run: bool = False, batch_size: int = 1000) -> ExpireReport:
+def expire(
+    store: StoreLike,
+    before: Any,
+    *,
+    dry_run: bool = False,
+    batch_size: int = 1000,
+    on_progress: Callable[[Mapping[str, int]], None] | None = None,
+) -> ExpireReport:
     """``store.expire``: every message whose ``ts`` is earlier than ``before``, from every tier."""
     started = monotonic()
     selector = lifecycle.expire_filter(store.mailbox_id, before)
     lifecycle.check_batch_size(batch_size)
     keep_from_ts = selector["ts"]["$lt"]
-    deleter = Deleter(store, dry_run=dry_run)
+    deleter = Deleter(store, dry_run=dry_run, on_progress=on_progress)
     found = store.db["messages"].find(selector, lifecycle.MESSAGE_FIELDS).hint("aecs_messages_inbox")
     batch: list[dict[str, Any]] = []
     for message in found.batch_size(batch_size):
@@ -224,21 +240,24 @@ def expire(store: StoreLike, before: Any, *, dry_run: bool = False, batch_size: 
     return report
 
 
-def erase_mailbox(store: StoreLike, *, batch_size: int = 1000) -> EraseReport:
+def erase_mailbox(
+    store: StoreLike, *, batch_size: int = 1000, on_progress: Callable[[Mapping[str, int]], None] | None = None
+) -> EraseReport:
     """``store.erase_mailbox``: every document of the mailbox in every collection, every blob."""
     started = monotonic()
     lifecycle.check_batch_size(batch_size)
-    deleter = Deleter(store)
+    deleter = Deleter(store, on_progress=on_progress)
     report = EraseReport(store.mailbox_id)
-    messages = store.db["messages"]
     for attempt in range(1, lifecycle.MAX_ERASE_PASSES + 1):
         report.passes = attempt
+        removed = 0
         for collection in deleter.collections:
-            deleter.sweep(collection, batch_size)
-        # a writer that stored meanwhile: sweep again (what it stores after the last pass survives)
-        if messages.find_one({"mailboxId": store.mailbox_id}, {"_id": 1}) is None:
+            removed += deleter.sweep(collection, batch_size)
+        # done when a whole pass finds nothing: what a writer committed meanwhile is swept again
+        if removed == 0:
             break
     else:
+        messages = store.db["messages"]
         report.remaining = int(messages.count_documents({"mailboxId": store.mailbox_id}))
     report.removed = deleter.removed
     report.seconds = monotonic() - started

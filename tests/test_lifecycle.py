@@ -112,14 +112,16 @@ def test_erase_leaves_nothing_and_other_mailboxes_untouched(make_store: Callable
     fill(kept, db, 7)
     before = snapshot(db, "kept")
     found = traces(db, "erased")
-    report = erased.erase_mailbox(batch_size=7)  # several batches per collection
+    progress: list[int] = []
+    report = erased.erase_mailbox(batch_size=7, on_progress=lambda removed: progress.append(sum(removed.values())))
+    assert progress == sorted(progress) and progress[-1] == report.total  # several batches per collection
     assert traces(db, "erased") == {}
     assert snapshot(db, "kept") == before
     assert report.messages == 12
     assert report.removed == {name: len(docs) for name, docs in found.items()} | {
         name: 0 for name in report.removed if name not in found
     }
-    assert report.blobs == len(found["aecs.files"]) and report.passes == 1 and report.remaining == 0
+    assert report.blobs == len(found["aecs.files"]) and report.passes == 2 and report.remaining == 0
     again = erased.erase_mailbox()  # idempotent
     assert again.total == 0 and again.passes == 1
     assert make_store("never-used").erase_mailbox().total == 0
