@@ -874,8 +874,9 @@ class AsyncMessageStore:
         on_missing: Callable[[str], None] | None = None,
     ) -> AsyncIterator[ExportedCopy]:
         """Stream every stored raw copy, oldest first: the first copy of each message (and with
-        ``variants`` the other copies after it), ``since <= ts < until``. One message in memory
-        at a time; write them with ``aecs_mongo.sinks``."""
+        ``variants`` the other copies after it), ``since <= ts < until``. Memory holds one page
+        of blobs (at most 16 MB, or the largest message), never the mailbox; write the copies
+        with ``aecs_mongo.sinks``."""
         return aio_lifecycle.export_copies(self, variants=variants, since=since, until=until, on_missing=on_missing)
 
     async def _recompute_thread(self, tkey: str) -> None:
