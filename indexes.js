@@ -38,6 +38,7 @@ const AECS_INDEXES = [
   {"collection": "imap_folders", "name": "aecs_imap_folders_mailbox", "keys": [["mailboxId", 1], ["account", 1], ["folder", 1]], "options": {"unique": true}},
   {"bucketSuffix": "files", "name": "filename_1_uploadDate_1", "keys": [["filename", 1], ["uploadDate", 1]], "options": {}},
   {"bucketSuffix": "chunks", "name": "files_id_1_n_1", "keys": [["files_id", 1], ["n", 1]], "options": {"unique": true}},
+  {"bucketSuffix": "files", "name": "aecs_files_message", "keys": [["metadata.mailboxId", 1], ["metadata.messageKey", 1]], "options": {}},
 ];
 const AECS_ATLAS_INDEXES = [
   {"collection": "bodies", "model": {"name": "aecs_bodies_atlas", "definition": {"mappings": {"dynamic": false, "fields": {"subject": {"type": "string", "analyzer": "lucene.standard"}, "clean": {"type": "string", "analyzer": "lucene.standard"}, "mailboxId": {"type": "token"}}}}}},

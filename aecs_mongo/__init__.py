@@ -22,11 +22,13 @@ from .errors import (
     UnsafeFieldNameError,
 )
 from .indexes import IndexReport
+from .lifecycle import EraseReport, ExpireReport, ExportedCopy
 
 # the function shadows the subpackage's name here, on purpose (the public API is the function);
 # import the subpackage's other names with ``from aecs_mongo.normalize import ...``
 from .normalize import ParsedEmail, normalize, parse_email
 from .results import ImapFolderReport, ImapSyncReport, MessagePage, SearchResults, StoreResult, ThreadPage
+from .sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
 from .sources import IngestReport, Origin, RawMessage, Skipped, read_messages
 from .store import MessageStore
 from .types import (
@@ -56,6 +58,10 @@ __all__ = [
     "DataDirError",
     "DispatchError",
     "DocumentTooLargeError",
+    "EmlDirWriter",
+    "EraseReport",
+    "ExpireReport",
+    "ExportedCopy",
     "ImapFolderReport",
     "ImapSyncReport",
     "IndexReport",
@@ -63,9 +69,12 @@ __all__ = [
     "InputTooLargeError",
     "InvalidCursorError",
     "InvalidEmailError",
+    "MailWriter",
     "MailboxAuthError",
     "MailboxConnectionError",
     "MailboxError",
+    "MaildirWriter",
+    "MboxWriter",
     "MessagePage",
     "MessageStore",
     "MessageSummary",
@@ -88,6 +97,7 @@ __all__ = [
     "UnsafeFieldNameError",
     "__version__",
     "normalize",
+    "open_writer",
     "parse_email",
     "read_messages",
 ]

@@ -613,6 +613,172 @@ def _delete(ctx: Context) -> int:
     return EXIT_OK if deleted else EXIT_FAILED
 
 
+# --- export, retention, erasure ----------------------------------------------------------------------
+
+_AGE_UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
+
+
+def _moment(text: str) -> dt.datetime:
+    """``2024-01-31`` (midnight UTC) or an ISO 8601 time (UTC when it names no zone)."""
+    try:
+        value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD or ISO 8601): {text!r}") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def _age(text: str) -> dt.timedelta:
+    """``365d``, ``52w``, ``2y`` (365 days), ``12h``."""
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    if unit not in _AGE_UNITS or not number.isdigit():
+        raise argparse.ArgumentTypeError(f"not an age like 365d, 52w, 2y or 12h: {text!r}")
+    return dt.timedelta(seconds=int(number) * _AGE_UNITS[unit])
+
+
+def _export(ctx: Context) -> int:
+    from .sinks import open_writer
+
+    args = ctx.args
+    started = time.monotonic()
+    missing: list[str] = []
+    messages: set[str] = set()
+    try:
+        writer = open_writer(args.format, args.out)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    show = _err().isatty() and not args.no_progress
+    last = 0.0
+    interrupted = False
+    try:
+        with writer, _signals_as_interrupt():
+            copies = ctx.store.export_raw(
+                variants=args.variants, since=args.since, until=args.until, on_missing=missing.append
+            )
+            for copy in copies:
+                writer.write(copy.data, ts=copy.ts, sender=copy.sender)
+                messages.add(copy.message_id)
+                if show and time.monotonic() - last >= 0.1:
+                    last = time.monotonic()
+                    _err().write(f"\r\x1b[Kexport {writer.count} copies, {writer.bytes_written / 1e6:.1f} MB")
+                    _err().flush()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if show:
+            _err().write("\r\x1b[K")
+            _err().flush()
+    seconds = time.monotonic() - started
+    summary = {
+        "format": args.format,
+        "out": str(args.out),
+        "messages": len(messages),
+        "copies": writer.count,
+        "bytes": writer.bytes_written,
+        "withoutRaw": missing,
+        "interrupted": interrupted,
+        "seconds": round(seconds, 3),
+    }
+    if ctx.json:
+        _emit_json(summary)
+    else:
+        for mid in missing:
+            _say(f"not exported (no raw copy stored): <{mid}>")
+        _say(
+            f"exported {len(messages)} messages ({writer.count} copies, {writer.bytes_written / 1e6:.1f} MB) "
+            f"as {args.format} to {args.out} in {seconds:.1f} s"
+            + (f"; {len(missing)} without a raw copy" if missing else "")
+            + ("; interrupted" if interrupted else "")
+        )
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if missing else EXIT_OK
+
+
+def _configure_export(p: argparse.ArgumentParser) -> None:
+    from .sinks import FORMATS
+
+    p.add_argument("out", metavar="OUT", help="the mbox file (new) or the Maildir / .eml directory to write")
+    p.add_argument("--format", choices=FORMATS, required=True, help="mbox (mboxrd), maildir, or eml (one file each)")
+    p.add_argument("--variants", action="store_true", help="also every other copy kept under a stored Message-ID")
+    p.add_argument("--since", type=_moment, default=None, help="only mail at or after this date (UTC if no zone)")
+    p.add_argument("--until", type=_moment, default=None, help="only mail before this date (UTC if no zone)")
+    p.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")
+
+
+def _removal_progress(verb: str) -> tuple[Callable[[Any], None], Callable[[], None]]:
+    """A progress line on a terminal (documents removed so far) and how to clear it."""
+    if not _err().isatty():
+        return (lambda removed: None), (lambda: None)
+    last = [0.0]
+
+    def show(removed: Any) -> None:
+        if time.monotonic() - last[0] >= 0.1:
+            last[0] = time.monotonic()
+            messages = removed.get("messages", 0)
+            _err().write(f"\r\x1b[K{verb}: {messages} messages, {sum(removed.values())} documents")
+            _err().flush()
+
+    def clear() -> None:
+        _err().write("\r\x1b[K")
+        _err().flush()
+
+    return show, clear
+
+
+def _expire(ctx: Context) -> int:
+    args = ctx.args
+    before = args.before if args.before is not None else dt.datetime.now(dt.UTC) - args.older_than
+    show, clear = _removal_progress("expire" + (" (dry run)" if args.dry_run else ""))
+    try:
+        with _signals_as_interrupt():
+            report = ctx.store.expire(before, dry_run=args.dry_run, on_progress=show)
+    finally:
+        clear()
+    if ctx.json:
+        _emit_json(report.as_dict())
+        return EXIT_OK
+    verb = "would remove" if report.dry_run else "removed"
+    _say(
+        f"{verb} {report.messages} messages older than {_json_default(before)} ({report.blobs} blobs); "
+        f"{report.threads_updated} thread summaries recomputed, {report.threads_removed} empty threads "
+        f"{'to remove' if report.dry_run else 'removed'}, in {report.seconds:.1f} s"
+    )
+    return EXIT_OK
+
+
+def _configure_expire(p: argparse.ArgumentParser) -> None:
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--before", type=_moment, default=None, help="remove mail dated before this (UTC if no zone)")
+    when.add_argument("--older-than", type=_age, default=None, help="remove mail older than this: 365d, 52w, 2y, 12h")
+    p.add_argument("--dry-run", action="store_true", help="count what would be removed; change nothing")
+
+
+def _erase(ctx: Context) -> int:
+    if not ctx.args.yes:
+        raise CliError(
+            f"erase removes every message of mailbox {ctx.args.mailbox!r} for good: add --yes to do it", EXIT_USAGE
+        )
+    show, clear = _removal_progress("erase")
+    try:
+        with _signals_as_interrupt():
+            report = ctx.store.erase_mailbox(on_progress=show)
+    finally:
+        clear()
+    if ctx.json:
+        _emit_json(report.as_dict())
+    else:
+        _say(
+            f"erased mailbox {ctx.args.mailbox!r}: {report.messages} messages, {report.blobs} blobs, "
+            f"{report.total} documents in all, in {report.seconds:.1f} s"
+            + (f"; {report.remaining} messages stored during the erase remain" if report.remaining else "")
+        )
+    return EXIT_FAILED if report.remaining else EXIT_OK
+
+
+def _configure_erase(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--yes", action="store_true", help="really erase the mailbox (required)")
+
+
 def _id_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("id", metavar="ID", help="Message-ID, with or without <>")
 
@@ -1118,6 +1284,14 @@ def _commands() -> list[Command]:
         Command("find", "message ids by header value (seed 003 lookups), oldest first", _find, _configure_find),
         Command("search", "full-text search over message bodies", _search, _configure_search),
         Command("delete", "delete a message from every tier", _delete, _id_argument),
+        Command(
+            "export",
+            "write the mailbox's raw mail, oldest first, as an mbox, a Maildir or .eml files",
+            _export,
+            _configure_export,
+        ),
+        Command("expire", "retention: remove mail older than a date from every tier", _expire, _configure_expire),
+        Command("erase", "remove every trace of the mailbox (offboarding, erasure requests)", _erase, _configure_erase),
         Command("reindex", "rebuild thread summaries and lookup fields from the messages", _reindex, _nothing),
         Command("indexes", "create the store's indexes (idempotent) and report them", _indexes, _nothing),
         Command(

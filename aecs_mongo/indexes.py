@@ -14,7 +14,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["INDEXES", "IndexReport", "IndexSpec", "gridfs_indexes", "index_specs"]
+__all__ = ["INDEXES", "IndexReport", "IndexSpec", "blob_indexes", "gridfs_indexes", "index_specs"]
 
 Key = tuple[str, "int | str"]
 
@@ -83,9 +83,19 @@ def gridfs_indexes(bucket_name: str) -> tuple[IndexSpec, ...]:
     )
 
 
+def blob_indexes(bucket_name: str) -> tuple[IndexSpec, ...]:
+    """The store's own index on GridFS ``files``: the blobs of given messages by the metadata
+    every upload carries, whatever their names (``expire`` removes a batch's blobs with it)."""
+    return (
+        IndexSpec(
+            f"{bucket_name}.files", "aecs_files_message", (("metadata.mailboxId", 1), ("metadata.messageKey", 1))
+        ),
+    )
+
+
 def index_specs(bucket_name: str = "aecs") -> tuple[IndexSpec, ...]:
     """Every index of a store whose GridFS bucket is ``bucket_name``, in creation order."""
-    return INDEXES + gridfs_indexes(bucket_name)
+    return INDEXES + gridfs_indexes(bucket_name) + blob_indexes(bucket_name)
 
 
 @dataclass

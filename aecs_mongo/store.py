@@ -28,7 +28,7 @@ from typing import Any, Self, cast
 from pymongo import ReplaceOne, UpdateOne, WriteConcern
 from pymongo.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure, PyMongoError
 
-from . import blobs, queries, vectors, windows
+from . import lifecycle_sync, blobs, lifecycle, queries, vectors, windows
 from .workers import Feed
 from .documents import (
     HOT_TEXT_CHARS,
@@ -47,6 +47,7 @@ from .documents import (
 from .errors import AecsMongoError, NotFoundError
 from .indexes import VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
 from .keys import blob_prefix, check_mailbox_id, check_str, doc_id, message_key, strip_message_id, thread_key
+from .lifecycle import EraseReport, ExpireReport, ExportedCopy
 from .prefetch import Prefetch
 from .results import MessagePage, SearchResults, StoreResult, ThreadPage
 from .types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, ThreadSummary
@@ -640,10 +641,6 @@ class MessageStore:
         chunks = _to_list(self._chunks.find({"files_id": key}, {"n": 1, "data": 1}).sort("n", 1))
         return blobs.assemble(file_doc, chunks)
 
-    def _delete_blobs(self, prefix: str) -> None:
-        self._files.delete_many(blobs.prefix_filter("_id", prefix))
-        self._chunks.delete_many(blobs.prefix_filter("files_id", prefix))
-
     def _blob_key(self, message_id: str, name: str) -> str:
         return blob_prefix(self.mailbox_id, message_key(message_id)) + name
 
@@ -984,22 +981,54 @@ class MessageStore:
     # --- deleting ----------------------------------------------------------------------------
 
     def delete(self, message_id: str) -> bool:
-        """Remove a message from every tier and recompute its thread summary. False if absent."""
+        """Remove a message from every tier and recompute its thread summary. False if absent
+        (leftovers of an interrupted store of it are still cleared). The deletion core is
+        ``lifecycle_sync``'s, shared with ``expire`` and ``erase_mailbox``."""
         _id = self._id_for(message_id)
-        message = self._messages.find_one(self._by_id(_id), {"threadKey": 1, "blobPrefix": 1, "messageKey": 1})
+        deleter = lifecycle_sync.Deleter(self)
+        message = self._messages.find_one(self._by_id(_id), lifecycle.MESSAGE_FIELDS)
         if message is None:
-            # no primary record: still clear leftovers of an interrupted store
-            self._bodies.delete_one(self._by_id(_id))
-            self._delete_blobs(blob_prefix(self.mailbox_id, message_key(message_id)))
+            deleter.remove_leftovers(message_key(message_id))
             return False
-        # primary record first: a crash after this leaves only unreferenced leftovers
-        self._messages.delete_one(self._by_id(_id))
-        self._bodies.delete_one(self._by_id(_id))
-        self._delete_blobs(message["blobPrefix"])
-        self._uidls.delete_many({"mailboxId": self.mailbox_id, "messageKey": message["messageKey"]})
-        self._vectors.delete_one(self._by_id(_id))
-        self._recompute_thread(message["threadKey"])
+        deleter.delete_batch([message], by_prefix=True)
         return True
+
+    def expire(
+        self,
+        before: _dt.datetime,
+        *,
+        dry_run: bool = False,
+        batch_size: int = 1000,
+        on_progress: Callable[[Mapping[str, int]], None] | None = None,
+    ) -> ExpireReport:
+        """Retention: remove every message whose sort key ``ts`` is earlier than ``before`` (an
+        aware datetime) from every tier; each affected thread summary is recomputed once, and a
+        thread left empty is removed. Batched and resumable (run it again after a crash).
+        ``dry_run``: count what would go, change nothing. ``on_progress(removed)`` after each
+        statement: documents removed so far per collection."""
+        return lifecycle_sync.expire(self, before, dry_run=dry_run, batch_size=batch_size, on_progress=on_progress)
+
+    def erase_mailbox(
+        self, *, batch_size: int = 1000, on_progress: Callable[[Mapping[str, int]], None] | None = None
+    ) -> EraseReport:
+        """Remove every document of the mailbox from every collection the store writes, and every
+        GridFS file and chunk under its blob prefix (README, "Export, retention and erasure").
+        Batched, idempotent and resumable; other mailboxes are untouched."""
+        return lifecycle_sync.erase_mailbox(self, batch_size=batch_size, on_progress=on_progress)
+
+    def export_raw(
+        self,
+        *,
+        variants: bool = False,
+        since: _dt.datetime | None = None,
+        until: _dt.datetime | None = None,
+        on_missing: Callable[[str], None] | None = None,
+    ) -> Iterator[ExportedCopy]:
+        """Stream every stored raw copy, oldest first: the first copy of each message (and with
+        ``variants`` the other copies after it), ``since <= ts < until``. Memory holds one page
+        of blobs (at most 16 MB, or the largest message), never the mailbox; write the copies
+        with ``aecs_mongo.sinks``."""
+        return lifecycle_sync.export_copies(self, variants=variants, since=since, until=until, on_missing=on_missing)
 
     def _recompute_thread(self, tkey: str) -> None:
         selector = {"mailboxId": self.mailbox_id, "threadKey": tkey}

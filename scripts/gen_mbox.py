@@ -27,8 +27,8 @@ _ID = re.compile(rb"<([^<>@\s]+@[^<>\s]+)>")
 _ID_HEADERS = (b"message-id:", b"in-reply-to:", b"references:")
 FROM_LINE = b"From sender@example.com Mon Nov  2 09:15:00 2026\n"
 _HEADER_END = re.compile(rb"\r?\n\r?\n")
-#: real mail written elsewhere (../shared/corpus/eml), when present
-CORPUS = REPO.parent / "shared" / "corpus" / "eml"
+#: real mail written elsewhere (../shared/corpus/eml, or $AECS_CORPUS from a git worktree), when present
+CORPUS = Path(os.environ.get("AECS_CORPUS") or REPO.parent / "shared" / "corpus" / "eml")
 
 
 def _unique(raw: bytes, round_: int) -> bytes:

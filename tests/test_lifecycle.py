@@ -1,0 +1,205 @@
+"""A mailbox's whole life (issue 20): export, expire, erase, on every backend and store flavor.
+
+The corpus-scale checks, statement counts, plans and the SIGKILLed erase are in
+``test_lifecycle_server.py`` (real servers only).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from aecs_mongo.lifecycle import DATA_COLLECTIONS, mailbox_blob_root
+
+from .factories import recomputed_threads, stored_threads
+
+DAY = 86_400
+START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+
+
+def raw(n: int, *, day: int, thread: int, attachment: bytes = b"") -> bytes:
+    """Message ``n`` on day ``day`` after START, in thread ``thread``: text, HTML and (optionally)
+    an attachment, so every tier is written."""
+    when = (START + dt.timedelta(days=day, minutes=n)).strftime("%a, %d %b %Y %H:%M:%S +0000")
+    parts = [
+        f"Message-ID: <n{n}@example.com>\r\nFrom: Bob <bob@example.com>\r\nTo: alice@example.com\r\n"
+        f"Subject: topic {thread}\r\nDate: {when}\r\nReferences: <root{thread}@example.com>\r\n"
+        'MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b"\r\n\r\n'
+        '--b\r\nContent-Type: multipart/alternative; boundary="a"\r\n\r\n'
+        f"--a\r\nContent-Type: text/plain\r\n\r\nplain {n}\r\n"
+        f"--a\r\nContent-Type: text/html\r\n\r\n<p>html {n}</p>\r\n--a--\r\n"
+    ]
+    if attachment:
+        encoded = base64.encodebytes(attachment).decode()
+        parts.append(
+            "--b\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment; filename=a.bin\r\n"
+            f"Content-Transfer-Encoding: base64\r\n\r\n{encoded}\r\n"
+        )
+    parts.append("--b--\r\n")
+    return "".join(parts).encode()
+
+
+def mailbox_mail(count: int) -> list[bytes]:
+    """``count`` messages over ``count`` days in 5 threads; every third with a 2-chunk attachment."""
+    big = bytes(range(256)) * 1100
+    return [raw(n, day=n, thread=n % 5, attachment=big if n % 3 == 0 else b"") for n in range(count)]
+
+
+def traces(db: Any, mailbox_id: str) -> dict[str, list[Any]]:
+    """Every document of ``mailbox_id`` in EVERY collection of the database: by ``mailboxId``
+    (also in GridFS metadata), by an ``_id`` under ``<mailboxId>:``, or by a GridFS key
+    (``_id``, ``filename``, ``files_id``) under the mailbox's blob root."""
+    root, prefix = mailbox_blob_root(mailbox_id), mailbox_id + ":"
+    found: dict[str, list[Any]] = {}
+    for name in db.list_collection_names():
+        if name.startswith("system."):
+            continue
+        for doc in db[name].find():
+            keys = [str(doc.get(f, "")) for f in ("_id", "filename", "files_id")]
+            if (
+                doc.get("mailboxId") == mailbox_id
+                or (doc.get("metadata") or {}).get("mailboxId") == mailbox_id
+                or keys[0].startswith(prefix)
+                or any(k.startswith(root) for k in keys)
+            ):
+                found.setdefault(name, []).append(doc)
+    return found
+
+
+def snapshot(db: Any, mailbox_id: str) -> dict[str, list[str]]:
+    """The mailbox's documents, comparable (upload times included: nothing may be rewritten)."""
+    return {name: sorted(map(repr, docs)) for name, docs in traces(db, mailbox_id).items()}
+
+
+def fill(store: Any, db: Any, count: int) -> None:
+    store.store_many(mailbox_mail(count))
+    store.add("uidl-1", mailbox_mail(1)[0])  # a UIDL record (and a repeat of a stored message)
+    variant = raw(1, day=1, thread=1) + b"\r\nother bytes\r\n"
+    assert store.store(variant).variant  # a variant blob beside n1
+    store.set_embedding("n2@example.com", [0.1, 0.2, 0.3])
+    db["feed_checkpoints"].insert_one(
+        {"_id": f"{store.mailbox_id}:consumer", "mailboxId": store.mailbox_id, "position": {}}
+    )
+
+
+def exported(store: Any, **kwargs: Any) -> list[Any]:
+    """``export_raw`` drained, from the sync store or the async one (driven on its loop)."""
+    stream = store.export_raw(**kwargs)
+    if not hasattr(stream, "__aiter__"):
+        return list(stream)
+
+    async def drain() -> list[Any]:
+        return [copy async for copy in stream]
+
+    return list(store._loop.run_until_complete(drain()))
+
+
+def test_the_registry_knows_every_collection_the_store_writes(make_store: Callable[..., Any], db: Any) -> None:
+    fill(make_store("alice"), db, 6)
+    registry = {c.for_bucket("aecs").name for c in DATA_COLLECTIONS}
+    assert set(traces(db, "alice")) <= registry
+    written = {"messages", "bodies", "threads", "uidls", "vectors", "feed_checkpoints", "aecs.files", "aecs.chunks"}
+    assert written <= set(traces(db, "alice"))
+
+
+def test_erase_leaves_nothing_and_other_mailboxes_untouched(make_store: Callable[..., Any], db: Any) -> None:
+    erased, kept = make_store("erased"), make_store("kept")
+    fill(erased, db, 12)
+    fill(kept, db, 7)
+    before = snapshot(db, "kept")
+    found = traces(db, "erased")
+    progress: list[int] = []
+    report = erased.erase_mailbox(batch_size=7, on_progress=lambda removed: progress.append(sum(removed.values())))
+    assert progress == sorted(progress) and progress[-1] == report.total  # several batches per collection
+    assert traces(db, "erased") == {}
+    assert snapshot(db, "kept") == before
+    assert report.messages == 12
+    assert report.removed == {name: len(docs) for name, docs in found.items()} | {
+        name: 0 for name in report.removed if name not in found
+    }
+    assert report.blobs == len(found["aecs.files"]) and report.passes == 2 and report.remaining == 0
+    again = erased.erase_mailbox()  # idempotent
+    assert again.total == 0 and again.passes == 1
+    assert make_store("never-used").erase_mailbox().total == 0
+    assert snapshot(db, "kept") == before
+    assert kept.get_raw("n3@example.com") == mailbox_mail(4)[3]
+
+
+def test_expire_keeps_younger_mail_with_exact_summaries(make_store: Callable[..., Any], db: Any) -> None:
+    store, other = make_store("alice"), make_store("bob")
+    fill(store, db, 15)
+    fill(other, db, 15)
+    other_before = snapshot(db, "bob")
+    cutoff = START + dt.timedelta(days=8)  # n0..n7 are older
+    expired = [f"n{n}@example.com" for n in range(8)]
+    prefixes = [m["blobPrefix"] for m in db.messages.find({"mailboxId": "alice", "messageId": {"$in": expired}})]
+    dry = store.expire(cutoff, dry_run=True)
+    assert dry.dry_run and dry.messages == 8 and dry.threads_updated == 5 and dry.threads_removed == 0
+    assert db.messages.count_documents({"mailboxId": "alice"}) == 15  # nothing changed
+    report = store.expire(cutoff, batch_size=3)
+    assert report.removed == dry.removed and report.messages == 8
+    assert (report.threads_updated, report.threads_removed) == (5, 0)
+    assert set(store.message_ids()) == {f"n{n}@example.com" for n in range(8, 15)}
+    assert stored_threads(db, "alice") == recomputed_threads(db, "alice")
+    leftovers = [f["_id"] for f in db["aecs.files"].find() if any(f["_id"].startswith(p) for p in prefixes)] + [
+        c["_id"] for c in db["aecs.chunks"].find() if any(c["files_id"].startswith(p) for p in prefixes)
+    ]
+    assert leftovers == []
+    assert db.bodies.count_documents({"mailboxId": "alice"}) == 7
+    assert not store.contains_uidl("uidl-1")  # n0's UIDL went with it
+    assert db.vectors.count_documents({"mailboxId": "alice"}) == 0  # n2's vector too
+    assert store.expire(cutoff).messages == 0  # done: a re-run finds nothing
+    # everything of one thread goes: the empty thread is removed, not left at zero
+    last = store.expire(START + dt.timedelta(days=14))
+    assert (last.messages, last.threads_removed) == (6, 4)
+    assert [t["messageCount"] for t in stored_threads(db, "alice").values()] == [1]
+    assert stored_threads(db, "alice") == recomputed_threads(db, "alice")
+    assert snapshot(db, "bob") == other_before
+
+
+def test_expire_takes_an_aware_datetime(store: Any) -> None:
+    with pytest.raises(TypeError, match="aware"):
+        store.expire(dt.datetime(2024, 1, 1))
+    with pytest.raises(TypeError):
+        store.expire("2024-01-01")
+    with pytest.raises(ValueError):
+        store.expire(START, batch_size=0)
+
+
+def test_delete_goes_through_the_same_core(make_store: Callable[..., Any], db: Any) -> None:
+    store = make_store("alice")
+    fill(store, db, 6)
+    prefix = db.messages.find_one({"_id": {"$in": [f"alice:{m['messageKey']}" for m in db.messages.find()]}})
+    assert prefix is not None
+    assert store.delete("n1@example.com")  # with its variant
+    assert not store.delete("n1@example.com")
+    n1 = [f["_id"] for f in db["aecs.files"].find() if "/variants/" in f["_id"]]
+    assert n1 == []
+    assert stored_threads(db, "alice") == recomputed_threads(db, "alice")
+    for mid in store.message_ids():
+        assert store.delete(mid)
+    assert traces(db, "alice").keys() <= {"feed_checkpoints"}  # a consumer's position is not mail
+
+
+def test_export_raw_streams_oldest_first_with_variants(make_store: Callable[..., Any], db: Any) -> None:
+    store = make_store("alice")
+    fill(store, db, 6)
+    copies = exported(store)
+    assert [c.message_id for c in copies] == [f"n{n}@example.com" for n in range(6)]
+    assert [c.data for c in copies] == mailbox_mail(6)
+    assert [c.ts for c in copies] == sorted(c.ts for c in copies)
+    with_variants = exported(store, variants=True)
+    assert [(c.message_id, c.copy) for c in with_variants][1:3] == [("n1@example.com", 0), ("n1@example.com", 1)]
+    assert with_variants[2].data == store.get_raw_variants("n1@example.com")[1]
+    window = exported(store, since=START + dt.timedelta(days=2), until=START + dt.timedelta(days=4))
+    assert [c.message_id for c in window] == ["n2@example.com", "n3@example.com"]
+    missing: list[str] = []
+    store.store({"messageId": "<no-raw@example.com>", "threadId": "t"})
+    assert "no-raw@example.com" not in {c.message_id for c in exported(store, on_missing=missing.append)}
+    assert missing == ["no-raw@example.com"]
+    with pytest.raises(TypeError):
+        exported(store, since=dt.datetime(2024, 1, 1))

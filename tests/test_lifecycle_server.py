@@ -1,0 +1,310 @@
+"""Export, expire and erase on real mail and a real server, both modes (issue 20).
+
+- Round trip: the corpus ingested, exported as mbox, Maildir and .eml files with every variant,
+  and ingested into a new mailbox gives back every raw copy byte for byte (mbox: except a
+  missing final line break, which mboxrd cannot carry) and the same thread summaries.
+- Expire at the median date leaves exactly the younger messages, exact summaries, no blob or
+  chunk of an expired message and no empty thread.
+- Erase leaves nothing of the mailbox in any collection of the database while a second mailbox
+  is unchanged, sends at most N/10 + a small constant statements (command monitoring), each on
+  an index (explain), and finishes after being SIGKILLed mid-way, several times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pymongo import MongoClient, monitoring
+
+from aecs_mongo import MessageStore, RawMessage, read_messages
+from aecs_mongo.cli import main
+from aecs_mongo.explain import plan_stages
+
+from .budgets import budget
+from .factories import recomputed_threads, stored_threads
+from .test_lifecycle import snapshot, traces
+
+pytestmark = pytest.mark.server
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the shared corpus beside the repository (``$AECS_CORPUS`` names it elsewhere, e.g. from a git worktree)
+CORPUS = Path(os.environ.get("AECS_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus" / "eml")
+SAMPLES = ROOT / "samples" / "mailbox"
+ERASE_KILLS = budget("AECS_ERASE_KILLS", big=10, small=3)
+#: statements an erase may send beyond N/10: a find per collection, the final check, slack
+SMALL_CONSTANT = 30
+
+
+@pytest.fixture
+def corpus() -> Path:
+    if not CORPUS.is_dir() or not any(CORPUS.glob("*.eml")):
+        pytest.skip(f"corpus not found at {CORPUS} (it lives in ../shared/corpus beside the repository)")
+    return CORPUS
+
+
+def corpus_mail(path: Path) -> list[bytes]:
+    return [m.data for m in read_messages([path]) if isinstance(m, RawMessage)]
+
+
+def fill(db: Any, mailbox: str, mail: list[bytes]) -> MessageStore:
+    store = MessageStore(db, mailbox_id=mailbox)
+    store.ensure_indexes()
+    store.store_many(mail, on_error=lambda index, item, exc: None)
+    for n, raw in enumerate(mail[:20]):
+        store.add(f"uidl-{n}", raw)
+    store.set_embedding(store.message_ids()[0], [0.5, 0.25])
+    db.feed_checkpoints.insert_one({"_id": f"{mailbox}:reader", "mailboxId": mailbox, "position": {}})
+    return store
+
+
+def cli(uri: str, db: Any, *argv: str) -> tuple[int, Any]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["--uri", uri, "--db", db.name, "--json", *argv])
+    return code, json.loads(out.getvalue())
+
+
+def comparable_threads(db: Any, mailbox: str, leave_out: set[str]) -> dict[str, Any]:
+    """Summaries by threadId, but those of threads with a message in ``leave_out``; where a
+    member has no date its ``ts`` is the time it was processed, which differs between two
+    ingests: there only the count is compared."""
+    dated: dict[str, bool] = {}
+    skipped: set[str] = set()
+    for m in db.messages.find({"mailboxId": mailbox}, {"threadKey": 1, "timestamp": 1, "messageId": 1}):
+        dated[m["threadKey"]] = dated.get(m["threadKey"], True) and m.get("timestamp") is not None
+        if m["messageId"] in leave_out:
+            skipped.add(m["threadKey"])
+    out = {}
+    for t in stored_threads(db, mailbox).values():
+        if t["threadKey"] in skipped:
+            continue
+        if dated[t["threadKey"]]:
+            out[t["threadId"]] = {k: v for k, v in t.items() if k not in ("_id", "mailboxId")}
+        else:
+            out[t["threadId"]] = {"messageCount": t["messageCount"]}
+    return out
+
+
+def test_round_trip_gives_back_every_raw_copy(
+    servers: Any, backend: str, db: Any, corpus: Path, tmp_path: Path
+) -> None:
+    uri = servers.uri(backend)
+    cli(uri, db, "--mailbox", "orig", "ingest", str(corpus))
+    orig = MessageStore(db, mailbox_id="orig")
+    ids = orig.message_ids()
+    originals = {mid: orig.get_raw_variants(mid) for mid in ids}
+    for fmt in ("mbox", "maildir", "eml"):
+        out, mailbox = tmp_path / ("out.mbox" if fmt == "mbox" else fmt), f"copy-{fmt}"
+        code, exported = cli(uri, db, "--mailbox", "orig", "export", "--format", fmt, "--variants", str(out))
+        assert code == 0, exported
+        assert exported["messages"] == len(ids) > 300 and exported["withoutRaw"] == []
+        code, ingested = cli(uri, db, "--mailbox", mailbox, "ingest", str(out))
+        assert code == 0 and ingested["failed"] == 0, ingested
+        expected = dict(originals)
+        unterminated = 0
+        if fmt == "mbox":  # mboxrd ends every message with a line break
+            unterminated = sum(not c.endswith(b"\n") for copies in expected.values() for c in copies)
+            expected = {mid: [c if c.endswith(b"\n") else c + b"\n" for c in cs] for mid, cs in expected.items()}
+        copy = MessageStore(db, mailbox_id=mailbox)
+        got = {mid: copy.get_raw_variants(mid) for mid in copy.message_ids()}
+        moved, extra = expected.keys() - got.keys(), got.keys() - expected.keys()
+        if fmt == "mbox":
+            # a synthetic Message-ID hashes the bytes: an added line break gives the message another one
+            assert all(mid.startswith("generated-") for mid in moved | extra)
+            assert sorted(expected.pop(mid) for mid in moved) == sorted(got.pop(mid) for mid in extra)
+        assert got == expected, fmt
+        variants = sum(len(copies) - 1 for copies in expected.values())
+        assert variants > 0 and exported["copies"] == len(ids) + variants
+        assert comparable_threads(db, mailbox, extra) == comparable_threads(db, "orig", moved)
+        print(
+            f"\n{backend} {fmt}: {len(ids)} messages, {variants} variants; {unterminated} copies without a final"
+            f" newline, {len(moved)} of them under a synthetic Message-ID that changed with it"
+        )
+
+
+def test_expire_at_the_median_date(servers: Any, backend: str, db: Any, corpus: Path) -> None:
+    store = fill(db, "alice", corpus_mail(corpus))
+    other = fill(db, "bob", corpus_mail(SAMPLES))
+    before_other = snapshot(db, "bob")
+    rows = list(db.messages.find({"mailboxId": "alice"}, {"ts": 1, "messageId": 1, "blobPrefix": 1}))
+    median = sorted(r["ts"] for r in rows)[len(rows) // 2]
+    younger = {r["messageId"] for r in rows if r["ts"] >= median}
+    expired = [r for r in rows if r["ts"] < median]
+    listener = Statements()
+    client: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[listener])
+    try:
+        report = MessageStore(client[db.name], mailbox_id="alice").expire(dt.datetime.fromtimestamp(median, dt.UTC))
+    finally:
+        client.close()
+    assert_on_indexes(db, listener.commands)
+    assert report.messages == len(expired) > 100
+    assert set(store.message_ids()) == younger
+    assert stored_threads(db, "alice") == recomputed_threads(db, "alice")  # exact, and no empty thread
+    assert db.bodies.count_documents({"mailboxId": "alice"}) == len(younger)
+    for r in expired:
+        upper = r["blobPrefix"][:-1] + "0"
+        assert db["aecs.files"].count_documents({"filename": {"$gte": r["blobPrefix"], "$lt": upper}}) == 0
+        assert db["aecs.chunks"].count_documents({"files_id": {"$gte": r["blobPrefix"], "$lt": upper}}) == 0
+    for r in db.messages.find({"mailboxId": "alice"}).limit(50):
+        assert store.get_raw(r["messageId"]) is not None  # the younger mail is whole
+    assert snapshot(db, "bob") == before_other and other.message_ids()
+
+
+class Statements(monitoring.CommandListener):
+    def __init__(self) -> None:
+        self.commands: list[dict[str, Any]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.commands.append(dict(event.command))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+DRIVER_FIELDS = {"$db", "lsid", "$clusterTime", "$readPreference", "txnNumber", "readConcern", "batchSize"}
+
+
+def as_finds(command: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each statement's filter as a ``find`` (the test server explains updates and deletes as
+    collection scans whatever their filter; see test_server_behaviour)."""
+    if "delete" in command:
+        return [{"find": command["delete"], "filter": s["q"]} for s in command["deletes"]]
+    if "find" in command:
+        return [{k: v for k, v in command.items() if k not in DRIVER_FIELDS}]
+    return []
+
+
+def assert_on_indexes(db: Any, commands: list[dict[str, Any]]) -> None:
+    """Every find and delete filter of ``commands`` plans on an index (explained as a find)."""
+    checked = 0
+    existing = set(db.list_collection_names())
+    for statement in [s for c in commands for s in as_finds(c)]:
+        if statement["find"] not in existing:
+            # a collection nothing wrote yet (imap_* without IMAP imports) reads nothing; where it
+            # exists, its statement must be on an index leading with mailboxId like every other
+            continue
+        explained = db.command({"explain": statement, "verbosity": "queryPlanner"})
+        stages = {s["stage"] for s in plan_stages(explained)}
+        assert "COLLSCAN" not in stages, (statement, stages)
+        checked += 1
+    assert checked >= 8
+
+
+def test_erase_everything_in_few_indexed_statements(servers: Any, backend: str, db: Any, corpus: Path) -> None:
+    fill(db, "erased", corpus_mail(corpus))
+    fill(db, "kept", corpus_mail(SAMPLES) + corpus_mail(corpus)[:40])
+    kept = snapshot(db, "kept")
+    messages = db.messages.count_documents({"mailboxId": "erased"})
+    documents = sum(map(len, traces(db, "erased").values()))
+    listener = Statements()
+    client: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[listener])
+    try:
+        report = MessageStore(client[db.name], mailbox_id="erased").erase_mailbox()
+    finally:
+        client.close()
+    assert traces(db, "erased") == {}
+    assert snapshot(db, "kept") == kept
+    assert report.messages == messages and report.total == documents
+    sent = [c for c in listener.commands if next(iter(c)) not in ("endSessions",)]
+    assert len(sent) <= messages / 10 + SMALL_CONSTANT, (len(sent), messages)
+    kinds = {next(iter(c)) for c in sent}
+    assert {"find", "delete"} <= kinds <= {"find", "getMore", "delete"}, kinds
+    assert_on_indexes(db, sent)
+    print(f"\n{backend}: erased {messages} messages, {documents} documents in {len(sent)} statements")
+
+
+def test_erase_killed_midway_then_rerun_completes(servers: Any, backend: str, db: Any, corpus: Path) -> None:
+    uri = servers.uri(backend)
+    fill(db, "victim", corpus_mail(corpus))
+    fill(db, "kept", corpus_mail(SAMPLES))
+    kept = snapshot(db, "kept")
+    rng = random.Random(f"erase-{backend}")
+    remaining = sum(map(len, traces(db, "victim").values()))
+    kills = 0
+    for _ in range(ERASE_KILLS):
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.lifecycle_workers", uri, db.name, "victim", "25"],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout.readline().strip() == "ready"
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        wanted = rng.randint(1, 6)
+        seen = 0
+        while seen < wanted and child.stdout.readline().strip() == "delete":
+            seen += 1
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+        left = sum(map(len, traces(db, "victim").values()))
+        assert 0 < left < remaining, (left, remaining)  # killed mid-way: some gone, some not
+        remaining = left
+        kills += 1
+    assert snapshot(db, "kept") == kept
+    report = MessageStore(db, mailbox_id="victim").erase_mailbox()
+    assert report.total == remaining and traces(db, "victim") == {}
+    assert snapshot(db, "kept") == kept
+    assert MessageStore(db, mailbox_id="victim").erase_mailbox().total == 0
+    print(f"\n{backend}: {kills} erases killed mid-way, the re-run removed the last {remaining} documents")
+
+
+def text(uri: str, db: Any, *argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["--uri", uri, "--db", db.name, *argv])
+    return code, out.getvalue()
+
+
+@pytest.mark.one_server
+def test_cli_export_expire_erase(servers: Any, backend: str, db: Any, tmp_path: Path) -> None:
+    uri = servers.uri(backend)
+    count = len(list(SAMPLES.glob("*.eml")))
+    cli(uri, db, "ingest", str(SAMPLES))
+    code, out = text(uri, db, "export", "--format", "eml", str(tmp_path / "all"))
+    assert code == 0 and out.startswith(f"exported {count} messages ({count} copies, ")
+    assert len(list((tmp_path / "all").glob("*.eml"))) == count
+    code, window = cli(
+        uri,
+        db,
+        "export",
+        "--format",
+        "mbox",
+        "--since",
+        "2026-11-03",
+        "--until",
+        "2026-11-05",
+        str(tmp_path / "w.mbox"),
+    )
+    assert code == 0 and window["messages"] == 2 and window["copies"] == 2 and (tmp_path / "w.mbox").is_file()
+    assert text(uri, db, "export", "--format", "mbox", str(tmp_path / "w.mbox")) == (1, "")  # never overwrites
+    code, dry = cli(uri, db, "expire", "--before", "2026-11-04", "--dry-run")
+    assert code == 0 and dry["dryRun"] and dry["messages"] == 4
+    assert cli(uri, db, "inbox", "--limit", "100")[1]["messages"].__len__() == count
+    code, out = text(uri, db, "expire", "--before", "2026-11-04T00:00:00+00:00")
+    assert code == 0 and out.startswith("removed 4 messages older than 2026-11-04T00:00:00Z")
+    code, old = cli(uri, db, "expire", "--older-than", "36500d")
+    assert code == 0 and old["messages"] == 0 and not old["dryRun"]
+    assert main(["--uri", uri, "--db", db.name, "expire", "--older-than", "soon"]) == 2
+    assert main(["--uri", uri, "--db", db.name, "erase"]) == 2  # --yes is required
+    code, erased = cli(uri, db, "erase", "--yes")
+    assert code == 0 and erased["messages"] == count - 4 and erased["remaining"] == 0
+    assert traces(db, "default") == {}
+    code, out = text(uri, db, "erase", "--yes")
+    assert code == 0 and out.startswith("erased mailbox 'default': 0 messages, 0 blobs")
