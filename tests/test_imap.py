@@ -289,6 +289,38 @@ def test_first_sync_stores_all_second_fetches_nothing(dovecot: DovecotServer, ms
     assert [f.position for f in again.folders] == [f.position for f in report.folders]
 
 
+def test_delete_expire_and_erase_remove_the_source_records(dovecot: DovecotServer, mstore: MessageStore) -> None:
+    """The deletion core knows the IMAP collections: a deleted message loses its source records
+    (the folder positions stay, so it is not fetched again), expire removes the records of what
+    it expires, and the erase leaves nothing of the mailbox in either collection."""
+    import datetime as dt
+
+    counts = populate(dovecot)
+    run_sync(dovecot, mstore, folders="all")
+    db, box = mstore.db, mstore.mailbox_id
+    shared = normalize(real_mail(1)[0])["messageId"]
+    assert len(imap.sources(mstore, shared)) == 2
+    positions = imap.positions(mstore)
+    assert mstore.delete(shared)
+    assert imap.sources(mstore, shared) == []
+    assert db[SOURCES].count_documents({"mailboxId": box}) == sum(counts.values()) - 2
+    assert imap.positions(mstore) == positions
+    dovecot.clear_rawlog()
+    again = run_sync(dovecot, mstore, folders="all")
+    assert (again.new, again.present) == (0, 0) and fetches(dovecot) == []  # deleted mail stays deleted
+
+    oldest = min(m["ts"] for m in db.messages.find({"mailboxId": box}, {"ts": 1}))
+    report = mstore.expire(dt.datetime.fromtimestamp(oldest + 1, dt.UTC))
+    assert report.messages >= 1
+    kept_keys = {m["messageKey"] for m in db.messages.find({"mailboxId": box}, {"messageKey": 1})}
+    assert {r["messageKey"] for r in db[SOURCES].find({"mailboxId": box})} <= kept_keys
+
+    mstore.erase_mailbox()
+    assert db[SOURCES].count_documents({"mailboxId": box}) == 0
+    assert db["imap_folders"].count_documents({"mailboxId": box}) == 0
+    assert imap.positions(mstore) == []
+
+
 def test_new_mail_appended_arrives_on_the_next_sync(dovecot: DovecotServer, mstore: MessageStore) -> None:
     for raw in real_mail(3):
         dovecot.deliver_to("INBOX", raw)
