@@ -66,6 +66,7 @@ if [ -n "$npm_pid" ] && ! wait "$npm_pid"; then
   echo "npm ci failed" >&2
   exit 1
 fi
+echo "set-up and checks took ${SECONDS} s; now the tests" >&2
 export MONGOSH_FORCE_DISABLE_TELEMETRY_FOR_TESTING=1
 export PATH="$PWD/node_modules/.bin:$PATH"
 
