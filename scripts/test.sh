@@ -29,8 +29,8 @@ trap 'rm -f "$npm_log"' EXIT
 if [ ! -x node_modules/.bin/mongosh ]; then
   (
     cache="${AECS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/aecs-mongo}/node_modules-$(sha256sum package-lock.json | cut -c1-16)"
-    if [ -x "$cache/.bin/mongosh" ]; then
-      rm -rf node_modules && cp -a "$cache" node_modules
+    if [ -x "$cache/.bin/mongosh" ] && rm -rf node_modules && cp -a "$cache" node_modules; then
+      echo "node_modules copied from $cache"
     else
       npm ci --no-audit --no-fund --silent
       # keep a copy for the next clone (written aside, then moved: never a half copy)
