@@ -64,11 +64,15 @@ __all__ = [
     "date_to_iso",
     "derived_fields",
     "fold_thread_summary",
+    "merge_thread_summaries",
     "message_summary",
     "raw_full_from_bytes",
     "raw_full_to_bytes",
+    "summary_merge_update",
+    "thread_summaries",
     "thread_summary_from_messages",
     "thread_update",
+    "thread_updates",
     "to_normalized_email",
     "validate_email",
     "variant_blob_key",
@@ -622,42 +626,91 @@ def thread_update(message: Mapping[str, Any], *, sharded: bool = False) -> tuple
     Order is total on ``(ts, messageKey)``, so the summary does not depend on arrival order
     and equals ``thread_summary_from_messages`` over the same messages.
     """
-    ts, mkey = message["ts"], message["messageKey"]
+    summary = thread_summary_from_messages([message])
+    assert summary is not None
+    return summary_merge_update(summary, sharded=sharded)
+
+
+def thread_summaries(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each thread's summary of ``messages`` (a batch's new messages), in order of first appearance."""
+    by_thread: dict[str, list[Mapping[str, Any]]] = {}
+    for message in messages:
+        by_thread.setdefault(message["threadKey"], []).append(message)
+    return [summary for group in by_thread.values() if (summary := thread_summary_from_messages(group))]
+
+
+def thread_updates(
+    messages: Sequence[Mapping[str, Any]], *, sharded: bool = False
+) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """One upsert per thread for a batch of newly inserted messages, in order of first appearance:
+    each thread's messages are summarized here and merged into the stored summary in one update.
+
+    Merging summaries is associative and commutative (a count adds, first and last are the
+    least and greatest ``(ts, messageKey)``), so the end state is the same as folding the
+    messages one by one in any order, and concurrent writers' merges of one thread commute.
+    """
+    return [summary_merge_update(summary, sharded=sharded) for summary in thread_summaries(messages)]
+
+
+def merge_thread_summaries(stored: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
+    """``stored`` with ``more`` (a summary of messages it does not count yet) merged in: what
+    ``summary_merge_update`` does on the server, computed here."""
+    out = dict(stored)
+    out["messageCount"] = stored["messageCount"] + more["messageCount"]
+    if (more["firstTs"], more["firstMessageKey"]) < (stored["firstTs"], stored["firstMessageKey"]):
+        out.update(
+            threadId=more["threadId"],
+            subject=more["subject"],
+            firstTs=more["firstTs"],
+            firstMessageKey=more["firstMessageKey"],
+        )
+    if (more["lastTs"], more["lastMessageKey"]) > (stored["lastTs"], stored["lastMessageKey"]):
+        out.update(lastTs=more["lastTs"], lastMessageKey=more["lastMessageKey"])
+    return out
+
+
+def summary_merge_update(
+    summary: Mapping[str, Any], *, sharded: bool = False
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The upsert filter and pipeline that merge a summary of messages not yet counted (as
+    ``thread_summary_from_messages`` makes it) into the stored summary of their thread."""
+    first_key = (summary["firstTs"], summary["firstMessageKey"])
+    last_key = (summary["lastTs"], summary["lastMessageKey"])
     no_summary = {"$eq": [{"$ifNull": ["$firstTs", None]}, None]}
     is_first = {
         "$or": [
             no_summary,
-            {"$lt": [ts, "$firstTs"]},
-            {"$and": [{"$eq": [ts, "$firstTs"]}, {"$lt": [mkey, "$firstMessageKey"]}]},
+            {"$lt": [first_key[0], "$firstTs"]},
+            {"$and": [{"$eq": [first_key[0], "$firstTs"]}, {"$lt": [first_key[1], "$firstMessageKey"]}]},
         ]
     }
     is_last = {
         "$or": [
             no_summary,
-            {"$gt": [ts, "$lastTs"]},
-            {"$and": [{"$eq": [ts, "$lastTs"]}, {"$gt": [mkey, "$lastMessageKey"]}]},
+            {"$gt": [last_key[0], "$lastTs"]},
+            {"$and": [{"$eq": [last_key[0], "$lastTs"]}, {"$gt": [last_key[1], "$lastMessageKey"]}]},
         ]
     }
     pipeline = [
         {"$set": {"_aecsFirst": is_first, "_aecsLast": is_last}},
         {
             "$set": {
-                "mailboxId": message["mailboxId"],
-                "threadKey": message["threadKey"],
-                "threadId": message["threadId"],
-                "messageCount": {"$add": [{"$ifNull": ["$messageCount", 0]}, 1]},
-                "subject": {"$cond": ["$_aecsFirst", {"$literal": message["subject"]}, "$subject"]},
-                "firstTs": {"$cond": ["$_aecsFirst", ts, "$firstTs"]},
-                "firstMessageKey": {"$cond": ["$_aecsFirst", mkey, "$firstMessageKey"]},
-                "lastTs": {"$cond": ["$_aecsLast", ts, "$lastTs"]},
-                "lastMessageKey": {"$cond": ["$_aecsLast", mkey, "$lastMessageKey"]},
+                "mailboxId": summary["mailboxId"],
+                "threadKey": summary["threadKey"],
+                "threadId": {"$literal": summary["threadId"]},
+                "messageCount": {"$add": [{"$ifNull": ["$messageCount", 0]}, summary["messageCount"]]},
+                "subject": {"$cond": ["$_aecsFirst", {"$literal": summary["subject"]}, "$subject"]},
+                "firstTs": {"$cond": ["$_aecsFirst", first_key[0], "$firstTs"]},
+                "firstMessageKey": {"$cond": ["$_aecsFirst", first_key[1], "$firstMessageKey"]},
+                "lastTs": {"$cond": ["$_aecsLast", last_key[0], "$lastTs"]},
+                "lastMessageKey": {"$cond": ["$_aecsLast", last_key[1], "$lastMessageKey"]},
             }
         },
         {"$project": {"_aecsFirst": 0, "_aecsLast": 0}},
     ]
-    selector = {"_id": doc_id(message["mailboxId"], message["threadKey"])}
+    selector = {"_id": summary["_id"]}
     if sharded:
-        selector["mailboxId"] = message["mailboxId"]
+        selector["mailboxId"] = summary["mailboxId"]
     return selector, pipeline
 
 
@@ -687,18 +740,9 @@ def fold_thread_summary(summary: Mapping[str, Any] | None, message: Mapping[str,
     Folding a thread's messages in any order gives ``thread_summary_from_messages`` of them;
     ``reindex`` uses it to rebuild every summary in one pass over ``messages``.
     """
-    if summary is None:
-        first = thread_summary_from_messages([message])
-        assert first is not None
-        return first
-    out = dict(summary)
-    out["messageCount"] += 1
-    key = (message["ts"], message["messageKey"])
-    if key < (summary["firstTs"], summary["firstMessageKey"]):
-        out.update(threadId=message["threadId"], subject=message["subject"], firstTs=key[0], firstMessageKey=key[1])
-    if key > (summary["lastTs"], summary["lastMessageKey"]):
-        out.update(lastTs=key[0], lastMessageKey=key[1])
-    return out
+    one = thread_summary_from_messages([message])
+    assert one is not None
+    return one if summary is None else merge_thread_summaries(summary, one)
 
 
 # --- the way back ------------------------------------------------------------------------------

@@ -38,9 +38,11 @@ from .documents import (
     context_entry,
     derived_fields,
     fold_thread_summary,
+    merge_thread_summaries,
     message_summary,
+    summary_merge_update,
+    thread_summaries,
     thread_summary_from_messages,
-    thread_update,
     to_normalized_email,
     variant_blob_key,
 )
@@ -386,13 +388,22 @@ class MessageStore:
             prefetch.close()
 
     def _write_batch(self, batch: Sequence[MessageDocuments]) -> list[StoreResult]:
-        """C.4 order, batched: blobs, bodies, messages (one unordered insert), thread updates."""
+        """C.4 order, batched: blobs, bodies, messages (one unordered insert), thread updates.
+
+        One ``_id $in`` find first tells the batch's new messages from copies of stored ones: only
+        new messages upload blobs (a copy keeps nothing but its raw bytes, as a variant), so the
+        end state does not depend on where batches begin, and the blob upload needs no lookup.
+        """
         first: dict[str, MessageDocuments] = {}
         for docs in batch:
             first.setdefault(docs.message["_id"], docs)
-        unique = list(first.values())
-        self._put_blobs([(blob, d.message_key) for d in unique for blob in d.blobs])
-        if self._use_transactions():
+        ids = list(first)
+        stored = {m["_id"] for m in self._messages.find(self._by_ids(ids), {"_id": 1})}
+        unique = [d for d in first.values() if d.message["_id"] not in stored]
+        self._put_blobs([(blob, d.message_key) for d in unique for blob in d.blobs], absent=True)
+        if not unique:
+            created: set[str] = set()
+        elif self._use_transactions():
             created = self._commit_in_transaction(unique)
         else:
             # no transactions: the insert is the commit point; a crash after it leaves the
@@ -522,7 +533,7 @@ class MessageStore:
                 attempt += 1
                 _resolve(session.start_transaction(write_concern=self.db.write_concern))
                 try:
-                    created = self._transaction_writes(unique, session)
+                    created = self._transaction_writes(unique, session, recheck=attempt > 1)
                     self._commit(session, deadline)
                     return created
                 except PyMongoError as exc:
@@ -546,38 +557,81 @@ class MessageStore:
                 if not exc.has_error_label("UnknownTransactionCommitResult") or monotonic() > deadline:
                     raise
 
-    def _transaction_writes(self, unique: Sequence[MessageDocuments], session: Any) -> set[str]:
-        ids = [d.message["_id"] for d in unique]
-        stored = {m["_id"] for m in self._messages.find(self._by_ids(ids), {"_id": 1}, session=session)}
-        new = [d for d in unique if d.message["_id"] not in stored]
-        if not new:
-            return set()
-        bodies = [ReplaceOne(self._upsert_key(d.body["_id"]), d.body, upsert=True) for d in new]
-        self._bodies.bulk_write(bodies, ordered=True, session=session)
+    def _transaction_writes(self, unique: Sequence[MessageDocuments], session: Any, recheck: bool) -> set[str]:
+        """Insert the batch's bodies and messages, merge each thread's new messages in one upsert.
+
+        The first attempt trusts the caller's lookup (``unique`` were not stored) and inserts
+        bodies outright: a concurrent writer's message, or a body a non-transactional crash left,
+        aborts it as a duplicate key, a transient error. A retry (``recheck``) looks again inside
+        the transaction and replaces bodies, so leftovers cannot block it.
+        """
+        new = list(unique)
+        if recheck:
+            ids = [d.message["_id"] for d in unique]
+            stored = {m["_id"] for m in self._messages.find(self._by_ids(ids), {"_id": 1}, session=session)}
+            new = [d for d in unique if d.message["_id"] not in stored]
+            if not new:
+                return set()
+            bodies = [ReplaceOne(self._upsert_key(d.body["_id"]), d.body, upsert=True) for d in new]
+            self._bodies.bulk_write(bodies, ordered=True, session=session)
+        else:
+            self._bodies.insert_many([d.body for d in new], ordered=True, session=session)
         self._messages.insert_many([d.message for d in new], ordered=True, session=session)
-        folds = [UpdateOne(*thread_update(d.message, sharded=self.sharded), upsert=True) for d in new]
-        self._threads.bulk_write(folds, ordered=True, session=session)
+        self._fold_in_transaction([d.message for d in new], session)
         return {d.message["_id"] for d in new}
 
+    def _fold_in_transaction(self, messages: Sequence[Mapping[str, Any]], session: Any) -> None:
+        """Each thread's new messages in one write: a thread the batch starts is inserted whole,
+        a stored one read and set to the merge (``merge_thread_summaries``). Exact: the read is
+        the transaction's snapshot, and a concurrent change of the summary after it aborts the
+        transaction (a write conflict, or a duplicate key for a thread inserted meanwhile)."""
+        summaries = thread_summaries(messages)
+        ids = [s["_id"] for s in summaries]
+        stored = {t["_id"]: t for t in self._threads.find(self._by_ids(ids), session=session)}
+        fresh = [s for s in summaries if s["_id"] not in stored]
+        if fresh:
+            self._threads.insert_many(fresh, ordered=True, session=session)
+        sets = []
+        for summary in summaries:
+            if summary["_id"] in stored:
+                old = stored[summary["_id"]]
+                merged = merge_thread_summaries(old, summary)
+                changed = {k: v for k, v in merged.items() if k not in old or old[k] != v}
+                sets.append(UpdateOne(self._by_id(summary["_id"]), {"$set": changed}))
+        if sets:
+            self._threads.bulk_write(sets, ordered=True, session=session)
+
     def _fold_many(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        if len(messages) <= 1 or self._mongomock:
-            for message in messages:
-                self._fold_into_thread(message)
+        """Merge newly inserted messages into their threads without a transaction: a thread the
+        batch starts is inserted whole (one unordered insert); a stored one, or one a concurrent
+        writer inserted first, gets one atomic pipeline merge (``summary_merge_update``) per thread."""
+        summaries = thread_summaries(messages)
+        if not self._mongomock and summaries:
+            ids = [s["_id"] for s in summaries]
+            stored = {t["_id"] for t in self._threads.find(self._by_ids(ids), {"_id": 1})}
+            fresh = [s for s in summaries if s["_id"] not in stored]
+            taken = _insert_ignoring_duplicates(self._threads, fresh)
+            summaries = [s for s in summaries if s["_id"] in stored] + [fresh[i] for i in sorted(taken)]
+        updates = [summary_merge_update(s, sharded=self.sharded) for s in summaries]
+        if len(updates) <= 1 or self._mongomock:
+            for selector, pipeline in updates:
+                self._fold_into_thread(selector, pipeline)
             return
-        ops = [UpdateOne(*thread_update(m, sharded=self.sharded), upsert=True) for m in messages]
         try:
-            self._threads.bulk_write(ops, ordered=True)
+            self._threads.bulk_write([UpdateOne(*update, upsert=True) for update in updates], ordered=True)
         except BulkWriteError as exc:
             if not _only_duplicates(exc):
                 raise
             # a concurrent writer created a thread first: redo the failed op and the ones after it
             failed = exc.details["writeErrors"][0]["index"]
-            for message in messages[failed:]:
-                self._fold_into_thread(message)
+            for selector, pipeline in updates[failed:]:
+                self._fold_into_thread(selector, pipeline)
 
-    def _put_blobs(self, items: Sequence[tuple[Blob, str]]) -> None:
+    def _put_blobs(self, items: Sequence[tuple[Blob, str]], absent: bool = False) -> None:
         """Upload the blobs that have no ``files`` document yet; the cost is per blob, never per
         blob already stored: every statement is answered by the ``_id`` or ``files_id_1_n_1`` index.
+        ``absent``: the blobs belong to messages not stored, so none is expected to be there and
+        the ``files`` lookup is skipped (what an interrupted upload left is still found below).
 
         Leftovers of an interrupted upload are looked for only where there is a reason: a chunk
         insert refused as a duplicate (a chunk of that key is already there), or blobs with no
@@ -588,13 +642,30 @@ class MessageStore:
         if not items:
             return
         keys = [blob.key for blob, _ in items]
-        done = {f["_id"] for f in self._files.find({"_id": {"$in": keys}}, {"_id": 1})}
+        done: set[str] = set()
+        if not absent:
+            done = {f["_id"] for f in self._files.find({"_id": {"$in": keys}}, {"_id": 1})}
         todo = list({blob.key: (blob, mkey) for blob, mkey in items if blob.key not in done}.values())
         if not todo:
             return
         chunks = [c for blob, _ in todo for c in blobs.chunk_documents(blob.key, blob.data)]
         refused = _insert_ignoring_duplicates(self._chunks, chunks)
         empty = [blob.key for blob, _ in todo if not blob.data]
+        if absent and (refused or empty):
+            # something is there after all: a blob whose files document (written last) exists is
+            # complete (a concurrent writer's, or one a crash left before its message) and kept
+            suspects = list({chunks[i]["files_id"] for i in refused} | set(empty))
+            complete = {
+                f["_id"]: f["length"] for f in self._files.find({"_id": {"$in": suspects}}, {"length": 1})
+            }
+            for blob, _ in todo:
+                length = complete.get(blob.key)
+                if length is not None and blobs.chunk_count(len(blob.data)) > blobs.chunk_count(length):
+                    # drop the chunks this upload added past the kept blob's end
+                    self._chunks.delete_many({"files_id": blob.key, "n": {"$gte": blobs.chunk_count(length)}})
+            todo = [(blob, mkey) for blob, mkey in todo if blob.key not in complete]
+            refused = {i for i in refused if chunks[i]["files_id"] not in complete}
+            empty = [key for key in empty if key not in complete]
         if empty:  # no chunk insert to tell: drop any leftover of all of them in one statement
             self._chunks.delete_many({"files_id": {"$in": empty}})
         if refused:
@@ -621,8 +692,7 @@ class MessageStore:
             if blob.key in suspects:
                 self._chunks.delete_many({"files_id": blob.key, "n": {"$gte": blobs.chunk_count(len(blob.data))}})
 
-    def _fold_into_thread(self, message: Mapping[str, Any]) -> None:
-        selector, pipeline = thread_update(message, sharded=self.sharded)
+    def _fold_into_thread(self, selector: Mapping[str, Any], pipeline: Sequence[Mapping[str, Any]]) -> None:
         for attempt in range(_THREAD_UPSERT_RETRIES):
             try:
                 self._threads.update_one(selector, pipeline, upsert=True)

@@ -7,6 +7,9 @@ Sections (each prints a table; everything also goes to a JSON file):
   fresh Message-IDs: raw.eml, HTML and attachments are all written, and ours parses too) vs
   PyMongo inserting the very documents and blobs our code produces (prebuilt, so the baseline
   is the I/O floor). Ratio = baseline time / our time (1.0 = driver speed; target >= 0.8).
+- floor: ``store_many`` (batches of 100) vs the raw driver's one unordered ``insert_many`` per
+  collection of the very documents ours left (GridFS included): what our statements cost over
+  the plain insert of their result. Synthetic AECS-1 objects and real mail; ratio = raw / ours.
 - reads: one mailbox per size (default 1k, 10k, 100k messages) in one database, built once:
   inbox pages 1 and 20, threads, with_participant and thread_context, ours vs the plain query
   written by hand (median ms), and each read's cost relative to the smallest size (a page must
@@ -225,6 +228,66 @@ def bench_ingest(client: MongoClient[Doc], count: int, rounds: int, transactions
         "store_many_ratio": med["base_many"] / med["store_many"],
         "store_many_msgs_per_s": len(raws) / med["store_many"],
     }
+
+
+# --- floor: the final documents inserted by the raw driver -----------------------------------
+
+FINAL_COLLECTIONS = ("aecs.chunks", "aecs.files", "bodies", "messages", "threads")
+
+
+def insert_final(db: Database[Doc], final: dict[str, list[Doc]]) -> None:
+    """The raw driver's floor: one unordered ``insert_many`` per collection of the end state."""
+    for name, documents in final.items():
+        if documents:
+            db[name].insert_many(documents, ordered=False)
+
+
+def bench_floor(client: MongoClient[Doc], count: int, rounds: int, transactions: bool) -> list[Doc]:
+    """``store_many`` (batches of 100) vs the raw driver inserting the very documents it left in
+    the database (every collection, GridFS included; one unordered ``insert_many`` each, no
+    transaction): what the store's statements cost over the plain insert of their result.
+    Synthetic AECS-1 objects (no parse; the same objects in two arrival orders) and real mail as
+    raw bytes (parsed by ours, in the timing; distinct Message-IDs, every tier written)."""
+    raws, _ = storable(real_mail(count))
+    synthetic = [mail(n) for n in range(count)]
+    workloads: dict[str, list[Any]] = {
+        # 400 threads of ~4 messages: in date order every batch of 100 touches 100 threads, stored ones
+        # from the fifth batch on; in thread order (a per-conversation export) a batch touches 4
+        "synthetic, date order": synthetic,
+        "synthetic, thread order": sorted(synthetic, key=lambda m: m["threadId"]),
+        "real mail": raws,
+    }
+    rows = []
+    for workload, items in workloads.items():
+        ours_s, base_s = [], []
+        for r in range(rounds):
+            ours_db, base_db = client[f"aecs_bench_floor_ours_{r}"], client[f"aecs_bench_floor_base_{r}"]
+            for db in (ours_db, base_db):
+                client.drop_database(db.name)
+                MessageStore(db, mailbox_id="bench").ensure_indexes()
+            store = MessageStore(ours_db, mailbox_id="bench", transactions=transactions)
+            ours_s.append(timed(lambda: store.store_many(items, batch_size=100)))  # noqa: B023
+            final = {name: list(ours_db[name].find({})) for name in FINAL_COLLECTIONS}
+            base_s.append(timed(lambda: insert_final(base_db, final)))  # noqa: B023
+            for db in (ours_db, base_db):
+                client.drop_database(db.name)
+        ours, base = statistics.median(ours_s), statistics.median(base_s)
+        rows.append(
+            {
+                "workload": workload,
+                "messages": len(items),
+                "threads": len(final["threads"]),
+                "MB": round(sum(len(c["data"]) for c in final["aecs.chunks"]) / 1e6, 1),
+                "transactions": transactions,
+                "rounds": rounds,
+                "store_many_s": ours,
+                "insert_many_s": base,
+                "ratio": base / ours,
+                "ratios": [round(b / o, 2) for b, o in zip(base_s, ours_s, strict=True)],
+            }
+        )
+        print("  floor", json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 # --- scaling -----------------------------------------------------------------------------------
@@ -1097,6 +1160,26 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
                 ],
             )
         )
+    if "floor" in args.sections:
+        txn_capable = bool(client.admin.command("hello").get("setName"))
+        report["floor"] = bench_floor(client, args.floor_messages, args.ingest_rounds, txn_capable)
+        print("\n== floor: store_many vs the raw driver's insert_many of the same final documents (ratio = raw / ours)")
+        print(
+            table(
+                report["floor"],
+                [
+                    "workload",
+                    "messages",
+                    "threads",
+                    "MB",
+                    "transactions",
+                    "store_many_s",
+                    "insert_many_s",
+                    "ratio",
+                    "ratios",
+                ],
+            )
+        )
     if "reads" in args.sections:
         report["reads"] = bench_reads(client, args.sizes, args.rounds)
         print("\n== reads (median ms; ours / the plain query; vs_smallest = ours / ours at the smallest size)")
@@ -1262,9 +1345,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15, help="rounds per read (median)")
     parser.add_argument("--ingest-messages", type=int, default=2000)
     parser.add_argument("--ingest-rounds", type=int, default=3)
+    parser.add_argument("--floor-messages", type=int, default=1500, help="floor: messages per workload")
     parser.add_argument(
         "--sections",
-        default="ingest,reads,reindex,normalize,memory,scaling,lifecycle,cli",
+        default="ingest,floor,reads,reindex,normalize,memory,scaling,lifecycle,cli",
         type=lambda s: s.split(","),
     )
     parser.add_argument("--reindex-sizes", default="1000,10000", type=lambda s: [int(x) for x in s.split(",")])

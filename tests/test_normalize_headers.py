@@ -295,6 +295,30 @@ def test_address_comments_groups_and_quoted_names() -> None:
     assert parse_addresses(["<Undisclosed-Recipient:;>", "undisclosed-recipients:;"]) == []
 
 
+def test_obsolete_space_around_the_dots_and_at_of_a_bare_address() -> None:
+    # RFC 2822 Appendix A.6.1; RFC 5322 §4.4 obs-domain and obs-local-part allow CFWS there
+    raw = crlf(
+        "From: Joe Q. Public <john.q.public@example.com>",
+        "To: Mary Smith <@machine.tld:mary@example.net>, , jdoe@test   . example",
+        "Date: Tue, 1 Jul 2003 10:52:37 +0200",
+        "Message-ID: <5678.21-Nov-1997@example.com>",
+        "",
+        "Hi everyone.",
+        "",
+    )
+    assert meta(raw)["from"] == {"name": "Joe Q. Public", "email": "john.q.public@example.com"}
+    assert meta(raw)["to"] == [
+        {"name": "Mary Smith", "email": "mary@example.net"},
+        {"name": None, "email": "jdoe@test.example"},
+    ]
+    assert parse_addresses(["john . doe @ example . org (John), jdoe@test (c) . example"]) == [
+        {"name": "John", "email": "john.doe@example.org"},
+        {"name": "c", "email": "jdoe@test.example"},
+    ]
+    # a name word that merely ends with a dot stays in the name
+    assert parse_addresses(["Smith Jr. jdoe@example.org"]) == [{"name": "Smith Jr.", "email": "jdoe@example.org"}]
+
+
 # --- 8, 9. dates ------------------------------------------------------------------------------
 
 

@@ -288,14 +288,33 @@ def _entry(
             if not joined and not comments:
                 return None
             return " ".join(text for text, _written, _quoted in joined) or " ".join(comments), "", False
-        chosen = candidates[0]
-        addr = joined[chosen][1]
-        name_words = [text for index, (text, _written, _quoted) in enumerate(joined) if index != chosen]
+        first, last = _obs_addr_span([written for _text, written, _quoted in joined], candidates[0])
+        addr = "".join(written for _text, written, _quoted in joined[first : last + 1])
+        name_words = [text for index, (text, _written, _quoted) in enumerate(joined) if not first <= index <= last]
         bracketed = False
     name = " ".join(name_words)
     if not name and comments:
         name = " ".join(comment.strip() for comment in comments)
     return name, addr, bracketed
+
+
+def _obs_addr_span(written: list[str], chosen: int) -> tuple[int, int]:
+    """First and last word of a bare addr-spec written with space around its dots or ``@``.
+
+    RFC 5322 §4.4 (obs-local-part, obs-domain) allows CFWS around the dots and the ``@``:
+    ``jdoe@test  . example`` is ``jdoe@test.example`` (RFC 2822 A.6.1) and ``john . doe @ x.y``
+    is ``john.doe@x.y``. A word joins the address when the join point is a dot or ``@`` on the
+    address's side or a word that starts with one; a word before the address that merely ends
+    with a dot stays in the name (``Smith Jr. jdoe@x.y``), as does a quoted word.
+    """
+    first = last = chosen
+    while first > 0 and (written[first][0] in ".@" or written[first - 1] in (".", "@")):
+        first -= 1
+    while last + 1 < len(written) and (
+        written[last + 1][0] in ".@" or (written[last][-1] in ".@" and written[last + 1][0] != '"')
+    ):
+        last += 1
+    return first, last
 
 
 def _strip_comments(text: str) -> str:
