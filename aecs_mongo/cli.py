@@ -240,31 +240,24 @@ def _page_options(parser: argparse.ArgumentParser, default_limit: int = 20) -> N
 # --- ingest -------------------------------------------------------------------------------------
 
 
-class Progress:
-    """A one-line progress display on stderr, only when stderr is a terminal."""
+class StatusLine:
+    """One line of progress on stderr, redrawn at most every 0.1 s (``force``: now), and only
+    when ``enabled`` (stderr is a terminal); ``close`` clears it. Every command's progress uses it."""
 
-    def __init__(self, total_messages: int | None, total_bytes: int, enabled: bool) -> None:
-        self.total_messages = total_messages
-        self.total_bytes = total_bytes
+    def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
-        self.bytes_done = 0
         self._last = 0.0
         self._shown = False
 
-    def update(self, report: IngestReport, *, force: bool = False) -> None:
-        if not self.enabled:
+    def due(self, *, force: bool = False) -> bool:
+        """Whether a redraw now would be shown (callers skip building the text otherwise)."""
+        return self.enabled and (force or not self._shown or time.monotonic() - self._last >= 0.1)
+
+    def show(self, text: str, *, force: bool = False) -> None:
+        if not self.due(force=force):
             return
-        now = time.monotonic()
-        if not force and now - self._last < 0.1:
-            return
-        self._last = now
-        parts = []
-        if self.total_bytes:
-            parts.append(f"{min(100, 100 * self.bytes_done // self.total_bytes):3d}%")
-        count = f"{report.processed}" + (f"/{self.total_messages}" if self.total_messages is not None else "")
-        parts.append(f"{count} messages")
-        parts.append(f"{report.stored} stored, {report.present} present, {len(report.failures)} failed")
-        _err().write("\r\x1b[Kingest " + " | ".join(parts))
+        self._last = time.monotonic()
+        _err().write("\r\x1b[K" + text)
         _err().flush()
         self._shown = True
 
@@ -272,6 +265,28 @@ class Progress:
         if self._shown:
             _err().write("\r\x1b[K")
             _err().flush()
+            self._shown = False
+
+
+class Progress(StatusLine):
+    """The ingest's progress line: percent of the input, messages, what happened to them."""
+
+    def __init__(self, total_messages: int | None, total_bytes: int, enabled: bool) -> None:
+        super().__init__(enabled)
+        self.total_messages = total_messages
+        self.total_bytes = total_bytes
+        self.bytes_done = 0
+
+    def update(self, report: IngestReport, *, force: bool = False) -> None:
+        if not self.due(force=force):
+            return
+        parts = []
+        if self.total_bytes:
+            parts.append(f"{min(100, 100 * self.bytes_done // self.total_bytes):3d}%")
+        count = f"{report.processed}" + (f"/{self.total_messages}" if self.total_messages is not None else "")
+        parts.append(f"{count} messages")
+        parts.append(f"{report.stored} stored, {report.present} present, {len(report.failures)} failed")
+        self.show("ingest " + " | ".join(parts), force=True)
 
 
 def _with_progress(
@@ -573,30 +588,18 @@ def _search(ctx: Context) -> int:
     return EXIT_OK
 
 
-class _SearchProgress:
+class _SearchProgress(StatusLine):
     """``searched 40,000 of 100,000`` on stderr while a scan search runs (terminal only)."""
 
     def __init__(self, ctx: Context) -> None:
+        super().__init__(enabled=True)
         self.ctx = ctx
         self.total: int | None = None
-        self.shown = False
-        self.last = 0.0
 
     def __call__(self, examined: int) -> None:
-        now = time.monotonic()
         if self.total is None:  # counted once, on the first window: only a scan reports progress
             self.total = int(self.ctx.store.stats()["messages"])
-        if self.shown and now - self.last < 0.1 and examined < self.total:
-            return
-        self.last = now
-        _err().write(f"\r\x1b[Ksearched {examined:,} of {self.total:,}")
-        _err().flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            _err().write("\r\x1b[K")
-            _err().flush()
+        self.show(f"searched {examined:,} of {self.total:,}", force=examined >= self.total)
 
 
 def _configure_search(p: argparse.ArgumentParser) -> None:
@@ -646,8 +649,7 @@ def _export(ctx: Context) -> int:
         writer = open_writer(args.format, args.out)
     except OSError as exc:
         raise CliError(f"cannot write {args.out}: {exc.strerror or exc}") from None
-    show = _err().isatty() and not args.no_progress
-    last = 0.0
+    line = StatusLine(_err().isatty() and not args.no_progress)
     interrupted = False
     try:
         with writer, _signals_as_interrupt():
@@ -657,16 +659,12 @@ def _export(ctx: Context) -> int:
             for copy in copies:
                 writer.write(copy.data, ts=copy.ts, sender=copy.sender)
                 messages.add(copy.message_id)
-                if show and time.monotonic() - last >= 0.1:
-                    last = time.monotonic()
-                    _err().write(f"\r\x1b[Kexport {writer.count} copies, {writer.bytes_written / 1e6:.1f} MB")
-                    _err().flush()
+                if line.due():
+                    line.show(f"export {writer.count} copies, {writer.bytes_written / 1e6:.1f} MB")
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        if show:
-            _err().write("\r\x1b[K")
-            _err().flush()
+        line.close()
     seconds = time.monotonic() - started
     summary = {
         "format": args.format,
@@ -707,22 +705,13 @@ def _configure_export(p: argparse.ArgumentParser) -> None:
 
 def _removal_progress(verb: str) -> tuple[Callable[[Any], None], Callable[[], None]]:
     """A progress line on a terminal (documents removed so far) and how to clear it."""
-    if not _err().isatty():
-        return (lambda removed: None), (lambda: None)
-    last = [0.0]
+    line = StatusLine(_err().isatty())
 
     def show(removed: Any) -> None:
-        if time.monotonic() - last[0] >= 0.1:
-            last[0] = time.monotonic()
-            messages = removed.get("messages", 0)
-            _err().write(f"\r\x1b[K{verb}: {messages} messages, {sum(removed.values())} documents")
-            _err().flush()
+        if line.due():
+            line.show(f"{verb}: {removed.get('messages', 0)} messages, {sum(removed.values())} documents")
 
-    def clear() -> None:
-        _err().write("\r\x1b[K")
-        _err().flush()
-
-    return show, clear
+    return show, line.close
 
 
 def _expire(ctx: Context) -> int:
@@ -1106,33 +1095,16 @@ def _configure_server(p: argparse.ArgumentParser) -> None:
 # --- imap: bring an IMAP account in, incrementally (aecs_mongo.imap) ------------------------------
 
 
-class _ImapProgress:
+class _ImapProgress(StatusLine):
     """The IMAP sync's one-line progress on stderr, only when stderr is a terminal."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self._last = 0.0
-        self._shown = False
-
     def update(self, report: Any, folder: Any, *, force: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if not force and now - self._last < 0.1:
-            return
-        self._last = now
-        line = (
-            f"imap {_one_line(folder.folder, 40)} {folder.done}/{folder.listed} | "
-            f"{report.new} new, {report.present} already stored, {len(report.failed)} failed"
-        )
-        _err().write("\r\x1b[K" + line)
-        _err().flush()
-        self._shown = True
-
-    def close(self) -> None:
-        if self._shown:
-            _err().write("\r\x1b[K")
-            _err().flush()
+        if self.due(force=force):
+            self.show(
+                f"imap {_one_line(folder.folder, 40)} {folder.done}/{folder.listed} | "
+                f"{report.new} new, {report.present} already stored, {len(report.failed)} failed",
+                force=True,
+            )
 
 
 def _imap_password(args: argparse.Namespace) -> str:

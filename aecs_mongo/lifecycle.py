@@ -256,8 +256,22 @@ def batches(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
         yield batch
 
 
+class _RemovedCounts:
+    """The counts both reports derive from ``removed`` (documents per collection)."""
+
+    removed: dict[str, int]
+
+    @property
+    def messages(self) -> int:
+        return self.removed.get("messages", 0)
+
+    @property
+    def blobs(self) -> int:
+        return sum(n for name, n in self.removed.items() if name.endswith(".files"))
+
+
 @dataclass
-class EraseReport:
+class EraseReport(_RemovedCounts):
     """What ``erase_mailbox`` removed: documents per collection (GridFS ``files`` are the blobs).
 
     ``passes``: sweeps of every collection, until one found nothing: 2 when nothing was stored
@@ -271,14 +285,6 @@ class EraseReport:
     passes: int = 0
     remaining: int = 0
     seconds: float = 0.0
-
-    @property
-    def messages(self) -> int:
-        return self.removed.get("messages", 0)
-
-    @property
-    def blobs(self) -> int:
-        return sum(n for name, n in self.removed.items() if name.endswith(".files"))
 
     @property
     def total(self) -> int:
@@ -298,7 +304,7 @@ class EraseReport:
 
 
 @dataclass
-class ExpireReport:
+class ExpireReport(_RemovedCounts):
     """What ``expire(before)`` removed (or, with ``dry_run``, would remove): documents per
     collection, and thread summaries recomputed (``threadsUpdated``) or removed as empty."""
 
@@ -309,14 +315,6 @@ class ExpireReport:
     threads_updated: int = 0
     threads_removed: int = 0
     seconds: float = 0.0
-
-    @property
-    def messages(self) -> int:
-        return self.removed.get("messages", 0)
-
-    @property
-    def blobs(self) -> int:
-        return sum(n for name, n in self.removed.items() if name.endswith(".files"))
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -157,13 +157,15 @@ def test_exact_semantic_search_matches_brute_force(make_store: Callable[..., Any
 
 
 def test_exact_semantic_search_is_bounded_only_by_an_explicit_cap(make_store: Callable[..., Any]) -> None:
-    store = make_store("bounded", scan_limit=10)  # search's cap, not semantic_search's
+    store = make_store("bounded")  # no cap by default
     store.store_many([email(i) for i in range(30)])
     for i in range(30):
         store.set_embedding(f"m{i}@example.com", [1.0, float(i)])
     assert len(store.semantic_search([0.0, 1.0], limit=30)) == 30
     capped = store.semantic_search([0.0, 1.0], limit=30, scan_limit=10)
     assert len(capped) == 10 and not capped.complete  # only scan_limit vectors were compared, and it says so
+    by_store = make_store("bounded", scan_limit=10).semantic_search([0.0, 1.0], limit=30)
+    assert len(by_store) == 10 and not by_store.complete  # the store's explicit cap, reported the same way
 
 
 def test_set_embeddings_writes_what_set_embedding_writes(db: Any) -> None:

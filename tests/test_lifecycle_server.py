@@ -166,7 +166,9 @@ class Statements(monitoring.CommandListener):
         self.commands: list[dict[str, Any]] = []
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.commands.append(dict(event.command))
+        # the driver's own handshake and SCRAM login (redacted, empty) are not the erase's statements
+        if event.command_name not in ("saslStart", "saslContinue", "authenticate", "hello", "isMaster"):
+            self.commands.append(dict(event.command))
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
         pass
