@@ -67,7 +67,6 @@ _INDEX_ALREADY_EXISTS = 68
 _THREAD_UPSERT_RETRIES = 5
 _TXN_ATTEMPTS = 5
 _REPAIR_BATCH = 500
-_IN_BATCH = 100
 _MAX_PAGE = 1000
 _WALK_FIELDS = {"messageId": 1, "references": 1, "inReplyTo": 1, "ts": 1, "messageKey": 1}
 _INDEX = re.compile(r"\[\d+\]")
@@ -1209,8 +1208,7 @@ class AsyncMessageStore:
         fields = {"subject": 1, "clean": 1}
         ids = [m["_id"] for m in window]
         found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(ids), _IN_BATCH):  # the test server's $in costs more per id as it grows
-            selector = {**self._by_ids(ids[start : start + _IN_BATCH]), "clean": regex}
+        for selector in queries.split_in({**self._by_ids(ids), "clean": regex}):
             found.update({b["_id"]: b async for b in self._bodies.find(selector, fields)})
         rest = [i for i in subject_hits | set(cut) if i not in found]
         if rest:
@@ -1579,10 +1577,10 @@ class AsyncMessageStore:
     async def _find_ids(self, collection: Any, ids: Sequence[str], projection: Mapping[str, Any]) -> AsyncIterator[Any]:
         """The documents of ``ids``, read ``vectors.READ_BATCH`` ids per query (the embedded server's
         cost of one ``$in`` grows with the square of its length)."""
-        for start in range(0, len(ids), vectors.READ_BATCH):
-            async for document in collection.find(
-                self._by_ids(list(ids[start : start + vectors.READ_BATCH])), projection
-            ):
+        if not ids:
+            return
+        for selector in queries.split_in(self._by_ids(list(ids)), vectors.READ_BATCH):
+            async for document in collection.find(selector, projection):
                 yield document
 
     async def _rewrite_old_vectors(self) -> int:

@@ -33,6 +33,7 @@ from .documents import variant_blob_key
 from .feed import CHECKPOINTS_COLLECTION
 from .indexes import VECTORS_COLLECTION
 from .keys import blob_prefix
+from .queries import IN_LIMIT, split_in
 
 __all__ = [
     "DATA_COLLECTIONS",
@@ -66,9 +67,6 @@ __all__ = [
 DEFAULT_BATCH = 1000
 #: An erase repeats its sweeps until one finds nothing (two passes when no writer stores meanwhile).
 MAX_ERASE_PASSES = 4
-#: The most values one ``$in`` names: the test server's cost per value grows with the list
-#: (measured: 0.3 ms per id at 100, 1.6-2.4 ms at 500-1000), so longer lists are split.
-IN_LIMIT = 100
 #: Export: messages per page, and the most blob bytes read in one statement (a larger message alone).
 EXPORT_PAGE = 100
 EXPORT_PAGE_BYTES = 16 * 1024 * 1024
@@ -193,15 +191,6 @@ def byte_pages(items: Sequence[T], size: Callable[[T], int], limit: int = EXPORT
         groups[-1].append(item)
         total += n
     return groups
-
-
-def split_in(selector: Mapping[str, Any], limit: int = IN_LIMIT) -> list[dict[str, Any]]:
-    """``selector`` as several, each naming at most ``limit`` values of its (one) ``$in``."""
-    for name, value in selector.items():
-        if isinstance(value, Mapping) and isinstance(value.get("$in"), list) and len(value["$in"]) > limit:
-            values = value["$in"]
-            return [{**selector, name: {**value, "$in": values[i : i + limit]}} for i in range(0, len(values), limit)]
-    return [dict(selector)]
 
 
 def check_batch_size(batch_size: object) -> int:

@@ -450,3 +450,19 @@ def scan_matches(
     hits = {m["_id"] for m in messages if m.get("subject") and pattern.search(m["subject"])}
     cut = [m["_id"] for m in messages if m["_id"] not in hits and len(m.get("subject") or "") >= cut_at]
     return hits, cut
+
+
+__all__ += ["IN_LIMIT", "split_in"]
+
+#: The most values one ``$in`` names: the test server's cost per value grows with the list
+#: (measured: 0.3 ms per id at 100, 1.6-2.4 ms at 500-1000), so longer lists are split.
+IN_LIMIT = 100
+
+
+def split_in(selector: Mapping[str, Any], limit: int = IN_LIMIT) -> list[dict[str, Any]]:
+    """``selector`` as several, each naming at most ``limit`` values of its (one) ``$in``."""
+    for name, value in selector.items():
+        if isinstance(value, Mapping) and isinstance(value.get("$in"), list) and len(value["$in"]) > limit:
+            values = value["$in"]
+            return [{**selector, name: {**value, "$in": values[i : i + limit]}} for i in range(0, len(values), limit)]
+    return [dict(selector)]
