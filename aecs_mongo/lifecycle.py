@@ -148,7 +148,8 @@ def sweep_selector(collection: DataCollection, mailbox_id: str) -> dict[str, Any
     if collection.select == "mailboxId":
         return {"mailboxId": mailbox_id}
     if collection.select == "id_range":
-        return {"_id": _key_range(mailbox_id + ":")}
+        # the range alone also holds the ids of a mailbox named "<mailbox_id>:...": the field decides
+        return {"_id": _key_range(mailbox_id + ":"), "mailboxId": mailbox_id}
     if collection.select == "blob_files":
         return {"filename": _key_range(mailbox_blob_root(mailbox_id))}
     return {"files_id": _key_range(mailbox_blob_root(mailbox_id))}

@@ -52,7 +52,8 @@ def mailbox_mail(count: int) -> list[bytes]:
 def traces(db: Any, mailbox_id: str) -> dict[str, list[Any]]:
     """Every document of ``mailbox_id`` in EVERY collection of the database: by ``mailboxId``
     (also in GridFS metadata), by an ``_id`` under ``<mailboxId>:``, or by a GridFS key
-    (``_id``, ``filename``, ``files_id``) under the mailbox's blob root."""
+    (``_id``, ``filename``, ``files_id``) under the mailbox's blob root. An ``_id`` under the
+    prefix that names another ``mailboxId`` is that mailbox's (``<mailboxId>:x`` is a mailbox too)."""
     root, prefix = mailbox_blob_root(mailbox_id), mailbox_id + ":"
     found: dict[str, list[Any]] = {}
     for name in db.list_collection_names():
@@ -63,7 +64,7 @@ def traces(db: Any, mailbox_id: str) -> dict[str, list[Any]]:
             if (
                 doc.get("mailboxId") == mailbox_id
                 or (doc.get("metadata") or {}).get("mailboxId") == mailbox_id
-                or keys[0].startswith(prefix)
+                or (keys[0].startswith(prefix) and doc.get("mailboxId", mailbox_id) == mailbox_id)
                 or any(k.startswith(root) for k in keys)
             ):
                 found.setdefault(name, []).append(doc)
@@ -107,16 +108,17 @@ def test_the_registry_knows_every_collection_the_store_writes(make_store: Callab
 
 
 def test_erase_leaves_nothing_and_other_mailboxes_untouched(make_store: Callable[..., Any], db: Any) -> None:
-    erased, kept = make_store("erased"), make_store("kept")
+    # the other mailbox's ids start with "erased:" too: only the mailboxId field tells them apart
+    erased, kept = make_store("erased"), make_store("erased:kept")
     fill(erased, db, 12)
     fill(kept, db, 7)
-    before = snapshot(db, "kept")
+    before = snapshot(db, "erased:kept")
     found = traces(db, "erased")
     progress: list[int] = []
     report = erased.erase_mailbox(batch_size=7, on_progress=lambda removed: progress.append(sum(removed.values())))
     assert progress == sorted(progress) and progress[-1] == report.total  # several batches per collection
     assert traces(db, "erased") == {}
-    assert snapshot(db, "kept") == before
+    assert snapshot(db, "erased:kept") == before
     assert report.messages == 12
     assert report.removed == {name: len(docs) for name, docs in found.items()} | {
         name: 0 for name in report.removed if name not in found
@@ -125,7 +127,7 @@ def test_erase_leaves_nothing_and_other_mailboxes_untouched(make_store: Callable
     again = erased.erase_mailbox()  # idempotent
     assert again.total == 0 and again.passes == 1
     assert make_store("never-used").erase_mailbox().total == 0
-    assert snapshot(db, "kept") == before
+    assert snapshot(db, "erased:kept") == before
     assert kept.get_raw("n3@example.com") == mailbox_mail(4)[3]
 
 
