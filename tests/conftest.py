@@ -145,6 +145,17 @@ def client(servers: Servers, backend: str) -> Any:
 
 
 @pytest.fixture
+def failpoints(client: Any, backend: str) -> Iterator[Any]:
+    """The client that sets failpoints; every failpoint is cleared after the test."""
+    from .failpoints import failpoint
+
+    if backend == "uri" and not os.environ.get("AECS_URI_HAS_FAILPOINTS"):
+        pytest.skip("MONGODB_URI deployments need --setParameter enableTestCommands=1 (set AECS_URI_HAS_FAILPOINTS=1)")
+    yield client
+    failpoint(client, mode="off")
+
+
+@pytest.fixture
 def db(client: Any) -> Iterator[Any]:
     name = f"aecs_test_{uuid.uuid4().hex[:12]}"
     yield client[name]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +16,7 @@ from aecs_mongo.explain import plan_stages
 from aecs_mongo.keys import blob_prefix, message_key
 
 from .factories import email
+from .failpoints import failpoint
 
 pytestmark = pytest.mark.server
 
@@ -133,18 +133,6 @@ def test_blobs_are_readable_by_gridfs(store: MessageStore, db: Any) -> None:
     key = blob_prefix("alice", message_key("m2@example.com")) + "att/0"
     assert bucket.open_download_stream(key).read() == raw
     assert db["aecs.chunks"].count_documents({"files_id": key}) == 4
-
-
-def failpoint(client: Any, **data: Any) -> None:
-    client.admin.command("configureFailPoint", "failCommand", **data)
-
-
-@pytest.fixture
-def failpoints(client: Any, backend: str) -> Iterator[Any]:
-    if backend == "uri" and not os.environ.get("AECS_URI_HAS_FAILPOINTS"):
-        pytest.skip("MONGODB_URI deployments need --setParameter enableTestCommands=1 (set AECS_URI_HAS_FAILPOINTS=1)")
-    yield client
-    failpoint(client, mode="off")
 
 
 def test_interrupted_upload_is_completed_by_a_retry(store: MessageStore, db: Any, failpoints: Any) -> None:
