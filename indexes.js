@@ -33,6 +33,8 @@ const AECS_INDEXES = [
   {"collection": "messages", "name": "aecs_messages_recipients", "keys": [["mailboxId", 1], ["recipients", 1], ["ts", 1], ["messageKey", 1]], "options": {}},
   {"collection": "uidls", "name": "aecs_uidls_mailbox", "keys": [["mailboxId", 1], ["uidl", 1]], "options": {"unique": true}},
   {"collection": "uidls", "name": "aecs_uidls_message", "keys": [["mailboxId", 1], ["messageKey", 1]], "options": {}},
+  {"collection": "vectors", "name": "aecs_vectors_unsealed", "keys": [["mailboxId", 1], ["block", 1]], "options": {}},
+  {"collection": "vector_blocks", "name": "aecs_vector_blocks_mailbox", "keys": [["mailboxId", 1], ["seq", -1]], "options": {}},
   {"collection": "imap_sources", "name": "aecs_imap_sources_message", "keys": [["mailboxId", 1], ["messageKey", 1]], "options": {}},
   {"collection": "imap_sources", "name": "aecs_imap_sources_folder", "keys": [["mailboxId", 1], ["account", 1], ["folder", 1], ["uidvalidity", 1], ["uid", 1]], "options": {}},
   {"collection": "imap_folders", "name": "aecs_imap_folders_mailbox", "keys": [["mailboxId", 1], ["account", 1], ["folder", 1]], "options": {"unique": true}},

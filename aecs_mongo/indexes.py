@@ -62,6 +62,9 @@ INDEXES: tuple[IndexSpec, ...] = (
     ),
     IndexSpec("uidls", "aecs_uidls_mailbox", (("mailboxId", 1), ("uidl", 1)), {"unique": True}),
     IndexSpec("uidls", "aecs_uidls_message", (("mailboxId", 1), ("messageKey", 1))),
+    # the exact vector search off Atlas (aecs_mongo.vectors): the unsealed vectors, and the blocks
+    IndexSpec("vectors", "aecs_vectors_unsealed", (("mailboxId", 1), ("block", 1))),
+    IndexSpec("vector_blocks", "aecs_vector_blocks_mailbox", (("mailboxId", 1), ("seq", -1))),
     # the IMAP sync (aecs_mongo.imap): where each message was seen, and each folder's position
     IndexSpec("imap_sources", "aecs_imap_sources_message", (("mailboxId", 1), ("messageKey", 1))),
     IndexSpec(
@@ -118,6 +121,7 @@ class IndexReport:
 __all__ += [  # additions: kept apart from the list above, which is left as it was
     "ATLAS_SEARCH_INDEX",
     "ATLAS_VECTOR_INDEX_NAME",
+    "BLOCKS_COLLECTION",
     "MAX_VECTOR_DIMENSIONS",
     "VECTORS_COLLECTION",
     "SearchIndexSpec",
@@ -129,7 +133,11 @@ __all__ += [  # additions: kept apart from the list above, which is left as it w
 VECTORS_COLLECTION = "vectors"
 """One document per message: ``_id`` and ``mailboxId`` as in ``messages``, ``threadKey``, ``embedding``
 (a BSON binData float32 vector, which the Atlas ``vector`` field type indexes as it is; older
-releases wrote an array of doubles, indexed alike) and its ``int8`` copy (see ``vectors``)."""
+releases wrote an array of doubles, indexed alike), ``rev``, and its ``int8`` copy until it is
+sealed into a block (then ``block``; see ``vectors``)."""
+
+BLOCKS_COLLECTION = "vector_blocks"
+"""The quantized copies of sealed vectors, about a thousand per document (see ``vectors``)."""
 
 ATLAS_VECTOR_INDEX_NAME = "aecs_vectors_atlas"
 MAX_VECTOR_DIMENSIONS = 8192

@@ -31,7 +31,7 @@ from typing import Any, Literal, TypeVar
 
 from .documents import variant_blob_key
 from .feed import CHECKPOINTS_COLLECTION
-from .indexes import VECTORS_COLLECTION
+from .indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
 from .keys import blob_prefix
 from .queries import IN_LIMIT, split_in
 
@@ -120,6 +120,7 @@ DATA_COLLECTIONS: tuple[DataCollection, ...] = (
     DataCollection("bodies", "message", "id_range", _ID_INDEX),
     DataCollection("uidls", "message", "mailboxId", "aecs_uidls_mailbox", by="messageKey"),
     DataCollection(VECTORS_COLLECTION, "message", "id_range", _ID_INDEX),
+    DataCollection(BLOCKS_COLLECTION, "mailbox", "mailboxId", "aecs_vector_blocks_mailbox"),
     DataCollection(CHECKPOINTS_COLLECTION, "mailbox", "id_range", _ID_INDEX),
     # written by the IMAP import (issue 23): one per message, and per-folder state of the mailbox;
     # their indexes lead with mailboxId, as every index of the store does

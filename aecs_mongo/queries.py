@@ -295,11 +295,6 @@ def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any]
 ATLAS_SEARCH_INDEX_NAME = ATLAS_SEARCH_INDEX.name
 
 
-def _id_range(mailbox_id: str) -> dict[str, str]:
-    """Every ``_id`` of one mailbox (``<mailboxId>:<key>``) as a range on the ``_id`` index."""
-    return {"$gte": mailbox_id + ":", "$lt": mailbox_id + ";"}
-
-
 def text_search_filter(mailbox_id: str, query: str) -> dict[str, Any]:
     """``$text`` on ``aecs_bodies_search``; the query is a ``$search`` string, never an operator."""
     return {"mailboxId": mailbox_id, "$text": {"$search": check_str(query, "query")}}

@@ -28,7 +28,7 @@ from typing import Any, Self, cast
 from pymongo import ReplaceOne, UpdateOne, WriteConcern
 from pymongo.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure, PyMongoError
 
-from . import lifecycle_sync, blobs, lifecycle, queries, vectors, windows
+from . import lifecycle_sync, vectors_sync, blobs, lifecycle, queries, vectors, windows
 from .workers import Feed
 from .documents import (
     HOT_TEXT_CHARS,
@@ -208,6 +208,7 @@ class MessageStore:
         self._threads = db["threads"]
         self._uidls = db["uidls"]
         self._vectors = db[VECTORS_COLLECTION]
+        self._vector_writes = 0  # vectors written since the last check for a block to seal
         self._files = db[f"{self.bucket_name}.files"]
         self._chunks = db[f"{self.bucket_name}.chunks"]
 
@@ -1257,15 +1258,15 @@ class MessageStore:
     def set_embedding(self, message_id: str, vector: Sequence[float]) -> None:
         """Keep one vector per message (C.3) for ``semantic_search``; replaces an earlier one.
 
-        Stored as a BSON binData float32 vector with an int8 copy beside it (``vectors``).
+        Stored as a BSON binData float32 vector with an int8 copy beside it, which joins a block
+        of the mailbox's quantized copies once a block's worth is written (``vectors``).
         """
         checked = vectors.check_vector(vector)
         _id = self._id_for(message_id)
         message = self._messages.find_one(self._by_id(_id), {"threadKey": 1, "messageKey": 1})
         if message is None:
             raise NotFoundError(f"no message {strip_message_id(message_id)!r} in mailbox {self.mailbox_id!r}")
-        document = vectors.vector_document(self.mailbox_id, message, checked)
-        self._vectors.replace_one(self._upsert_key(_id), document, upsert=True)
+        vectors_sync.write(self, [(message, checked)])
 
     def semantic_search(
         self, vector: Sequence[float], limit: int = 10, thread_id: str | None = None, *, scan_limit: int | None = None
@@ -1460,9 +1461,12 @@ class MessageStore:
         One pass over ``messages`` in batches (one body query, one bulk of fixes and one of UIDL
         upserts per batch); summaries are folded in memory and replaced in place, so readers
         never see a mailbox without threads. Vectors stored by an earlier release (BSON arrays) are
-        rewritten in the binData form (``vectorsRewritten``).
+        rewritten in the binData form (``vectorsRewritten``); the vector blocks lose the entries of
+        deleted or rewritten vectors (``vectorEntriesDropped``) and every unsealed vector is sealed
+        (``vectorsSealed``).
         """
         report = {"threads": 0, "messagesFixed": 0, "uidlsAdded": 0, "uidlsRemoved": 0, "vectorsRewritten": 0}
+        report |= {"vectorEntriesDropped": 0, "vectorsSealed": 0}
         summaries: dict[str, dict[str, Any]] = {}
         keys: set[str] = set()
         batch: list[dict[str, Any]] = []
@@ -1496,7 +1500,10 @@ class MessageStore:
         ]
         for start in range(0, len(stale), _REPAIR_BATCH):
             self._threads.delete_many(self._by_ids(stale[start : start + _REPAIR_BATCH]))
-        report["vectorsRewritten"] = self._rewrite_old_vectors()
+        report["vectorsRewritten"] = vectors_sync.rewrite_old(self)
+        report["vectorsSealed"] = vectors_sync.seal(self, partial=True)
+        # after the sealing, so the entries it made dead go now (an unsealed vector's are kept)
+        report["vectorEntriesDropped"] = (vectors_sync.compact(self))["entriesDropped"]
         return report
 
     def _repair_messages(self, batch: Sequence[Mapping[str, Any]], report: dict[str, int]) -> None:
@@ -1568,37 +1575,10 @@ class MessageStore:
         checked = {self._id_for(mid): vectors.check_vector(vector) for mid, vector in vectors_by_id.items()}
         ids, kept = list(checked), 0
         for start in range(0, len(ids), vectors.WRITE_BATCH):
-            found = self._find_ids(self._messages, ids[start : start + vectors.WRITE_BATCH], _VECTOR_KEYS)
-            kept += self._write_vectors([(m, checked[m["_id"]]) for m in found])
+            found = vectors_sync.read_ids(self, self._messages, ids[start : start + vectors.WRITE_BATCH], _VECTOR_KEYS)
+            pairs = [(m, checked[m["_id"]]) for m in found]
+            kept += vectors_sync.write(self, pairs) if pairs else 0
         return kept
-
-    def _find_ids(self, collection: Any, ids: Sequence[str], projection: Mapping[str, Any]) -> Iterator[Any]:
-        """The documents of ``ids``, read ``vectors.READ_BATCH`` ids per query (the embedded server's
-        cost of one ``$in`` grows with the square of its length)."""
-        if not ids:
-            return
-        for selector in queries.split_in(self._by_ids(list(ids)), vectors.READ_BATCH):
-            for document in collection.find(selector, projection):
-                yield document
-
-    def _rewrite_old_vectors(self) -> int:
-        """Rewrites the mailbox's vectors stored as BSON arrays (earlier releases) as binData; how many."""
-        selector = {"_id": vectors.mailbox_id_range(self.mailbox_id), "embedding": {"$type": "array"}}
-        rewritten, batch = 0, []
-        for old in self._vectors.find(selector, {"embedding": 1, **_VECTOR_KEYS}):
-            values = vectors.storable(old["embedding"])
-            if values is None:
-                continue  # not numbers float32 can hold: left as it is (not a candidate either way)
-            batch.append((old, values))
-            if len(batch) == vectors.WRITE_BATCH:
-                rewritten += self._write_vectors(batch)
-                batch = []
-        return rewritten + self._write_vectors(batch)
-
-    def _write_vectors(self, pairs: Sequence[tuple[Mapping[str, Any], Sequence[float]]]) -> int:
-        documents = vectors.vector_documents(self.mailbox_id, pairs)
-        self._write_each(self._vectors, [(self._upsert_key(d["_id"]), d) for d in documents], replace=True)
-        return len(documents)
 
     def _vector_hits(
         self, vector: Sequence[float], limit: int, tkey: str | None, cap: int | None
@@ -1612,37 +1592,15 @@ class MessageStore:
         if engine == "atlas":
             pipeline = queries.vector_search_pipeline(self.mailbox_id, [float(v) for v in vector], limit, tkey)
             return SearchResults(_to_list(_resolve(self._vectors.aggregate(pipeline))), engine="atlas")
-        search = vectors.ExactSearch(vector, limit, numpy=vectors.numpy_backend())
+        search_numpy = vectors.numpy_backend()
         if self._first_time("exact vector search"):
             log.debug("semantic_search in mailbox %r: exact search over every vector (no Atlas index)", self.mailbox_id)
-        if search.numpy is None and self._first_time("vectors without numpy"):
+        if search_numpy is None and self._first_time("vectors without numpy"):
             log.warning(
                 "semantic_search ranks vectors in pure Python (no numpy), slower: pip install"
                 " 'aecs-mongo[vectors]'; said once per store"
             )
-        complete = True
-        if tkey is None:
-            mailbox = {"_id": vectors.mailbox_id_range(self.mailbox_id)}
-            rows = self._vectors.find(mailbox, vectors.first_pass_projection())
-            if cap is not None:
-                rows = rows.limit(cap + 1)
-            for row in rows:
-                if search.examined == cap:
-                    complete = False
-                    break
-                search.offer(row)
-        else:
-            members = self._messages.find({"mailboxId": self.mailbox_id, "threadKey": tkey}, {"_id": 1})
-            ids = [m["_id"] for m in members]
-            if cap is not None and len(ids) > cap:
-                ids, complete = ids[:cap], False
-            for row in self._find_ids(self._vectors, ids, vectors.first_pass_projection()):
-                search.offer(row)
-        while wanted := search.wanted():
-            for row in self._find_ids(self._vectors, wanted, {"embedding": 1}):
-                search.rescore(row["_id"], row.get("embedding"))
-            search.asked(wanted)
-        return SearchResults(search.results(), complete=complete, examined=search.examined, engine="exact")
+        return vectors_sync.exact_search(self, self._messages, vector, limit, tkey, cap, search_numpy)
 
     def _has_atlas_vectors(self) -> bool:
         """Whether Atlas lists the vector index as queryable (any refusal: no)."""

@@ -1,20 +1,37 @@
-"""Vectors: their stored form, and the complete exact nearest-vector search off Atlas. Pure.
+"""Vectors: their stored form, the blocks of quantized copies, and the complete exact search. Pure.
 
 **Stored form.** One ``vectors`` document per message holds its vector as a BSON binData vector
 (subtype 9, the form PyMongo's ``Binary.from_vector`` writes and Atlas Vector Search indexes):
-``embedding`` in float32, and beside it a quantized copy for the first pass of the exact
-search, ``int8`` (each value ``round(x / max|x| * 127)``), with ``int8Scale`` and ``int8Error``
-such that for any unit vector ``u`` the cosine of ``u`` and the stored vector lies within
-``int8Scale * (u · int8) ± int8Error``. A zero vector (no cosine) has ``int8Scale`` 0. Vectors
-written by earlier releases (a BSON array of doubles in ``embedding``, no ``int8``) are still
-read; ``reindex()`` or the next ``set_embedding`` rewrites them.
+``embedding`` in float32, a ``rev`` (an ObjectId, new on every write) and, while the vector is
+*unsealed*, a quantized copy for the first pass of the exact search: ``int8`` (each value
+``round(x / max|x| * 127)``), with ``int8Scale`` and ``int8Error`` such that for any unit vector
+``u`` the cosine of ``u`` and the stored vector lies within ``int8Scale * (u · int8) ± int8Error``.
+A zero vector (no cosine) has ``int8Scale`` 0. Vectors written by earlier releases (a BSON array
+of doubles in ``embedding``, no ``int8``) are still read; ``reindex()`` or the next
+``set_embedding`` rewrites them.
 
-**Exact search** (``ExactSearch``): a first pass over the ``int8`` copy of every vector of the
+**Blocks.** The embedded server's cost is per document read (about 80 µs), so a first pass over
+one document per vector costs seconds at 100,000 vectors. Once ``BLOCK_VECTORS`` vectors of a
+mailbox are unsealed, they are *sealed*: their quantized copies are packed into one
+``vector_blocks`` document (``ids``, the ``int8`` rows back to back, ``scales`` and ``errors`` as
+float64 arrays) and each vector document gets ``block`` (the block's ``seq``) in place of its own
+copy. A first pass then reads about one document per thousand vectors. The rules that keep it
+exact whatever crashes or races happen (``seal``, in ``aio_vectors``, follows them):
+
+- a block's ``seq`` is taken (its empty document inserted) *before* the revs of its vectors are
+  checked, and the block is filled, then the vectors marked, only with the revs that still match;
+- any write of a vector makes it unsealed again (a new document, no ``block``);
+- so an unsealed vector's own copy wins over every block, and otherwise the block with the
+  highest ``seq`` that lists the vector holds its current copy. Entries of deleted or rewritten
+  vectors are harmless (the rescoring reads the current float32 vector, or none) and are dropped
+  by ``reindex()`` (``compact_plan``).
+
+**Exact search** (``ExactSearch``): a first pass over the quantized copy of every vector of the
 mailbox (or thread) gives each an approximate cosine and a proven upper bound; the float32
 vectors of the best candidates are then read and scored exactly, in batches, until no vector
 left unread has an upper bound that could still reach the ``limit``-th exact score. The result
 is the exact top ``limit`` (no recall loss, whatever the data), and usually costs one read of
-the small copies plus one read of a few hundred float32 vectors. The first pass runs in numpy
+the blocks plus one read of a few hundred float32 vectors. The first pass runs in numpy
 when it is installed (``aecs-mongo[vectors]``) and in pure Python otherwise (same results,
 slower); ``AECS_MONGO_NUMPY=0`` forces the pure-Python path. Scores are on Atlas's scale for
 cosine, ``(1 + cosine) / 2`` in [0, 1], so results from both engines read the same.
@@ -33,10 +50,13 @@ from types import ModuleType
 from typing import Any
 
 from bson.binary import VECTOR_SUBTYPE, Binary, BinaryVectorDtype
+from bson.objectid import ObjectId
 
 from .indexes import ATLAS_VECTOR_INDEX_NAME
 
 __all__ = [
+    "BLOCK_BYTES",
+    "BLOCK_VECTORS",
     "FLOAT32_MAX",
     "NUMPY_SWITCH",
     "READ_BATCH",
@@ -46,16 +66,25 @@ __all__ = [
     "ExactSearch",
     "NearestVectors",
     "atlas_index_pipeline",
+    "block_document",
+    "block_id",
+    "block_rows",
     "check_query_vector",
     "check_vector",
+    "compact_plan",
     "cosine",
     "decode_vector",
     "encode_float32",
     "first_pass_projection",
-    "mailbox_id_range",
+    "kept_block",
     "numpy_backend",
+    "per_block",
+    "plan_blocks",
     "quantize",
+    "seal_projection",
+    "sealed_update",
     "storable",
+    "unsealed_selector",
     "vector_document",
     "vector_documents",
 ]
@@ -76,6 +105,10 @@ RESCORE_BATCH = 200
 READ_BATCH = 50
 #: Messages per read and per write of ``set_embeddings`` and of the rewrite of old vectors.
 WRITE_BATCH = 500
+#: Vectors per block (fewer where ``dims`` is large: a block holds at most ``BLOCK_BYTES`` of rows).
+BLOCK_VECTORS = 1000
+#: The largest int8 payload of one block: far below BSON's 16 MB document limit.
+BLOCK_BYTES = 4 * 1024 * 1024
 #: Added to every upper bound: covers float64 rounding in the bound and in the exact score.
 _SLACK = 1e-9
 #: First-pass rows scored at once by numpy (bounds the memory of a pass to one chunk).
@@ -211,6 +244,7 @@ def vector_documents(
                 "int8": Binary(bytes((_INT8, 0)) + q, VECTOR_SUBTYPE),
                 "int8Scale": scale,
                 "int8Error": error,
+                "rev": ObjectId(),
             }
         )
     return documents
@@ -223,8 +257,149 @@ def vector_document(mailbox_id: str, message: Mapping[str, Any], embedding: Sequ
 
 
 def first_pass_projection() -> dict[str, int]:
-    """What the first pass of the exact search reads of each vector: the quantized copy only."""
+    """What the first pass of the exact search reads of each unsealed vector: the quantized copy only."""
     return {"int8": 1, "int8Scale": 1, "int8Error": 1}
+
+
+# --- blocks ------------------------------------------------------------------------------------------
+
+
+def unsealed_selector(mailbox_id: str) -> dict[str, Any]:
+    """The mailbox's unsealed vectors (no ``block``), on the ``aecs_vectors_unsealed`` index."""
+    return {"mailboxId": mailbox_id, "block": None}
+
+
+def seal_projection() -> dict[str, int]:
+    """What sealing reads of each unsealed vector: its quantized copy and its ``rev``."""
+    return {**first_pass_projection(), "rev": 1}
+
+
+def block_id(mailbox_id: str, seq: int) -> str:
+    """``<mailboxId>:<seq, 12 digits>``: unique across mailboxes, as the suffix has one length."""
+    return f"{mailbox_id}:{seq:012d}"
+
+
+def per_block(dims: int) -> int:
+    """How many vectors of ``dims`` dimensions one block holds."""
+    return max(1, min(BLOCK_VECTORS, BLOCK_BYTES // max(dims, 1)))
+
+
+#: One sealable vector: ``(_id, int8 values, scale, error, rev)``.
+Sealable = tuple[str, bytes, float, float, Any]
+
+
+def _sealable(row: Mapping[str, Any]) -> Sealable | None:
+    q, scale, error = row.get("int8"), row.get("int8Scale"), row.get("int8Error")
+    if (
+        not isinstance(q, Binary)
+        or q.subtype != VECTOR_SUBTYPE
+        or len(q) < 3
+        or q[0] != _INT8
+        or not isinstance(scale, float)
+        or not isinstance(error, float)
+    ):
+        return None  # an old array vector has no copy to seal: ``reindex()`` rewrites it first
+    return (row["_id"], bytes(q)[2:], scale, error, row.get("rev"))
+
+
+def plan_blocks(rows: Iterable[Mapping[str, Any]], *, partial: bool = False) -> list[list[Sealable]]:
+    """The blocks to seal from unsealed rows (``seal_projection``): one length per block, full
+    blocks only unless ``partial`` (then the rest too). Rows without a quantized copy are left."""
+    by_dims: dict[int, list[Sealable]] = {}
+    for row in rows:
+        entry = _sealable(row)
+        if entry is not None:
+            by_dims.setdefault(len(entry[1]), []).append(entry)
+    plans = []
+    for dims, entries in sorted(by_dims.items()):
+        size = per_block(dims)
+        for start in range(0, len(entries), size):
+            chunk = entries[start : start + size]
+            if len(chunk) == size or partial:
+                plans.append(chunk)
+    return plans
+
+
+def block_document(mailbox_id: str, seq: int, entries: Sequence[Sealable]) -> dict[str, Any]:
+    """One block: the quantized copies of ``entries`` (one length) packed into one document."""
+    dims = len(entries[0][1]) if entries else 0
+    return {
+        "_id": block_id(mailbox_id, seq),
+        "mailboxId": mailbox_id,
+        "seq": seq,
+        "dims": dims,
+        "count": len(entries),
+        "ids": [e[0] for e in entries],
+        "int8": Binary(b"".join(e[1] for e in entries)),
+        "scales": Binary(array("d", [e[2] for e in entries]).tobytes() if _LITTLE else _swapped(e[2] for e in entries)),
+        "errors": Binary(array("d", [e[3] for e in entries]).tobytes() if _LITTLE else _swapped(e[3] for e in entries)),
+    }
+
+
+def _swapped(values: Iterable[float]) -> bytes:  # pragma: no cover - big-endian machines
+    packed = array("d", values)
+    packed.byteswap()
+    return packed.tobytes()
+
+
+def _doubles(data: object, count: int) -> list[float] | None:
+    if not isinstance(data, bytes) or len(data) != 8 * count:
+        return None
+    values = array("d")
+    values.frombytes(data)
+    if not _LITTLE:  # pragma: no cover
+        values.byteswap()
+    return values.tolist()
+
+
+#: A block read back: ``(ids, int8 rows back to back, dims, scales, errors)``.
+BlockRows = tuple[list[str], bytes, int, list[float], list[float]]
+
+
+def block_rows(block: Mapping[str, Any]) -> BlockRows | None:
+    """A block's rows, or None when it is not a well-formed block (its vectors are then read one
+    by one, not lost)."""
+    ids, q, dims = block.get("ids"), block.get("int8"), block.get("dims")
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or not isinstance(dims, int):
+        return None
+    scales, errors = _doubles(block.get("scales"), len(ids)), _doubles(block.get("errors"), len(ids))
+    if scales is None or errors is None or not isinstance(q, bytes) or len(q) != dims * len(ids):
+        return None
+    return ids, bytes(q), dims, scales, errors
+
+
+def sealed_update(seq: int) -> dict[str, Any]:
+    """Marks a vector sealed in block ``seq``: its own quantized copy now lives there."""
+    return {"$set": {"block": seq}, "$unset": {"int8": "", "int8Scale": "", "int8Error": ""}}
+
+
+def compact_plan(block: Mapping[str, Any], states: Mapping[str, Mapping[str, Any]]) -> list[int] | None:
+    """The entries of ``block`` to keep, given the ``block`` field of its vectors that exist
+    (``states``: ``_id`` -> document); None when every entry is kept.
+
+    An entry is dropped when its vector is gone, or sealed in another block (which then holds
+    its current copy). An unsealed vector's entry stays: a sealing may be marking it right now.
+    """
+    ids = block.get("ids") or []
+    seq = block.get("seq")
+    keep = [
+        i
+        for i, _id in enumerate(ids)
+        if _id in states and (states[_id].get("block") is None or states[_id].get("block") == seq)
+    ]
+    return None if len(keep) == len(ids) else keep
+
+
+def kept_block(block: Mapping[str, Any], keep: Sequence[int]) -> dict[str, Any] | None:
+    """``block`` with only the entries ``keep``; None when it is malformed."""
+    rows = block_rows(block)
+    if rows is None:
+        return None
+    ids, q, dims, scales, errors = rows
+    entries = [(ids[i], q[i * dims : (i + 1) * dims], scales[i], errors[i], None) for i in keep]
+    document = block_document(str(block["mailboxId"]), int(block["seq"]), entries)
+    document["dims"] = dims
+    return document
 
 
 # --- exact search -----------------------------------------------------------------------------------
@@ -254,11 +429,15 @@ def cosine(a: Sequence[float], b: Sequence[float], norm_a: float | None = None) 
 class ExactSearch:
     """The exact top ``limit`` vectors by cosine to ``query``, in two passes (see the module doc).
 
-    The caller feeds every first-pass row (``offer``: ``_id`` and the fields of
-    ``first_pass_projection``), then, while ``wanted()`` names ids, reads their ``embedding`` and
-    hands each to ``rescore``; ``results()`` is then exact. Memory: a few numbers per vector plus
-    one chunk of quantized rows. ``examined`` counts the rows offered; ``skipped`` the vectors that
-    cannot be compared (another length, a zero vector, an unreadable value).
+    The caller feeds the first pass: the unsealed vectors first (``offer``: ``_id`` and the
+    fields of ``first_pass_projection``), then the blocks newest first (``offer_block``); a
+    vector already offered is not offered again, so its newest copy is the one used. Then, while
+    ``wanted()`` names ids, it reads their ``embedding``, hands each to ``rescore`` and calls
+    ``asked``; ``results()`` is then exact. ``offer_exact`` scores a float32 vector at once (a
+    thread's few vectors). Memory: a few numbers per vector plus one block of quantized rows.
+    ``examined`` counts the vectors considered (a block entry whose vector turns out deleted is
+    taken back); ``skipped`` the vectors that cannot be compared (another length, a zero vector,
+    an unreadable value).
     """
 
     def __init__(self, query: Sequence[float], limit: int, *, numpy: ModuleType | None = None) -> None:
@@ -269,6 +448,7 @@ class ExactSearch:
         self.numpy = numpy
         self.examined = 0
         self.skipped = 0
+        self._seen: set[str] = set()
         self._ids: list[str] = []
         self._upper: list[float] = []  # a proven upper bound of each first-pass row's cosine
         self._chunk: list[tuple[str, bytes, float, float]] = []
@@ -278,10 +458,19 @@ class ExactSearch:
         self._order: list[int] | None = None
         self._next = 0
 
+    def _first(self, _id: str) -> bool:
+        """Counts ``_id`` as considered, unless it was already (a newer copy came first)."""
+        if _id in self._seen:
+            return False
+        self._seen.add(_id)
+        self.examined += 1
+        return True
+
     def offer(self, row: Mapping[str, Any]) -> None:
         """One first-pass row: ``_id``, and ``int8``/``int8Scale``/``int8Error`` where present."""
-        self.examined += 1
         _id = row["_id"]
+        if not self._first(_id):
+            return
         q, scale, error = row.get("int8"), row.get("int8Scale"), row.get("int8Error")
         if q is None:
             self._unknown.append(_id)
@@ -300,6 +489,45 @@ class ExactSearch:
         self._chunk.append((_id, bytes(q)[2:], scale, error))
         if len(self._chunk) >= _CHUNK:
             self._flush()
+
+    def offer_block(self, block: Mapping[str, Any], room: int | None = None) -> int:
+        """The entries of one block not offered before, at most ``room`` of them; how many were taken.
+
+        A malformed block's vectors are read one by one (as old vectors are), not lost.
+        """
+        rows = block_rows(block)
+        if rows is None:
+            taken = [i for i in (block.get("ids") or []) if isinstance(i, str) and i not in self._seen]
+            taken = taken[:room] if room is not None else taken
+            for _id in taken:
+                self._first(_id)
+                self._unknown.append(_id)
+            return len(taken)
+        ids, q, dims, scales, errors = rows
+        fresh = [i for i, _id in enumerate(ids) if _id not in self._seen]
+        if room is not None:
+            fresh = fresh[:room]
+        for i in fresh:
+            self._first(ids[i])
+        usable = [i for i in fresh if scales[i] > 0.0] if dims == len(self.unit) else []
+        self.skipped += len(fresh) - len(usable)
+        if not usable:
+            return len(fresh)
+        if self.numpy is not None:
+            from .vectors_np import block_upper_bounds
+
+            bounds = block_upper_bounds(self.numpy, self.unit, q, dims, usable, scales, errors, _SLACK)
+        else:
+            unit, view = self.unit, memoryview(q).cast("b")
+            bounds = [scales[i] * _sumprod(unit, view[i * dims : (i + 1) * dims]) + errors[i] + _SLACK for i in usable]
+        self._ids.extend(ids[i] for i in usable)
+        self._upper.extend(bounds)
+        return len(fresh)
+
+    def offer_exact(self, _id: str, stored: object) -> None:
+        """A vector scored at once from its float32 value (no first pass)."""
+        if self._first(_id):
+            self.rescore(_id, stored)
 
     def _flush(self) -> None:
         if not self._chunk:
@@ -359,8 +587,12 @@ class ExactSearch:
             self._exact[_id] = similarity
 
     def asked(self, ids: Iterable[str]) -> None:
-        """Marks ids as read (a vector deleted since the first pass is simply not a result)."""
-        self._done.update(ids)
+        """Marks ids as read: one not rescored is gone (deleted since it was sealed, or since the
+        first pass) and is no result, nor counted as examined."""
+        for _id in ids:
+            if _id not in self._done:
+                self._done.add(_id)
+                self.examined -= 1
 
     def results(self) -> list[dict[str, Any]]:
         """``{"_id", "score"}`` best first (ties: smaller ``_id``); the score is ``(1 + cosine) / 2``."""
@@ -419,11 +651,6 @@ class _Reversed:
 
     def __hash__(self) -> int:
         return hash(self.value)
-
-
-def mailbox_id_range(mailbox_id: str) -> dict[str, str]:
-    """Every ``_id`` of one mailbox (``<mailboxId>:<key>``) as a range on the ``_id`` index."""
-    return {"$gte": mailbox_id + ":", "$lt": mailbox_id + ";"}
 
 
 def atlas_index_pipeline() -> list[dict[str, Any]]:

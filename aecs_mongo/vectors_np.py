@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from types import ModuleType
 
-__all__ = ["quantize_rows", "upper_bounds"]
+__all__ = ["block_upper_bounds", "quantize_rows", "upper_bounds"]
 
 
 def quantize_rows(np: ModuleType, rows: Sequence[Sequence[float]]) -> list[tuple[bytes, float, float]]:
@@ -40,4 +40,24 @@ def upper_bounds(
     scales = np.fromiter((s for _, _, s, _ in chunk), dtype=np.float64, count=len(chunk))
     errors = np.fromiter((e for _, _, _, e in chunk), dtype=np.float64, count=len(chunk))
     bounds: list[float] = (scales * dots + errors + slack).tolist()
+    return bounds
+
+
+def block_upper_bounds(
+    np: ModuleType,
+    unit: Sequence[float],
+    q: bytes,
+    dims: int,
+    rows: Sequence[int],
+    scales: Sequence[float],
+    errors: Sequence[float],
+    slack: float,
+) -> list[float]:
+    """``scales[i] * (unit · row i) + errors[i] + slack`` of the ``rows`` of one block's int8 matrix."""
+    matrix = np.frombuffer(q, dtype=np.int8).reshape(-1, dims)
+    picked = np.asarray(rows, dtype=np.intp)
+    if len(picked) < len(matrix):
+        matrix = matrix[picked]
+    dots = matrix.astype(np.float64) @ np.asarray(unit, dtype=np.float64)
+    bounds: list[float] = (np.asarray(scales)[picked] * dots + np.asarray(errors)[picked] + slack).tolist()
     return bounds

@@ -186,6 +186,62 @@ def test_old_array_vectors_zero_vectors_and_other_lengths(path: str) -> None:
     assert search.examined == 37 and search.skipped == 2  # the zero vector and the 9-dimensional one
 
 
+def as_docs(stored: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """The ``vectors`` documents of ``stored`` (``_id`` -> vector), as the store writes them."""
+    pairs = [({"_id": k, "messageKey": k, "threadKey": "t"}, v) for k, v in stored.items()]
+    return {d["_id"]: d for d in vectors.vector_documents("a", pairs)}
+
+
+def sealed(seq: int, docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The block a sealing of ``docs`` writes."""
+    (entries,) = vectors.plan_blocks(docs, partial=True)
+    return vectors.block_document("a", seq, entries)
+
+
+@BACKENDS_NUMPY
+def test_blocks_the_newest_copy_wins_and_a_malformed_block_is_read_one_by_one(path: str) -> None:
+    rng = random.Random(31)
+    dims = 12
+    current = {f"k{i:03d}": f32([rng.gauss(0, 1) for _ in range(dims)]) for i in range(400)}
+    stale = {k: f32([rng.gauss(0, 1) for _ in range(dims)]) for k in list(current)[:40]}
+    docs, old_docs = as_docs(current), as_docs(stale)
+    rewritten = [f"k{i:03d}" for i in range(280, 300)]  # sealed in block 2, then written again
+    at_seal = {**current, **{k: f32([rng.gauss(0, 1) for _ in range(dims)]) for k in rewritten}}
+    blocks = [
+        sealed(1, list(old_docs.values())),  # the first copies of k000..k039, replaced since
+        sealed(2, [as_docs(at_seal)[f"k{i:03d}"] for i in range(300)]),
+        {**sealed(3, [docs[f"k{i:03d}"] for i in range(250, 260)]), "scales": Binary(b"bad")},
+    ]
+    unsealed = [docs[k] for k in [*rewritten, *(f"k{i:03d}" for i in range(300, 400))]]
+    for limit, query in ((10, current["k005"]), (25, [rng.gauss(0, 1) for _ in range(dims)])):
+        search = vectors.ExactSearch(query, limit, numpy=vectors.numpy_backend())
+        for d in unsealed:  # the order of the store's first pass: unsealed, then blocks newest first
+            search.offer({"_id": d["_id"], **{f: d[f] for f in vectors.first_pass_projection()}})
+        for block in reversed(blocks):
+            search.offer_block(block)
+        while wanted := search.wanted():
+            for _id in wanted:
+                search.rescore(_id, docs[_id]["embedding"])
+            search.asked(wanted)
+        assert [h["_id"] for h in search.results()] == [k for k, _ in brute_force(query, current, limit)]
+        assert search.examined == 400 and search.skipped == 0
+    assert vectors.block_rows(blocks[2]) is None  # the malformed block's ten were read one by one
+
+
+def test_blocks_hold_one_length_and_respect_the_size_limit() -> None:
+    docs = [*as_docs({f"a{i}": [1.0, float(i)] for i in range(5)}).values()]
+    docs += [*as_docs({f"b{i}": [1.0, 2.0, float(i)] for i in range(3)}).values()]
+    docs.append({"_id": "old", "embedding": [1.0, 2.0]})  # no quantized copy: not sealable
+    assert [[e[0] for e in b] for b in vectors.plan_blocks(docs, partial=True)] == [
+        ["a0", "a1", "a2", "a3", "a4"],
+        ["b0", "b1", "b2"],
+    ]
+    assert vectors.plan_blocks(docs) == []  # neither is a full block yet
+    assert vectors.per_block(768) == vectors.BLOCK_VECTORS
+    assert vectors.per_block(8192) * 8192 <= vectors.BLOCK_BYTES < (vectors.per_block(8192) + 1) * 8192
+    assert vectors.block_id("a:b", 7) != vectors.block_id("a", 7) and vectors.block_id("a", 7).endswith(":000000000007")
+
+
 # --- every backend ---------------------------------------------------------------------------------
 
 
@@ -238,7 +294,11 @@ def test_old_array_vectors_are_found_and_rewritten_by_reindex(make_store: Callab
     report = store.reindex()
     assert report["vectorsRewritten"] == 6
     assert db.vectors.count_documents({"embedding": {"$type": "array"}}) == 0
-    assert all(isinstance(d["int8"], Binary) for d in db.vectors.find())
+    # reindex seals every vector: one block holds the twelve int8 copies, the documents keep float32
+    assert report["vectorsSealed"] == 12
+    assert all(d["block"] == 1 and "int8" not in d for d in db.vectors.find())
+    (block,) = db.vector_blocks.find()
+    assert sorted(block["ids"]) == sorted(d["_id"] for d in db.vectors.find()) and block["dims"] == 16
     after = store.semantic_search(stored["m2@example.com"], limit=5)
     assert [h["messageId"] for h in after] == expected
     assert store.reindex()["vectorsRewritten"] == 0
@@ -287,6 +347,106 @@ def test_both_paths_answer_alike_and_pure_python_says_so_once(
     assert len(warned) == (1 if path == "python" else 0)
 
 
+def search_ids(store: Any, query: list[float], limit: int) -> tuple[list[str], int]:
+    hits = store.semantic_search(query, limit=limit)
+    assert hits.complete and hits.engine == "exact"
+    return [h["messageId"] for h in hits], hits.examined
+
+
+def test_blocks_are_sealed_kept_exact_and_compacted(
+    make_store: Callable[..., Any], db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectors, "BLOCK_VECTORS", 50)  # blocks of 50: the same code as 1,000, at this test's size
+    store = make_store()
+    store.store_many([email(i) for i in range(130)])
+    neighbour = make_store("alice:x")  # a mailbox whose ids start with this one's: never mixed in
+    neighbour.store_many([email(i) for i in range(3)])
+    rng = random.Random(41)
+    stored = {f"m{i}@example.com": f32([rng.gauss(0, 1) for _ in range(8)]) for i in range(130)}
+    assert store.set_embeddings(stored) == 130
+    neighbour.set_embeddings({f"m{i}@example.com": stored["m7@example.com"] for i in range(3)})
+    assert db.vector_blocks.count_documents({"mailboxId": "alice"}) == 2  # two full blocks sealed
+    assert db.vectors.count_documents({"mailboxId": "alice", "block": None}) == 30
+    assert db.vectors.count_documents({"mailboxId": "alice", "int8": {"$exists": True}}) == 30
+    expected = [m for m, _ in brute_force(stored["m7@example.com"], stored, 10)]
+    assert search_ids(store, stored["m7@example.com"], 10) == (expected, 130)
+
+    for i in range(10):  # sealed vectors written again, and sealed messages deleted
+        stored[f"m{i}@example.com"] = f32([rng.gauss(0, 1) for _ in range(8)])
+        store.set_embedding(f"m{i}@example.com", stored[f"m{i}@example.com"])
+    for i in range(10, 15):
+        assert store.delete(f"m{i}@example.com")
+        del stored[f"m{i}@example.com"]
+    for query in (stored["m3@example.com"], [rng.gauss(0, 1) for _ in range(8)]):
+        assert search_ids(store, query, 10) == ([m for m, _ in brute_force(query, stored, 10)], 125)
+
+    report = store.reindex()
+    assert report["vectorEntriesDropped"] == 15 and report["vectorsSealed"] == 40
+    assert db.vectors.count_documents({"mailboxId": "alice", "block": None}) == 0
+    entries = sum(b["count"] for b in db.vector_blocks.find({"mailboxId": "alice"}))
+    assert entries == 125 == db.vectors.count_documents({"mailboxId": "alice"})
+    query = stored["m3@example.com"]
+    assert search_ids(store, query, 10) == ([m for m, _ in brute_force(query, stored, 10)], 125)
+    assert store.reindex()["vectorEntriesDropped"] == 0
+
+    store.erase_mailbox()
+    assert db.vector_blocks.count_documents({"mailboxId": "alice"}) == 0
+    assert db.vector_blocks.count_documents({}) == 0  # the neighbour never had a full block
+    assert search_ids(neighbour, stored["m3@example.com"], 5)[1] == 3
+
+
+def test_a_vector_written_while_a_block_is_sealed_stays_unsealed(make_store: Callable[..., Any], db: Any) -> None:
+    from aecs_mongo import vectors_sync
+
+    store = make_store()
+    store.store_many([email(i) for i in range(20)])
+    rng = random.Random(43)
+    stored = {f"m{i}@example.com": f32([rng.gauss(0, 1) for _ in range(6)]) for i in range(20)}
+    store.set_embeddings(stored)
+    # a sealer reads the unsealed vectors ...
+    rows = list(db.vectors.find(vectors.unsealed_selector("alice"), vectors.seal_projection()))
+    # ... a writer replaces one of them ...
+    stored["m4@example.com"] = f32([rng.gauss(0, 1) for _ in range(6)])
+    store.set_embedding("m4@example.com", stored["m4@example.com"])
+    # ... and the sealer goes on with what it read: the replaced vector is left out, and unsealed
+    (entries,) = vectors.plan_blocks(rows, partial=True)
+    sync_store = store if isinstance(store, MessageStore) else MessageStore(db, mailbox_id="alice")
+    assert vectors_sync._seal_block(sync_store, entries) == 19
+    rewritten = db.vectors.find_one({"_id": doc_id("alice", message_key("m4@example.com"))})
+    assert "block" not in rewritten and "int8" in rewritten
+    (block,) = db.vector_blocks.find()
+    assert len(block["ids"]) == 19 and rewritten["_id"] not in block["ids"]
+    query = stored["m4@example.com"]
+    assert search_ids(store, query, 5) == ([m for m, _ in brute_force(query, stored, 5)], 20)
+
+
+@pytest.mark.server
+def test_a_seal_cut_short_loses_nothing(db: Any, failpoints: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pymongo.errors import PyMongoError
+
+    from .failpoints import failpoint
+
+    monkeypatch.setattr(vectors, "BLOCK_VECTORS", 20)
+    store = MessageStore(db, mailbox_id="alice")
+    store.ensure_indexes()
+    store.store_many([email(i) for i in range(45)])
+    rng = random.Random(47)
+    stored = {f"m{i}@example.com": f32([rng.gauss(0, 1) for _ in range(6)]) for i in range(45)}
+    # updates: the vectors' bulk write, the block's fill, then the marks of its vectors: that one fails
+    failpoint(failpoints, mode={"skip": 2, "times": 1}, data={"failCommands": ["update"], "errorCode": 2})
+    with pytest.raises(PyMongoError):
+        store.set_embeddings(stored)
+    (block,) = db.vector_blocks.find()
+    assert len(block["ids"]) == 20  # filled, but none of its vectors marked: they are still unsealed
+    assert db.vectors.count_documents({"block": None}) == 45
+    query = stored["m9@example.com"]
+    assert search_ids(store, query, 10) == ([m for m, _ in brute_force(query, stored, 10)], 45)
+    report = store.reindex()  # seals them again (newer blocks win), then drops the first block
+    assert report["vectorsSealed"] == 45 and report["vectorEntriesDropped"] == 20
+    assert search_ids(store, query, 10) == ([m for m, _ in brute_force(query, stored, 10)], 45)
+    assert db.vector_blocks.count_documents({"_id": block["_id"]}) == 0
+
+
 # --- 20,000 vectors in one mailbox (2,000 by default; 20,000 under CI=true) ------------------------------
 
 BIG = budget("AECS_VECTOR_MESSAGES", big=20_000, small=2_000)
@@ -307,6 +467,9 @@ def test_exact_search_over_a_big_mailbox(db: Any, backend: str) -> None:
     stored = {f"m{i}@example.com": row for i, row in enumerate(rows)}
     assert store.set_embeddings(stored) == BIG  # one call, written in bounded batches
     assert db.vectors.count_documents({"mailboxId": "big"}) == BIG
+    # sealed as they were written: a full block per thousand, fewer than a thousand left unsealed
+    assert db.vector_blocks.count_documents({"mailboxId": "big"}) == BIG // vectors.BLOCK_VECTORS
+    assert db.vectors.count_documents(vectors.unsealed_selector("big")) == BIG % vectors.BLOCK_VECTORS
     exact = {k: f32(v) for k, v in stored.items()}
     oldest = store.semantic_search(stored["m0@example.com"], limit=10)
     assert oldest[0]["messageId"] == "m0@example.com" and oldest[0]["score"] == pytest.approx(1.0)
