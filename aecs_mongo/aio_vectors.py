@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
+from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from . import queries, vectors
@@ -84,15 +85,19 @@ async def _seal_if_due(host: AsyncVectorHost, written: int) -> None:
     if not written or not (first or host._vector_writes >= SEAL_CHECK_EVERY):
         return
     host._vector_writes = 1  # not 0: the next check waits for SEAL_CHECK_EVERY writes
-    selector = {**vectors.unsealed_selector(host.mailbox_id), "int8": {"$exists": True}}
+    selector = vectors.unsealed_selector(host.mailbox_id)
     if await host._vectors.count_documents(selector, limit=vectors.BLOCK_VECTORS) >= vectors.BLOCK_VECTORS:
         await seal(host)
 
 
 async def seal(host: AsyncVectorHost, *, partial: bool = False) -> int:
     """Packs the mailbox's unsealed vectors into blocks: full blocks only, unless ``partial``
-    (``reindex``: the rest too). Returns how many vectors were sealed."""
-    selector = {**vectors.unsealed_selector(host.mailbox_id), "int8": {"$exists": True}}
+    (``reindex``: the rest too). Returns how many vectors were sealed.
+
+    Vectors without a quantized copy (old arrays, which ``reindex`` rewrites first) are passed
+    over here, not in the filter: beside the index's equalities an ``$exists`` makes the
+    embedded server scan the whole collection."""
+    selector = vectors.unsealed_selector(host.mailbox_id)
     sealed = 0
     while True:
         rows = [r async for r in host._vectors.find(selector, vectors.seal_projection()).limit(vectors.BLOCK_VECTORS)]
@@ -126,17 +131,32 @@ async def _seal_block(host: AsyncVectorHost, entries: Sequence[Sealable]) -> int
 
 
 async def _take_seq(host: AsyncVectorHost) -> int:
-    """The next block ``seq`` of the mailbox, taken by inserting its empty block (a concurrent
-    sealer that took the same number gets a duplicate key and the next one)."""
+    """The next block ``seq`` of the mailbox, taken by inserting its empty block.
+
+    Numbers come from the mailbox's counter (``vectors.counter_id``, ``$inc``), so they only
+    grow, whatever blocks are removed meanwhile; a counter not yet made (the first block) starts
+    above every existing block. Finding that maximum sorts the blocks on the embedded server,
+    which reads them all: once per mailbox, not once per block.
+    """
     blocks = host.db[BLOCKS_COLLECTION]
-    last = await blocks.find_one({"mailboxId": host.mailbox_id}, {"seq": 1}, sort=[("seq", -1)])
-    seq = int(last["seq"]) + 1 if last else 1
+    counter = vectors.counter_id(host.mailbox_id)
     while True:
+        taken = await blocks.find_one_and_update(
+            host._upsert_key(counter), {"$inc": {"next": 1}}, return_document=ReturnDocument.AFTER
+        )
+        if taken is None:
+            last = await blocks.find_one({"mailboxId": host.mailbox_id}, {"seq": 1}, sort=[("seq", -1)])
+            start = {"$max": {"next": int(last["seq"]) if last and "seq" in last else 0}}
+            await blocks.update_one(
+                host._upsert_key(counter), {**start, "$setOnInsert": {"mailboxId": host.mailbox_id}}, upsert=True
+            )
+            continue
+        seq = int(taken["next"])
         try:
             await blocks.insert_one(vectors.block_document(host.mailbox_id, seq, []))
             return seq
         except DuplicateKeyError:
-            seq += 1
+            continue  # a block of that number exists (made before the counter): take the next
 
 
 async def exact_search(
@@ -164,10 +184,14 @@ async def exact_search(
         if complete:
             blocks = host.db[BLOCKS_COLLECTION].find({"mailboxId": host.mailbox_id}).sort("seq", -1)
             async for block in blocks:
+                if "ids" not in block:
+                    continue  # the counter
                 if search.examined == cap:
                     complete = False  # a block is left unread
                     break
-                search.offer_block(block, None if cap is None else cap - search.examined)
+                if search.offer_block(block, None if cap is None else cap - search.examined):
+                    complete = False  # part of this block was left out
+                    break
     else:
         members = messages.find({"mailboxId": host.mailbox_id, "threadKey": tkey}, {"_id": 1})
         ids = [m["_id"] async for m in members]
@@ -184,10 +208,12 @@ async def exact_search(
 
 async def rewrite_old(host: AsyncVectorHost) -> int:
     """Rewrites the mailbox's vectors stored as BSON arrays (earlier releases) as binData; how many."""
-    selector = {**vectors.unsealed_selector(host.mailbox_id), "embedding": {"$type": "array"}}
+    selector = vectors.unsealed_selector(host.mailbox_id)  # old ones are unsealed; ``$type``: see ``seal``
     rewritten = 0
     batch: list[tuple[Mapping[str, Any], Sequence[float]]] = []
     async for old in host._vectors.find(selector, {"embedding": 1, "threadKey": 1, "messageKey": 1}):
+        if not isinstance(old.get("embedding"), list):
+            continue
         values = vectors.storable(old["embedding"])
         if values is None:
             continue

@@ -47,7 +47,7 @@ from .documents import (
     variant_blob_key,
 )
 from .errors import AecsMongoError, NotFoundError
-from .indexes import VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
+from .indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
 from .keys import blob_prefix, check_mailbox_id, check_str, doc_id, message_key, strip_message_id, thread_key
 from .lifecycle import EraseReport, ExpireReport, ExportedCopy
 from .prefetch import Prefetch
@@ -1075,8 +1075,19 @@ class MessageStore:
         aware datetime) from every tier; each affected thread summary is recomputed once, and a
         thread left empty is removed. Batched and resumable (run it again after a crash).
         ``dry_run``: count what would go, change nothing. ``on_progress(removed)`` after each
-        statement: documents removed so far per collection."""
-        return lifecycle_sync.expire(self, before, dry_run=dry_run, batch_size=batch_size, on_progress=on_progress)
+        statement: documents removed so far per collection. The vector blocks then lose the
+        entries of the expired vectors (``removed["vector_blocks"]``: blocks left empty)."""
+        report = lifecycle_sync.expire(
+            self, before, dry_run=dry_run, batch_size=batch_size, on_progress=on_progress
+        )
+        if not dry_run and report.removed.get(VECTORS_COLLECTION):
+            compacted = vectors_sync.compact(self)
+            if compacted["blocksRemoved"]:
+                report.removed[BLOCKS_COLLECTION] = compacted["blocksRemoved"]
+            log.debug(
+                "expire in mailbox %r: %d vector block entries dropped", self.mailbox_id, compacted["entriesDropped"]
+            )
+        return report
 
     def erase_mailbox(
         self, *, batch_size: int = 1000, on_progress: Callable[[Mapping[str, int]], None] | None = None

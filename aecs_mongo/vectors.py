@@ -73,6 +73,7 @@ __all__ = [
     "check_vector",
     "compact_plan",
     "cosine",
+    "counter_id",
     "decode_vector",
     "encode_float32",
     "first_pass_projection",
@@ -279,6 +280,12 @@ def block_id(mailbox_id: str, seq: int) -> str:
     return f"{mailbox_id}:{seq:012d}"
 
 
+def counter_id(mailbox_id: str) -> str:
+    """``<mailboxId>:next``: the mailbox's block counter (``next``: the last ``seq`` taken), kept in
+    ``vector_blocks`` beside the blocks (it has no ``ids``: a search passes over it)."""
+    return f"{mailbox_id}:next"
+
+
 def per_block(dims: int) -> int:
     """How many vectors of ``dims`` dimensions one block holds."""
     return max(1, min(BLOCK_VECTORS, BLOCK_BYTES // max(dims, 1)))
@@ -358,7 +365,7 @@ BlockRows = tuple[list[str], bytes, int, list[float], list[float]]
 
 def block_rows(block: Mapping[str, Any]) -> BlockRows | None:
     """A block's rows, or None when it is not a well-formed block (its vectors are then read one
-    by one, not lost)."""
+    by one, not lost; the counter document has none)."""
     ids, q, dims = block.get("ids"), block.get("int8"), block.get("dims")
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or not isinstance(dims, int):
         return None
@@ -491,28 +498,29 @@ class ExactSearch:
             self._flush()
 
     def offer_block(self, block: Mapping[str, Any], room: int | None = None) -> int:
-        """The entries of one block not offered before, at most ``room`` of them; how many were taken.
+        """The entries of one block not offered before, at most ``room`` of them; returns how many
+        such entries were left out for want of room (0: the whole block was considered).
 
         A malformed block's vectors are read one by one (as old vectors are), not lost.
         """
         rows = block_rows(block)
         if rows is None:
-            taken = [i for i in (block.get("ids") or []) if isinstance(i, str) and i not in self._seen]
-            taken = taken[:room] if room is not None else taken
+            unseen = [i for i in (block.get("ids") or []) if isinstance(i, str) and i not in self._seen]
+            taken = unseen[:room] if room is not None else unseen
             for _id in taken:
                 self._first(_id)
                 self._unknown.append(_id)
-            return len(taken)
+            return len(unseen) - len(taken)
         ids, q, dims, scales, errors = rows
-        fresh = [i for i, _id in enumerate(ids) if _id not in self._seen]
-        if room is not None:
-            fresh = fresh[:room]
+        unseen_rows = [i for i, _id in enumerate(ids) if _id not in self._seen]
+        fresh = unseen_rows[:room] if room is not None else unseen_rows
+        left = len(unseen_rows) - len(fresh)
         for i in fresh:
             self._first(ids[i])
         usable = [i for i in fresh if scales[i] > 0.0] if dims == len(self.unit) else []
         self.skipped += len(fresh) - len(usable)
         if not usable:
-            return len(fresh)
+            return left
         if self.numpy is not None:
             from .vectors_np import block_upper_bounds
 
@@ -522,7 +530,7 @@ class ExactSearch:
             bounds = [scales[i] * _sumprod(unit, view[i * dims : (i + 1) * dims]) + errors[i] + _SLACK for i in usable]
         self._ids.extend(ids[i] for i in usable)
         self._upper.extend(bounds)
-        return len(fresh)
+        return left
 
     def offer_exact(self, _id: str, stored: object) -> None:
         """A vector scored at once from its float32 value (no first pass)."""

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
+from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from . import queries, vectors
@@ -82,15 +83,19 @@ def _seal_if_due(host: VectorHost, written: int) -> None:
     if not written or not (first or host._vector_writes >= SEAL_CHECK_EVERY):
         return
     host._vector_writes = 1  # not 0: the next check waits for SEAL_CHECK_EVERY writes
-    selector = {**vectors.unsealed_selector(host.mailbox_id), "int8": {"$exists": True}}
+    selector = vectors.unsealed_selector(host.mailbox_id)
     if host._vectors.count_documents(selector, limit=vectors.BLOCK_VECTORS) >= vectors.BLOCK_VECTORS:
         seal(host)
 
 
 def seal(host: VectorHost, *, partial: bool = False) -> int:
     """Packs the mailbox's unsealed vectors into blocks: full blocks only, unless ``partial``
-    (``reindex``: the rest too). Returns how many vectors were sealed."""
-    selector = {**vectors.unsealed_selector(host.mailbox_id), "int8": {"$exists": True}}
+    (``reindex``: the rest too). Returns how many vectors were sealed.
+
+    Vectors without a quantized copy (old arrays, which ``reindex`` rewrites first) are passed
+    over here, not in the filter: beside the index's equalities an ``$exists`` makes the
+    embedded server scan the whole collection."""
+    selector = vectors.unsealed_selector(host.mailbox_id)
     sealed = 0
     while True:
         rows = [r for r in host._vectors.find(selector, vectors.seal_projection()).limit(vectors.BLOCK_VECTORS)]
@@ -124,17 +129,32 @@ def _seal_block(host: VectorHost, entries: Sequence[Sealable]) -> int:
 
 
 def _take_seq(host: VectorHost) -> int:
-    """The next block ``seq`` of the mailbox, taken by inserting its empty block (a concurrent
-    sealer that took the same number gets a duplicate key and the next one)."""
+    """The next block ``seq`` of the mailbox, taken by inserting its empty block.
+
+    Numbers come from the mailbox's counter (``vectors.counter_id``, ``$inc``), so they only
+    grow, whatever blocks are removed meanwhile; a counter not yet made (the first block) starts
+    above every existing block. Finding that maximum sorts the blocks on the embedded server,
+    which reads them all: once per mailbox, not once per block.
+    """
     blocks = host.db[BLOCKS_COLLECTION]
-    last = blocks.find_one({"mailboxId": host.mailbox_id}, {"seq": 1}, sort=[("seq", -1)])
-    seq = int(last["seq"]) + 1 if last else 1
+    counter = vectors.counter_id(host.mailbox_id)
     while True:
+        taken = blocks.find_one_and_update(
+            host._upsert_key(counter), {"$inc": {"next": 1}}, return_document=ReturnDocument.AFTER
+        )
+        if taken is None:
+            last = blocks.find_one({"mailboxId": host.mailbox_id}, {"seq": 1}, sort=[("seq", -1)])
+            start = {"$max": {"next": int(last["seq"]) if last and "seq" in last else 0}}
+            blocks.update_one(
+                host._upsert_key(counter), {**start, "$setOnInsert": {"mailboxId": host.mailbox_id}}, upsert=True
+            )
+            continue
+        seq = int(taken["next"])
         try:
             blocks.insert_one(vectors.block_document(host.mailbox_id, seq, []))
             return seq
         except DuplicateKeyError:
-            seq += 1
+            continue  # a block of that number exists (made before the counter): take the next
 
 
 def exact_search(
@@ -162,10 +182,14 @@ def exact_search(
         if complete:
             blocks = host.db[BLOCKS_COLLECTION].find({"mailboxId": host.mailbox_id}).sort("seq", -1)
             for block in blocks:
+                if "ids" not in block:
+                    continue  # the counter
                 if search.examined == cap:
                     complete = False  # a block is left unread
                     break
-                search.offer_block(block, None if cap is None else cap - search.examined)
+                if search.offer_block(block, None if cap is None else cap - search.examined):
+                    complete = False  # part of this block was left out
+                    break
     else:
         members = messages.find({"mailboxId": host.mailbox_id, "threadKey": tkey}, {"_id": 1})
         ids = [m["_id"] for m in members]
@@ -182,10 +206,12 @@ def exact_search(
 
 def rewrite_old(host: VectorHost) -> int:
     """Rewrites the mailbox's vectors stored as BSON arrays (earlier releases) as binData; how many."""
-    selector = {**vectors.unsealed_selector(host.mailbox_id), "embedding": {"$type": "array"}}
+    selector = vectors.unsealed_selector(host.mailbox_id)  # old ones are unsealed; ``$type``: see ``seal``
     rewritten = 0
     batch: list[tuple[Mapping[str, Any], Sequence[float]]] = []
     for old in host._vectors.find(selector, {"embedding": 1, "threadKey": 1, "messageKey": 1}):
+        if not isinstance(old.get("embedding"), list):
+            continue
         values = vectors.storable(old["embedding"])
         if values is None:
             continue

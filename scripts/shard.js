@@ -8,6 +8,7 @@
 //
 // Shard keys (README, "Sharding"):
 //   messages, bodies, threads, vectors  { mailboxId: 1, _id: 1 }  ranged
+//   vector_blocks                       { mailboxId: 1, _id: 1 }  ranged
 //   uidls                               { mailboxId: 1, uidl: 1 }  ranged (its unique index)
 //   <bucket>.chunks                     { files_id: 1, n: 1 }      ranged (the GridFS recommendation)
 //   <bucket>.files                      not sharded (a few hundred bytes per blob)
@@ -29,6 +30,7 @@
     ["bodies", { mailboxId: 1, _id: 1 }],
     ["threads", { mailboxId: 1, _id: 1 }],
     ["vectors", { mailboxId: 1, _id: 1 }],
+    ["vector_blocks", { mailboxId: 1, _id: 1 }],
     ["uidls", { mailboxId: 1, uidl: 1 }],
     [bucket + ".chunks", { files_id: 1, n: 1 }],
   ];

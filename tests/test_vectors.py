@@ -63,6 +63,11 @@ def clustered(rng: random.Random, count: int, dims: int, clusters: int = 20) -> 
     return [[c + 0.4 * rng.gauss(0, 1) for c in rng.choice(centres)] for _ in range(count)]
 
 
+def blocks_of(db: Any, mailbox_id: str = "alice") -> list[dict[str, Any]]:
+    """The mailbox's blocks (``vector_blocks`` also holds its block counter, which has no ``ids``)."""
+    return [b for b in db.vector_blocks.find({"mailboxId": mailbox_id}) if "ids" in b]
+
+
 # --- pure: the stored form ----------------------------------------------------------------------------
 
 
@@ -297,7 +302,7 @@ def test_old_array_vectors_are_found_and_rewritten_by_reindex(make_store: Callab
     # reindex seals every vector: one block holds the twelve int8 copies, the documents keep float32
     assert report["vectorsSealed"] == 12
     assert all(d["block"] == 1 and "int8" not in d for d in db.vectors.find())
-    (block,) = db.vector_blocks.find()
+    (block,) = blocks_of(db)
     assert sorted(block["ids"]) == sorted(d["_id"] for d in db.vectors.find()) and block["dims"] == 16
     after = store.semantic_search(stored["m2@example.com"], limit=5)
     assert [h["messageId"] for h in after] == expected
@@ -365,11 +370,14 @@ def test_blocks_are_sealed_kept_exact_and_compacted(
     stored = {f"m{i}@example.com": f32([rng.gauss(0, 1) for _ in range(8)]) for i in range(130)}
     assert store.set_embeddings(stored) == 130
     neighbour.set_embeddings({f"m{i}@example.com": stored["m7@example.com"] for i in range(3)})
-    assert db.vector_blocks.count_documents({"mailboxId": "alice"}) == 2  # two full blocks sealed
+    assert len(blocks_of(db, "alice")) == 2  # two full blocks sealed
     assert db.vectors.count_documents({"mailboxId": "alice", "block": None}) == 30
     assert db.vectors.count_documents({"mailboxId": "alice", "int8": {"$exists": True}}) == 30
     expected = [m for m, _ in brute_force(stored["m7@example.com"], stored, 10)]
     assert search_ids(store, stored["m7@example.com"], 10) == (expected, 130)
+    for cap, complete in ((100, False), (30, False), (130, True)):  # a cap inside a block, at its edge, all
+        capped = store.semantic_search(stored["m7@example.com"], limit=10, scan_limit=cap)
+        assert (capped.examined, capped.complete) == (cap, complete)
 
     for i in range(10):  # sealed vectors written again, and sealed messages deleted
         stored[f"m{i}@example.com"] = f32([rng.gauss(0, 1) for _ in range(8)])
@@ -383,7 +391,7 @@ def test_blocks_are_sealed_kept_exact_and_compacted(
     report = store.reindex()
     assert report["vectorEntriesDropped"] == 15 and report["vectorsSealed"] == 40
     assert db.vectors.count_documents({"mailboxId": "alice", "block": None}) == 0
-    entries = sum(b["count"] for b in db.vector_blocks.find({"mailboxId": "alice"}))
+    entries = sum(b["count"] for b in blocks_of(db, "alice"))
     assert entries == 125 == db.vectors.count_documents({"mailboxId": "alice"})
     query = stored["m3@example.com"]
     assert search_ids(store, query, 10) == ([m for m, _ in brute_force(query, stored, 10)], 125)
@@ -391,7 +399,7 @@ def test_blocks_are_sealed_kept_exact_and_compacted(
 
     store.erase_mailbox()
     assert db.vector_blocks.count_documents({"mailboxId": "alice"}) == 0
-    assert db.vector_blocks.count_documents({}) == 0  # the neighbour never had a full block
+    assert db.vector_blocks.count_documents({}) == 0  # the neighbour never had a full block (nor a counter)
     assert search_ids(neighbour, stored["m3@example.com"], 5)[1] == 3
 
 
@@ -414,10 +422,40 @@ def test_a_vector_written_while_a_block_is_sealed_stays_unsealed(make_store: Cal
     assert vectors_sync._seal_block(sync_store, entries) == 19
     rewritten = db.vectors.find_one({"_id": doc_id("alice", message_key("m4@example.com"))})
     assert "block" not in rewritten and "int8" in rewritten
-    (block,) = db.vector_blocks.find()
+    (block,) = blocks_of(db)
     assert len(block["ids"]) == 19 and rewritten["_id"] not in block["ids"]
     query = stored["m4@example.com"]
     assert search_ids(store, query, 5) == ([m for m, _ in brute_force(query, stored, 5)], 20)
+
+
+def test_expire_drops_the_block_entries_of_expired_vectors(
+    make_store: Callable[..., Any], db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datetime as dt
+
+    from .factories import BASE_TS
+
+    monkeypatch.setattr(vectors, "BLOCK_VECTORS", 20)
+    store = make_store()
+    store.store_many([email(i) for i in range(50)])  # m<i> is BASE_TS + 60 i
+    rng = random.Random(53)
+    stored = {f"m{i}@example.com": f32([rng.gauss(0, 1) for _ in range(6)]) for i in range(50)}
+    store.set_embeddings(stored)
+    expired = {doc_id("alice", message_key(f"m{i}@example.com")) for i in range(25)}
+    blocks = blocks_of(db)
+    assert len(blocks) == 2  # 40 sealed, 10 not
+    emptied = sum(set(b["ids"]) <= expired for b in blocks)
+    report = store.expire(dt.datetime.fromtimestamp(BASE_TS + 25 * 60, dt.UTC))  # m0..m24 go
+    assert report.removed["vectors"] == 25 and report.removed.get("vector_blocks", 0) == emptied
+    left = blocks_of(db)
+    assert len(left) == 2 - emptied
+    for block in left:  # every entry left is a live vector sealed in that block
+        assert sorted(block["ids"]) == sorted(d["_id"] for d in db.vectors.find({"block": block["seq"]}))
+        assert not expired & set(block["ids"])
+    assert sum(len(b["ids"]) for b in left) == 40 - len(expired & {i for b in blocks for i in b["ids"]})
+    kept = {k: v for k, v in stored.items() if int(k[1:].split("@")[0]) >= 25}
+    query = stored["m30@example.com"]
+    assert search_ids(store, query, 5) == ([m for m, _ in brute_force(query, kept, 5)], 25)
 
 
 @pytest.mark.server
@@ -432,11 +470,12 @@ def test_a_seal_cut_short_loses_nothing(db: Any, failpoints: Any, monkeypatch: p
     store.store_many([email(i) for i in range(45)])
     rng = random.Random(47)
     stored = {f"m{i}@example.com": f32([rng.gauss(0, 1) for _ in range(6)]) for i in range(45)}
-    # updates: the vectors' bulk write, the block's fill, then the marks of its vectors: that one fails
-    failpoint(failpoints, mode={"skip": 2, "times": 1}, data={"failCommands": ["update"], "errorCode": 2})
+    # update commands: the vectors' bulk write, the new block counter, the block's fill, then the
+    # marks of its vectors: that one fails
+    failpoint(failpoints, mode={"skip": 3, "times": 1}, data={"failCommands": ["update"], "errorCode": 2})
     with pytest.raises(PyMongoError):
         store.set_embeddings(stored)
-    (block,) = db.vector_blocks.find()
+    (block,) = blocks_of(db)
     assert len(block["ids"]) == 20  # filled, but none of its vectors marked: they are still unsealed
     assert db.vectors.count_documents({"block": None}) == 45
     query = stored["m9@example.com"]
@@ -445,6 +484,11 @@ def test_a_seal_cut_short_loses_nothing(db: Any, failpoints: Any, monkeypatch: p
     assert report["vectorsSealed"] == 45 and report["vectorEntriesDropped"] == 20
     assert search_ids(store, query, 10) == ([m for m, _ in brute_force(query, stored, 10)], 45)
     assert db.vector_blocks.count_documents({"_id": block["_id"]}) == 0
+    # block numbers only grow, whatever was removed: the newest block is still the highest seq
+    assert min(b["seq"] for b in blocks_of(db)) > block["seq"]
+    assert db.vector_blocks.find_one({"_id": vectors.counter_id("alice")})["next"] == max(
+        b["seq"] for b in blocks_of(db)
+    )
 
 
 # --- 20,000 vectors in one mailbox (2,000 by default; 20,000 under CI=true) ------------------------------
@@ -468,7 +512,7 @@ def test_exact_search_over_a_big_mailbox(db: Any, backend: str) -> None:
     assert store.set_embeddings(stored) == BIG  # one call, written in bounded batches
     assert db.vectors.count_documents({"mailboxId": "big"}) == BIG
     # sealed as they were written: a full block per thousand, fewer than a thousand left unsealed
-    assert db.vector_blocks.count_documents({"mailboxId": "big"}) == BIG // vectors.BLOCK_VECTORS
+    assert len(blocks_of(db, "big")) == BIG // vectors.BLOCK_VECTORS
     assert db.vectors.count_documents(vectors.unsealed_selector("big")) == BIG % vectors.BLOCK_VECTORS
     exact = {k: f32(v) for k, v in stored.items()}
     oldest = store.semantic_search(stored["m0@example.com"], limit=10)
