@@ -18,6 +18,7 @@ from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from . import queries, vectors
+from .aio_lifecycle import AsyncStoreLike
 from .indexes import BLOCKS_COLLECTION
 from .results import SearchResults
 from .vectors import Sealable
@@ -31,28 +32,13 @@ log = logging.getLogger("aecs_mongo")
 SEAL_CHECK_EVERY = 100
 
 
-class AsyncVectorHost(Protocol):
+class AsyncVectorHost(AsyncStoreLike, Protocol):
     """What this module needs of a store (a protocol: aio.py imports this module)."""
 
-    db: Any
-    mailbox_id: str
     _vectors: Any
     _vector_writes: int
 
     def _by_id(self, _id: str) -> dict[str, Any]: ...
-
-    def _by_ids(self, ids: list[str]) -> dict[str, Any]: ...
-
-    def _upsert_key(self, _id: str) -> dict[str, Any]: ...
-
-    async def _write_each(
-        self,
-        collection: Any,
-        writes: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
-        *,
-        replace: bool = False,
-        upsert: bool = False,
-    ) -> int: ...
 
 
 async def read_ids(
