@@ -512,12 +512,23 @@ class ExactSearch:
                 self._unknown.append(_id)
             return len(unseen) - len(taken)
         ids, q, dims, scales, errors = rows
-        unseen_rows = [i for i, _id in enumerate(ids) if _id not in self._seen]
-        fresh = unseen_rows[:room] if room is not None else unseen_rows
-        left = len(unseen_rows) - len(fresh)
-        for i in fresh:
-            self._first(ids[i])
-        usable = [i for i in fresh if scales[i] > 0.0] if dims == len(self.unit) else []
+        fresh: Sequence[int]
+        if (room is None or room >= len(ids)) and self._seen.isdisjoint(ids):
+            fresh, left = range(len(ids)), 0  # the usual block: nothing in it was offered before
+            self._seen.update(ids)
+            self.examined += len(ids)
+        else:
+            unseen_rows = [i for i, _id in enumerate(ids) if _id not in self._seen]
+            fresh = unseen_rows[:room] if room is not None else unseen_rows
+            left = len(unseen_rows) - len(fresh)
+            for i in fresh:
+                self._first(ids[i])
+        if dims != len(self.unit):
+            usable: Sequence[int] = []
+        elif isinstance(fresh, range) and min(scales, default=1.0) > 0.0:
+            usable = fresh
+        else:
+            usable = [i for i in fresh if scales[i] > 0.0]
         self.skipped += len(fresh) - len(usable)
         if not usable:
             return left
