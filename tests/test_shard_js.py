@@ -45,7 +45,7 @@ def test_shard_js_reports_refusals_cleanly(servers: Any, backend: str, db: Any) 
     out = result.stdout
     assert result.returncode == 1, (out, result.stderr)
     assert "not a mongos" in out
-    assert out.count("refused  shardCollection") == 6
+    assert out.count("refused  shardCollection") == 7  # 4 per-message, vector_blocks, uidls, chunks
     assert "refused  enableSharding" in out
     assert "exists   index" in out  # uidls and GridFS chunks already have their shard-key index
     assert "Uncaught" not in result.stderr and "SyntaxError" not in out + result.stderr
