@@ -613,7 +613,7 @@ def test_the_watch_command(rs: tuple[str, Any], watch_cli: Callable[..., subproc
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err.decode()
-    assert lines.queue.empty()
+    assert lines.queue.empty(), list(lines.queue.queue)  # what more was printed, if anything
 
 
 # --- the README example -----------------------------------------------------------------------------
