@@ -210,7 +210,8 @@ class AsyncMessageStore:
         self._threads = db["threads"]
         self._uidls = db["uidls"]
         self._vectors = db[VECTORS_COLLECTION]
-        self._vector_writes = 0  # vectors written since the last check for a block to seal
+        # vectors written since the last check for a block to seal (the first write checks)
+        self._vector_writes = aio_vectors.SEAL_CHECK_EVERY
         self._files = db[f"{self.bucket_name}.files"]
         self._chunks = db[f"{self.bucket_name}.chunks"]
 

@@ -208,7 +208,8 @@ class MessageStore:
         self._threads = db["threads"]
         self._uidls = db["uidls"]
         self._vectors = db[VECTORS_COLLECTION]
-        self._vector_writes = 0  # vectors written since the last check for a block to seal
+        # vectors written since the last check for a block to seal (the first write checks)
+        self._vector_writes = vectors_sync.SEAL_CHECK_EVERY
         self._files = db[f"{self.bucket_name}.files"]
         self._chunks = db[f"{self.bucket_name}.chunks"]
 

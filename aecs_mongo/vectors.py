@@ -45,7 +45,7 @@ import operator
 import os
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -338,14 +338,16 @@ def block_document(mailbox_id: str, seq: int, entries: Sequence[Sealable]) -> di
         "count": len(entries),
         "ids": [e[0] for e in entries],
         "int8": Binary(b"".join(e[1] for e in entries)),
-        "scales": Binary(array("d", [e[2] for e in entries]).tobytes() if _LITTLE else _swapped(e[2] for e in entries)),
-        "errors": Binary(array("d", [e[3] for e in entries]).tobytes() if _LITTLE else _swapped(e[3] for e in entries)),
+        "scales": Binary(_little_doubles(e[2] for e in entries)),
+        "errors": Binary(_little_doubles(e[3] for e in entries)),
     }
 
 
-def _swapped(values: Iterable[float]) -> bytes:  # pragma: no cover - big-endian machines
+def _little_doubles(values: Iterable[float]) -> bytes:
+    """``values`` as little-endian float64s (the byte order ``_doubles`` reads back)."""
     packed = array("d", values)
-    packed.byteswap()
+    if not _LITTLE:  # pragma: no cover - big-endian machines
+        packed.byteswap()
     return packed.tobytes()
 
 
@@ -380,33 +382,25 @@ def sealed_update(seq: int) -> dict[str, Any]:
     return {"$set": {"block": seq}, "$unset": {"int8": "", "int8Scale": "", "int8Error": ""}}
 
 
-def compact_plan(block: Mapping[str, Any], states: Mapping[str, Mapping[str, Any]]) -> list[int] | None:
-    """The entries of ``block`` to keep, given the ``block`` field of its vectors that exist
-    (``states``: ``_id`` -> document); None when every entry is kept.
+def compact_plan(ids: Sequence[str], live: Container[str]) -> list[int] | None:
+    """The entries of a block (its ``ids``) to keep; None when every entry is kept. ``live``: the
+    vectors sealed in this block, and every unsealed vector.
 
     An entry is dropped when its vector is gone, or sealed in another block (which then holds
     its current copy). An unsealed vector's entry stays: a sealing may be marking it right now.
     """
-    ids = block.get("ids") or []
-    seq = block.get("seq")
-    keep = [
-        i
-        for i, _id in enumerate(ids)
-        if _id in states and (states[_id].get("block") is None or states[_id].get("block") == seq)
-    ]
+    keep = [i for i, _id in enumerate(ids) if _id in live]
     return None if len(keep) == len(ids) else keep
 
 
 def kept_block(block: Mapping[str, Any], keep: Sequence[int]) -> dict[str, Any] | None:
-    """``block`` with only the entries ``keep``; None when it is malformed."""
+    """``block`` with only the entries ``keep`` (not empty); None when it is malformed."""
     rows = block_rows(block)
     if rows is None:
         return None
     ids, q, dims, scales, errors = rows
     entries = [(ids[i], q[i * dims : (i + 1) * dims], scales[i], errors[i], None) for i in keep]
-    document = block_document(str(block["mailboxId"]), int(block["seq"]), entries)
-    document["dims"] = dims
-    return document
+    return block_document(str(block["mailboxId"]), int(block["seq"]), entries)
 
 
 # --- exact search -----------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ __all__ = ["compact", "exact_search", "read_ids", "rewrite_old", "seal", "write"
 
 log = logging.getLogger("aecs_mongo")
 
-#: Vectors written by one store between two checks of whether a block is due (the first write
-#: of a store checks too). A check is one count of at most ``BLOCK_VECTORS`` index entries.
+#: Vectors written by one store between two checks of whether a block is due (a store's first
+#: write checks too). A check is one count of at most ``BLOCK_VECTORS`` index entries.
 SEAL_CHECK_EVERY = 100
 
 
@@ -55,20 +55,18 @@ def write(host: VectorHost, pairs: Sequence[tuple[Mapping[str, Any], Sequence[fl
     """Writes the vectors of ``(message, checked vector)`` pairs (unsealed); seals a block when
     one is due. Returns how many were written."""
     documents = vectors.vector_documents(host.mailbox_id, pairs)
-    if len(documents) == 1:
-        host._vectors.replace_one(host._upsert_key(documents[0]["_id"]), documents[0], upsert=True)
-    else:
-        host._write_each(host._vectors, [(host._upsert_key(d["_id"]), d) for d in documents], replace=True)
+    host._write_each(host._vectors, [(host._upsert_key(d["_id"]), d) for d in documents], replace=True)
     _seal_if_due(host, len(documents))
     return len(documents)
 
 
 def _seal_if_due(host: VectorHost, written: int) -> None:
-    first = host._vector_writes == 0
+    """Seals when a block's worth is unsealed, checked every ``SEAL_CHECK_EVERY`` vectors written
+    (a store starts with its count there, so its first write checks)."""
     host._vector_writes += written
-    if not written or not (first or host._vector_writes >= SEAL_CHECK_EVERY):
+    if not written or host._vector_writes < SEAL_CHECK_EVERY:
         return
-    host._vector_writes = 1  # not 0: the next check waits for SEAL_CHECK_EVERY writes
+    host._vector_writes = 0
     selector = vectors.unsealed_selector(host.mailbox_id)
     if host._vectors.count_documents(selector, limit=vectors.BLOCK_VECTORS) >= vectors.BLOCK_VECTORS:
         seal(host)
@@ -210,14 +208,18 @@ def rewrite_old(host: VectorHost) -> int:
 
 def compact(host: VectorHost) -> dict[str, int]:
     """Drops the block entries of vectors deleted or sealed again since (``vectors.compact_plan``),
-    and the blocks left empty. Reads the ``block`` field of every sealed vector once."""
+    and the blocks left empty. One query on ``aecs_vectors_unsealed`` for the unsealed vectors,
+    then one per block for the vectors sealed in it."""
     blocks = host.db[BLOCKS_COLLECTION]
     report = {"entriesDropped": 0, "blocksRemoved": 0}
-    listed = [b for b in blocks.find({"mailboxId": host.mailbox_id}, {"ids": 1, "seq": 1})]
+    selector = vectors.unsealed_selector(host.mailbox_id)
+    unsealed = {d["_id"] for d in host._vectors.find(selector, {"_id": 1})}
+    listed = [b for b in blocks.find({"mailboxId": host.mailbox_id}, {"ids": 1, "seq": 1}) if "ids" in b]
     for listing in listed:
-        ids = listing.get("ids") or []
-        states = {d["_id"]: d for d in read_ids(host, host._vectors, ids, {"block": 1})}
-        keep = vectors.compact_plan(listing, states)
+        ids = listing["ids"]
+        sealed_here = {**selector, "block": listing["seq"]}
+        live = unsealed | {d["_id"] for d in host._vectors.find(sealed_here, {"_id": 1})}
+        keep = vectors.compact_plan(ids, live)
         if keep is None:
             continue
         if not keep:
