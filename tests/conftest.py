@@ -156,6 +156,25 @@ def failpoints(client: Any, backend: str) -> Iterator[Any]:
 
 
 @pytest.fixture
+def monitored(servers: Servers, backend: str, db: Any) -> Iterator[Callable[[Any], Any]]:
+    """``monitored(listener)``: a ``MessageStore`` of mailbox ``alice`` on the test database
+    (indexes ensured) whose own client reports every command to ``listener``."""
+    from aecs_mongo import MessageStore
+
+    clients: list[MongoClient[dict[str, Any]]] = []
+
+    def make(listener: Any) -> Any:
+        clients.append(MongoClient(servers.uri(backend), event_listeners=[listener]))
+        store = MessageStore(clients[-1][db.name], mailbox_id="alice")
+        store.ensure_indexes()
+        return store
+
+    yield make
+    for opened in clients:
+        opened.close()
+
+
+@pytest.fixture
 def db(client: Any) -> Iterator[Any]:
     name = f"aecs_test_{uuid.uuid4().hex[:12]}"
     yield client[name]

@@ -19,8 +19,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from aecs_mongo.cli import main
 from aecs_mongo.explain import plan_stages
 
 from .budgets import budget
+from .children import start_worker
 from .factories import recomputed_threads, stored_threads
 from .test_lifecycle import snapshot, traces
 
@@ -238,17 +237,8 @@ def test_erase_killed_midway_then_rerun_completes(servers: Any, backend: str, db
     remaining = sum(map(len, traces(db, "victim").values()))
     kills = 0
     for _ in range(ERASE_KILLS):
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tests.lifecycle_workers", uri, db.name, "victim", "25"],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert child.stdout is not None and child.stdin is not None
-        assert child.stdout.readline().strip() == "ready"
-        child.stdin.write("go\n")
-        child.stdin.flush()
+        child = start_worker("lifecycle_workers", uri, db.name, "victim", "25")
+        assert child.stdout is not None
         wanted = rng.randint(1, 6)
         seen = 0
         while seen < wanted and child.stdout.readline().strip() == "delete":

@@ -29,6 +29,7 @@ from pymongo import MongoClient
 from aecs_mongo import AsyncMessageStore, MessageStore
 
 from .budgets import BIG, budget
+from .children import start_worker
 from .factories import email, recomputed_threads, stored_threads
 from .reliability_workers import VICTIM_APP, concurrent_worker, generated_mail, ingest, victim_mail
 
@@ -115,18 +116,7 @@ def test_crash_anywhere_then_rerun_equals_a_clean_ingest(
     rng = random.Random(f"crash-{backend}")
 
     def start_child(name: str) -> subprocess.Popen[str]:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tests.reliability_workers", uri, name, str(crash_mailbox)],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert child.stdout is not None and child.stdin is not None
-        assert child.stdout.readline().strip() == "ready"
-        child.stdin.write("go\n")
-        child.stdin.flush()
-        return child
+        return start_worker("reliability_workers", uri, name, str(crash_mailbox))
 
     # how long the child takes to ingest, so the kills spread over the whole write path
     calibration = start_child(f"aecs_crash_{backend}_calibration")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gridfs
@@ -41,13 +41,9 @@ class Recorder(monitoring.CommandListener):
 
 
 @pytest.fixture
-def recorded(servers: Any, backend: str, db: Any) -> Iterator[tuple[MessageStore, Recorder]]:
+def recorded(monitored: Callable[[Recorder], MessageStore]) -> tuple[MessageStore, Recorder]:
     recorder = Recorder()
-    client: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[recorder])
-    store = MessageStore(client[db.name], mailbox_id="alice")
-    store.ensure_indexes()
-    yield store, recorder
-    client.close()
+    return monitored(recorder), recorder
 
 
 SELECTING_FIELDS = {

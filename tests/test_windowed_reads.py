@@ -8,11 +8,11 @@ with ``executionStats``; the documents it examined and returned must not grow wi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pymongo import MongoClient, monitoring
+from pymongo import monitoring
 
 from aecs_mongo import MessageStore, windows
 from aecs_mongo.keys import thread_key
@@ -56,13 +56,9 @@ class Recorder(monitoring.CommandListener):
 
 
 @pytest.fixture
-def recorded(servers: Any, backend: str, db: Any) -> Iterator[tuple[MessageStore, Recorder]]:
+def recorded(monitored: Callable[[Recorder], MessageStore]) -> tuple[MessageStore, Recorder]:
     recorder = Recorder()
-    client: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[recorder])
-    store = MessageStore(client[db.name], mailbox_id="alice")
-    store.ensure_indexes()
-    yield store, recorder
-    client.close()
+    return monitored(recorder), recorder
 
 
 def cost(store: MessageStore, recorder: Recorder, db: Any, read: Any) -> tuple[int, int]:
