@@ -5,7 +5,7 @@ The public API is what this module exports; everything else is an implementation
 
 from __future__ import annotations
 
-from .aio import AsyncMessageStore
+from .asynchronous.store import AsyncMessageStore
 from .errors import (
     AecsMongoError,
     DataDirError,
@@ -21,16 +21,16 @@ from .errors import (
     ServerFeatureError,
     UnsafeFieldNameError,
 )
-from .indexes import IndexReport
-from .lifecycle import EraseReport, ExpireReport, ExportedCopy
+from .mail.sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
+from .mail.sources import IngestReport, Origin, RawMessage, Skipped, read_messages
 
 # the function shadows the subpackage's name here, on purpose (the public API is the function);
 # import the subpackage's other names with ``from aecs_mongo.normalize import ...``
 from .normalize import ParsedEmail, normalize, parse_email
+from .pure.indexes import IndexReport
+from .pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
 from .results import ImapFolderReport, ImapSyncReport, MessagePage, SearchResults, StoreResult, ThreadPage
-from .sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
-from .sources import IngestReport, Origin, RawMessage, Skipped, read_messages
-from .store import MessageStore
+from .synchronous.store import MessageStore
 from .types import (
     Address,
     Attachment,

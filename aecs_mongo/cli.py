@@ -46,7 +46,7 @@ from types import FrameType
 from typing import IO, Any, NoReturn
 
 from .errors import AecsMongoError
-from .sources import IngestReport, InputFile, RawMessage, Skipped, find_inputs, read_inputs
+from .mail.sources import IngestReport, InputFile, RawMessage, Skipped, find_inputs, read_inputs
 
 __all__ = ["main"]
 
@@ -158,7 +158,7 @@ def _limit(text: str) -> int:
 
 
 def _duration(text: str) -> float:
-    from .background import parse_duration
+    from .embedded.background import parse_duration
 
     try:
         return parse_duration(text)
@@ -639,7 +639,7 @@ def _age(text: str) -> dt.timedelta:
 
 
 def _export(ctx: Context) -> int:
-    from .sinks import open_writer
+    from .mail.sinks import open_writer
 
     args = ctx.args
     started = time.monotonic()
@@ -693,7 +693,7 @@ def _export(ctx: Context) -> int:
 
 
 def _configure_export(p: argparse.ArgumentParser) -> None:
-    from .sinks import FORMATS
+    from .mail.sinks import FORMATS
 
     p.add_argument("out", metavar="OUT", help="the mbox file (new) or the Maildir / .eml directory to write")
     p.add_argument("--format", choices=FORMATS, required=True, help="mbox (mboxrd), maildir, or eml (one file each)")
@@ -812,8 +812,8 @@ def _storage(db: Any, name: str) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def _stats(ctx: Context) -> int:
-    from .blobs import prefix_filter
-    from .keys import blob_prefix
+    from .pure.blobs import prefix_filter
+    from .pure.keys import blob_prefix
 
     mailbox = ctx.args.mailbox
     bucket = ctx.store.bucket_name
@@ -903,10 +903,10 @@ _ENGINE_NOTES = {
 
 def _mailbox_module() -> Any:
     try:
-        from . import mailbox
+        from .mail import pop3
     except ImportError as exc:  # pragma: no cover - ships with the package
         raise CliError(f"the POP3 pipeline is not available in this version: {exc}", EXIT_USAGE) from None
-    return mailbox
+    return pop3
 
 
 def _failed_pairs(failed: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
@@ -1043,8 +1043,8 @@ def _configure_watch(p: argparse.ArgumentParser) -> None:
 
 def _server(args: argparse.Namespace) -> int:
     """``server status | stop | start``: the data directory's shared embedded server."""
-    from . import background
-    from .embedded import INSTALL_HINT, embedded_available
+    from .embedded import background
+    from .embedded.server import INSTALL_HINT, embedded_available
 
     if args.uri:
         raise CliError("'server' manages the embedded server of --data-dir; leave out --uri", EXIT_USAGE)
@@ -1121,8 +1121,8 @@ def _imap_password(args: argparse.Namespace) -> str:
 def _imap(ctx: Context) -> int:
     import ssl
 
-    from . import imap
     from .errors import MailboxAuthError, MailboxError
+    from .mail import imap
 
     args = ctx.args
     password = _imap_password(args)
@@ -1381,8 +1381,8 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
     if args.uri:
         yield args.uri
         return
-    from . import background
-    from .embedded import INSTALL_HINT, EmbeddedServer, embedded_available
+    from .embedded import background
+    from .embedded.server import INSTALL_HINT, EmbeddedServer, embedded_available
 
     if not embedded_available():
         raise CliError(
@@ -1414,7 +1414,7 @@ def _run(args: argparse.Namespace) -> int:
     from pymongo import MongoClient
     from pymongo.errors import OperationFailure, PyMongoError, ServerSelectionTimeoutError
 
-    from .store import MessageStore
+    from .synchronous.store import MessageStore
 
     if args.command == "server":
         return _server(args)

@@ -3,8 +3,8 @@ import zlib
 from pymongo import MongoClient
 
 from aecs_mongo import MessageStore
-from aecs_mongo.embedded import EmbeddedServer
-from aecs_mongo.workers import embed_new
+from aecs_mongo.embedded.server import EmbeddedServer
+from aecs_mongo.synchronous.workers import embed_new
 
 
 def embed(texts: list[str]) -> list[list[float]]:

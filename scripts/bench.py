@@ -76,18 +76,19 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import gen_mbox  # noqa: E402
 
-from aecs_mongo import MessageStore, vectors  # noqa: E402
-from aecs_mongo.blobs import chunk_documents, file_document  # noqa: E402
-from aecs_mongo.documents import (  # noqa: E402
+from aecs_mongo import MessageStore  # noqa: E402
+from aecs_mongo.embedded.server import EmbeddedServer  # noqa: E402
+from aecs_mongo.errors import AecsMongoError  # noqa: E402
+from aecs_mongo.pure import vectors  # noqa: E402
+from aecs_mongo.pure.blobs import chunk_documents, file_document  # noqa: E402
+from aecs_mongo.pure.documents import (  # noqa: E402
     MessageDocuments,
     build_documents,
     thread_summary_from_messages,
     thread_update,
 )
-from aecs_mongo.embedded import EmbeddedServer  # noqa: E402
-from aecs_mongo.errors import AecsMongoError  # noqa: E402
-from aecs_mongo.keys import address_key, thread_key  # noqa: E402
-from aecs_mongo.queries import LIST_PROJECTION, THREAD_CONTEXT_PROJECTION  # noqa: E402
+from aecs_mongo.pure.keys import address_key, thread_key  # noqa: E402
+from aecs_mongo.pure.queries import LIST_PROJECTION, THREAD_CONTEXT_PROJECTION  # noqa: E402
 
 Doc = dict[str, Any]
 BASE_TS = 1_780_000_000
@@ -581,7 +582,7 @@ def _bare_imap_fetch(server: Any, context: Any, batch_size: int) -> tuple[int, i
     batches ``imap.sync`` sends, every body read and dropped. Returns (messages, bytes)."""
     import imaplib
 
-    from aecs_mongo.imap_records import plan_batches, uid_ranges
+    from aecs_mongo.pure.imap_records import plan_batches, uid_ranges
 
     conn = imaplib.IMAP4_SSL("127.0.0.1", server.imaps_port, ssl_context=context, timeout=60)
     conn.login(server.user, server.password)
@@ -611,7 +612,7 @@ def bench_imap(client: MongoClient[Doc], sizes: list[int], rounds: int, transact
     import ssl
 
     sys.path.insert(0, str(ROOT))
-    from aecs_mongo import imap
+    from aecs_mongo.mail import imap
     from tests.dovecot import DovecotServer, dovecot_binary
 
     binary = dovecot_binary()
@@ -769,7 +770,7 @@ class StatementCounter(monitoring.CommandListener):
 
 def bench_counts(db: Database[Doc]) -> list[int]:
     """The bench mailbox's messages, bodies, files and chunks."""
-    from aecs_mongo.lifecycle import mailbox_blob_root
+    from aecs_mongo.pure.lifecycle import mailbox_blob_root
 
     root = mailbox_blob_root("bench")
     blob_range = {"$gte": root, "$lt": root[:-1] + "0"}
@@ -788,8 +789,8 @@ def bench_lifecycle(uri: str, size: int, sample: int) -> Doc:
     ``expire`` at the median date and ``erase_mailbox`` of the rest, each with its statements."""
     import tempfile
 
-    from aecs_mongo.lifecycle import mailbox_blob_root
-    from aecs_mongo.sinks import open_writer
+    from aecs_mongo.mail.sinks import open_writer
+    from aecs_mongo.pure.lifecycle import mailbox_blob_root
 
     counter = StatementCounter()
     client: MongoClient[Doc] = MongoClient(uri, event_listeners=[counter])

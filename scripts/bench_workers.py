@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from aecs_mongo import MessageStore  # noqa: E402
-from aecs_mongo.embedded import EmbeddedServer  # noqa: E402
-from aecs_mongo.feed import stream_pipeline  # noqa: E402
-from aecs_mongo.workers import Feed, embed_new  # noqa: E402
+from aecs_mongo.embedded.server import EmbeddedServer  # noqa: E402
+from aecs_mongo.pure.feed import stream_pipeline  # noqa: E402
+from aecs_mongo.synchronous.workers import Feed, embed_new  # noqa: E402
 from tests.factories import email  # noqa: E402
 
 

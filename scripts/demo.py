@@ -16,8 +16,8 @@ from pathlib import Path
 from pymongo import MongoClient
 
 from aecs_mongo import MessageStore
-from aecs_mongo.embedded import INSTALL_HINT, EmbeddedServer, embedded_available
-from aecs_mongo.sources import Skipped, read_messages
+from aecs_mongo.embedded.server import INSTALL_HINT, EmbeddedServer, embedded_available
+from aecs_mongo.mail.sources import Skipped, read_messages
 
 ROOT = Path(__file__).resolve().parents[1]
 

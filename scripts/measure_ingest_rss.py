@@ -49,7 +49,7 @@ def server(uri: str | None) -> Iterator[str]:
     if uri:
         yield uri
         return
-    from aecs_mongo.embedded import INSTALL_HINT, EmbeddedServer, embedded_available
+    from aecs_mongo.embedded.server import INSTALL_HINT, EmbeddedServer, embedded_available
 
     if not embedded_available():
         raise SystemExit(f"no --uri and no embedded server: {INSTALL_HINT}")

@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from aecs_mongo.embedded import EmbeddedServer
+from aecs_mongo.embedded.server import EmbeddedServer
 
 ALL_BACKENDS = ("mongomock", "rs", "standalone", "uri")
 FLAVORS = ("sync", "pymongo_async", "motor")

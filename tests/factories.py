@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from aecs_mongo.documents import thread_summary_from_messages
+from aecs_mongo.pure.documents import thread_summary_from_messages
 
 BASE_TS = 1_782_743_520  # 2026-06-29T14:32:00Z
 

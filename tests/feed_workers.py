@@ -17,7 +17,7 @@ from typing import Any
 from pymongo import MongoClient
 
 from aecs_mongo import MessageStore
-from aecs_mongo.workers import embed_new
+from aecs_mongo.synchronous.workers import embed_new
 
 
 def text_vector(text: str) -> list[float]:

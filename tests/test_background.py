@@ -26,7 +26,7 @@ import pytest
 from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 
-from aecs_mongo.embedded import embedded_available
+from aecs_mongo.embedded.server import embedded_available
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"

@@ -18,13 +18,13 @@ import pytest
 from pymongo import MongoClient, monitoring
 
 from aecs_mongo import MessageStore
-from aecs_mongo.documents import (
+from aecs_mongo.normalize import parse_email
+from aecs_mongo.pure.documents import (
     build_documents,
     merge_thread_summaries,
     thread_summaries,
     thread_summary_from_messages,
 )
-from aecs_mongo.normalize import parse_email
 from tests.budgets import budget
 from tests.conftest import SHARED
 from tests.factories import email, recomputed_threads, stored_threads

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from aecs_mongo.cli import _finish_in_hand_on_interrupt, command_names, main
-from aecs_mongo.sources import iter_mbox
+from aecs_mongo.mail.sources import iter_mbox
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"
@@ -116,12 +116,12 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_no_embedded_server_prints_the_install_command(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import aecs_mongo.embedded
+    import aecs_mongo.embedded.server
 
     monkeypatch.delenv("MONGODB_URI", raising=False)
-    monkeypatch.setattr(aecs_mongo.embedded, "embedded_available", lambda: False)
+    monkeypatch.setattr(aecs_mongo.embedded.server, "embedded_available", lambda: False)
     assert main(["--data-dir", str(tmp_path / "data"), "inbox"]) == 2
-    assert aecs_mongo.embedded.INSTALL_HINT in capsys.readouterr().err
+    assert aecs_mongo.embedded.server.INSTALL_HINT in capsys.readouterr().err
 
 
 # --- against the test servers --------------------------------------------------------------------
@@ -414,7 +414,7 @@ def test_ingest_the_corpus(cli: Cli) -> None:
 
 
 def test_subprocess_with_the_embedded_server(tmp_path: Path) -> None:
-    from aecs_mongo.embedded import embedded_available
+    from aecs_mongo.embedded.server import embedded_available
 
     if not embedded_available():
         pytest.skip("the embedded server is not installed")
@@ -513,7 +513,7 @@ def test_a_server_whose_stop_hangs_still_ends_after_its_parent_is_killed(tmp_pat
     """The launcher's promise without relying on the server's own SIGTERM handling: a stand-in
     server that ignores SIGTERM (a stop that hangs) still exits once the grace after its parent's
     death is over, so a SIGKILLed command never leaves the data directory held."""
-    from aecs_mongo import embedded
+    from aecs_mongo.embedded import server as embedded
 
     if not Path("/proc/self/stat").exists():
         pytest.skip("needs /proc to follow the processes")
@@ -617,7 +617,7 @@ def interrupt_mbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_interrupted_ingest_stops_the_embedded_server_and_resumes(
     how: str, tmp_path: Path, interrupt_mbox: Path
 ) -> None:
-    from aecs_mongo.embedded import embedded_available
+    from aecs_mongo.embedded.server import embedded_available
 
     if not embedded_available():
         pytest.skip("the embedded server is not installed")

@@ -27,11 +27,11 @@ import pytest
 from pymongo import MongoClient
 
 from aecs_mongo import MessageStore, ServerFeatureError
-from aecs_mongo import feed as feed_rules
-from aecs_mongo.aio_workers import embed_new as async_embed_new
-from aecs_mongo.keys import doc_id, message_key
-from aecs_mongo.vectors import NearestVectors, check_query_vector, cosine
-from aecs_mongo.workers import embed_new
+from aecs_mongo.asynchronous.workers import embed_new as async_embed_new
+from aecs_mongo.pure import feed as feed_rules
+from aecs_mongo.pure.keys import doc_id, message_key
+from aecs_mongo.pure.vectors import NearestVectors, check_query_vector, cosine
+from aecs_mongo.synchronous.workers import embed_new
 
 from .factories import BASE_TS, email
 from .feed_workers import text_vector
@@ -620,7 +620,7 @@ def test_the_watch_command(rs: tuple[str, Any], watch_cli: Callable[..., subproc
 
 
 def test_the_readme_worker_example_runs_as_written(tmp_path: Path) -> None:
-    from aecs_mongo.embedded import embedded_available
+    from aecs_mongo.embedded.server import embedded_available
 
     if not embedded_available():
         pytest.skip("the embedded server is not installed")

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from aecs_mongo.documents import HOT_TEXT_CHARS
 from aecs_mongo.errors import DocumentTooLargeError
+from aecs_mongo.pure.documents import HOT_TEXT_CHARS
 
 from .factories import email
 

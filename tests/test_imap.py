@@ -1,4 +1,4 @@
-"""aecs_mongo.imap: an IMAP account synced into the store, against a real Dovecot IMAP server.
+"""aecs_mongo.mail.imap: an IMAP account synced into the store, against a real Dovecot IMAP server.
 
 Dovecot (Debian: dovecot-core + dovecot-imapd) runs with ``rawlog_dir`` set, so every command our
 client sends after the login is written down by the server; FETCH commands are counted there.
@@ -31,8 +31,9 @@ from typing import Any
 
 import pytest
 
-from aecs_mongo import MailboxAuthError, MailboxConnectionError, MessageStore, imap, normalize
-from aecs_mongo.imap_records import (
+from aecs_mongo import MailboxAuthError, MailboxConnectionError, MessageStore, normalize
+from aecs_mongo.mail import imap
+from aecs_mongo.pure.imap_records import (
     SOURCES,
     decode_folder,
     encode_folder,

@@ -1,4 +1,4 @@
-"""indexes.js: generated from aecs_mongo/indexes.py, and run for real with mongosh.
+"""indexes.js: generated from aecs_mongo/pure/indexes.py, and run for real with mongosh.
 
 The mongosh tests find ``node_modules/.bin/mongosh`` under the repository root (``npm install``)
 or ``mongosh`` on PATH. Without it they skip, unless ``AECS_REQUIRE_MONGOSH=1`` (CI) makes that a
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from aecs_mongo.indexes import (
+from aecs_mongo.pure.indexes import (
     ATLAS_SEARCH_INDEX,
     ATLAS_VECTOR_INDEX_NAME,
     MAX_VECTOR_DIMENSIONS,
@@ -32,7 +32,7 @@ from aecs_mongo.indexes import (
     atlas_vector_index,
     index_specs,
 )
-from aecs_mongo.queries import atlas_search_pipeline
+from aecs_mongo.pure.queries import atlas_search_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 INDEXES_JS = ROOT / "indexes.js"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from aecs_mongo.lifecycle import DATA_COLLECTIONS, mailbox_blob_root
+from aecs_mongo.pure.lifecycle import DATA_COLLECTIONS, mailbox_blob_root
 
 from .factories import recomputed_threads, stored_threads
 

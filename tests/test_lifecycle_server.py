@@ -27,7 +27,7 @@ from pymongo import MongoClient, monitoring
 
 from aecs_mongo import MessageStore, RawMessage, read_messages
 from aecs_mongo.cli import main
-from aecs_mongo.explain import plan_stages
+from aecs_mongo.pure.explain import plan_stages
 
 from .budgets import budget
 from .children import start_worker

@@ -1,4 +1,4 @@
-"""aecs_mongo.mailbox: GDBM migration, the POP3 download loop against a real Dovecot, dispatch.
+"""aecs_mongo.mail.pop3: GDBM migration, the POP3 download loop against a real Dovecot, dispatch.
 
 The POP3 tests need ``dovecot`` (Debian: dovecot-core + dovecot-pop3d) and ``openssl``; the
 GDBM tests need a way to write a real GDBM file (``dbm.gnu`` or ``gdbm_load`` from gdbmtool).
@@ -33,7 +33,7 @@ import pytest
 
 from aecs_mongo import MessageStore
 from aecs_mongo.errors import AecsMongoError, InvalidEmailError
-from aecs_mongo.mailbox import (
+from aecs_mongo.mail.pop3 import (
     DispatchError,
     Handler,
     MailboxAuthError,
@@ -689,7 +689,7 @@ def test_cli_pop3_delete_on_server_runs_the_embedded_server_with_sync_on_commit(
     import sys
     import time
 
-    from aecs_mongo.embedded import embedded_available
+    from aecs_mongo.embedded.server import embedded_available
 
     if not embedded_available():
         pytest.skip("the embedded server is not installed")

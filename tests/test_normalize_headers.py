@@ -15,7 +15,7 @@ import pytest
 from aecs_mongo.normalize import ParsedEmail, parse_date, parse_email
 from aecs_mongo.normalize.header_block import repair_header_block
 from aecs_mongo.normalize.headers import decode_header_value, parse_addresses
-from aecs_mongo.normalize.threading import normalize_message_id, parse_references
+from aecs_mongo.normalize.message_ids import normalize_message_id, parse_references
 
 PROCESSED = "2026-01-02T03:04:05Z"
 BOM = b"\xef\xbb\xbf"

@@ -25,7 +25,7 @@ from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 
 from aecs_mongo import DataDirError
-from aecs_mongo.embedded import EmbeddedServer, embedded_available
+from aecs_mongo.embedded.server import EmbeddedServer, embedded_available
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"

@@ -10,16 +10,16 @@ import pytest
 
 import aecs_mongo
 from aecs_mongo import errors
-from aecs_mongo.blobs import assemble, chunk_documents, file_document, prefix_filter
-from aecs_mongo.documents import (
+from aecs_mongo.pure.blobs import assemble, chunk_documents, file_document, prefix_filter
+from aecs_mongo.pure.documents import (
     build_documents,
     fold_thread_summary,
     thread_summary_from_messages,
     to_normalized_email,
 )
-from aecs_mongo.explain import plan_stages, sort_provided
-from aecs_mongo.keys import blob_prefix, list_id_key, message_key, strip_message_id, subject_key
-from aecs_mongo.queries import decode_cursor, encode_cursor, inbox_query, participant_query
+from aecs_mongo.pure.explain import plan_stages, sort_provided
+from aecs_mongo.pure.keys import blob_prefix, list_id_key, message_key, strip_message_id, subject_key
+from aecs_mongo.pure.queries import decode_cursor, encode_cursor, inbox_query, participant_query
 
 from .factories import BASE_TS, email
 

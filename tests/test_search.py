@@ -10,7 +10,7 @@ import pytest
 from pymongo.errors import OperationFailure
 
 from aecs_mongo import MessageStore, NotFoundError
-from aecs_mongo.queries import atlas_search_pipeline, snippet, vector_search_pipeline
+from aecs_mongo.pure.queries import atlas_search_pipeline, snippet, vector_search_pipeline
 
 from .factories import email
 

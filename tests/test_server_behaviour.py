@@ -12,8 +12,8 @@ from pymongo import MongoClient, monitoring
 from pymongo.errors import PyMongoError
 
 from aecs_mongo import MessageStore
-from aecs_mongo.explain import plan_stages
-from aecs_mongo.keys import blob_prefix, message_key
+from aecs_mongo.pure.explain import plan_stages
+from aecs_mongo.pure.keys import blob_prefix, message_key
 
 from .factories import email
 from .failpoints import failpoint

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from aecs_mongo import EmlDirWriter, MaildirWriter, MboxWriter, open_writer, read_messages
-from aecs_mongo.sinks import mboxrd_quote
-from aecs_mongo.sources import RawMessage, iter_mbox
+from aecs_mongo.mail.sinks import mboxrd_quote
+from aecs_mongo.mail.sources import RawMessage, iter_mbox
 
 HEADER = b"From: a@example.com\nSubject: s\nMessage-ID: <%d@x>\n\n"
 

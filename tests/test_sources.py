@@ -14,7 +14,7 @@ import pytest
 
 from aecs_mongo import InvalidEmailError, MessageStore
 from aecs_mongo.cli import main
-from aecs_mongo.sources import (
+from aecs_mongo.mail.sources import (
     IngestReport,
     InputFile,
     Origin,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from aecs_mongo import InvalidCursorError, InvalidEmailError, MessageStore, UnsafeFieldNameError
-from aecs_mongo.keys import blob_prefix, message_key
+from aecs_mongo.pure.keys import blob_prefix, message_key
 
 from .factories import BASE_TS, email, iso, recomputed_threads, stored_threads
 

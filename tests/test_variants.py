@@ -17,7 +17,7 @@ from pymongo import MongoClient
 
 from aecs_mongo import MessageStore
 from aecs_mongo.cli import main
-from aecs_mongo.keys import blob_prefix, message_key
+from aecs_mongo.pure.keys import blob_prefix, message_key
 
 
 def direct_copy(mid: str = "launch@example.com") -> bytes:

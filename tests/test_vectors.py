@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 from bson.binary import Binary, BinaryVectorDtype
 
-from aecs_mongo import MessageStore, vectors
-from aecs_mongo.documents import build_documents
-from aecs_mongo.keys import doc_id, message_key, thread_key
+from aecs_mongo import MessageStore
+from aecs_mongo.pure import vectors
+from aecs_mongo.pure.documents import build_documents
+from aecs_mongo.pure.keys import doc_id, message_key, thread_key
+from aecs_mongo.pure.vectors_np import quantize_rows
 from aecs_mongo.results import SearchResults
-from aecs_mongo.vectors_np import quantize_rows
 
 from .budgets import budget
 from .factories import email
@@ -404,7 +405,7 @@ def test_blocks_are_sealed_kept_exact_and_compacted(
 
 
 def test_a_vector_written_while_a_block_is_sealed_stays_unsealed(make_store: Callable[..., Any], db: Any) -> None:
-    from aecs_mongo import vectors_sync
+    from aecs_mongo.synchronous import embeddings as vectors_sync
 
     store = make_store()
     store.store_many([email(i) for i in range(20)])

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from pymongo import monitoring
 
-from aecs_mongo import MessageStore, windows
-from aecs_mongo.keys import thread_key
+from aecs_mongo import MessageStore
+from aecs_mongo.pure import windows
+from aecs_mongo.pure.keys import thread_key
 
 from .budgets import budget
 from .factories import BASE_TS, email

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from aecs_mongo.windows import SAMPLE_ENOUGH, SAMPLE_FRACTIONS, Window, WindowedRead, key_between, walk
+from aecs_mongo.pure.windows import SAMPLE_ENOUGH, SAMPLE_FRACTIONS, Window, WindowedRead, key_between, walk
 
 NOW = 1_800_000_000
 

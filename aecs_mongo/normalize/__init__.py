@@ -12,6 +12,14 @@ from .content import clean_text, make_for_ai, normalize_text, strip_quoted_chain
 from .dates import NormalizedDate, format_utc, parse_date
 from .headers import decode_header_value, normalize_list_id, parse_addresses, subject_key
 from .html_text import html_to_text
+from .message_ids import (
+    compute_thread_id,
+    fallback_thread_id,
+    generated_message_id,
+    is_valid_message_id,
+    normalize_message_id,
+    parse_references,
+)
 from .parse import (
     DEFAULT_MAX_BODY_BYTES,
     SPEC_VERSION,
@@ -20,14 +28,6 @@ from .parse import (
     parse_email,
     raw_full_from_bytes,
     raw_full_to_bytes,
-)
-from .threading import (
-    compute_thread_id,
-    fallback_thread_id,
-    generated_message_id,
-    is_valid_message_id,
-    normalize_message_id,
-    parse_references,
 )
 
 __all__ = [

@@ -11,7 +11,7 @@ import base64
 import binascii
 import re
 
-from ..keys import list_id_key, subject_key
+from ..pure.keys import list_id_key, subject_key
 from .charsets import decode_bytes
 
 __all__ = [

@@ -55,15 +55,15 @@ from email.policy import Compat32
 from email.utils import collapse_rfc2231_value
 from typing import Any
 
-from ..documents import raw_full_from_bytes, raw_full_to_bytes
 from ..errors import InputTooLargeError
+from ..pure.documents import raw_full_from_bytes, raw_full_to_bytes
 from .charsets import decode_bytes
 from .content import clean_text, make_for_ai, normalize_text
 from .dates import format_utc, parse_date
 from .header_block import repair_header_block
 from .headers import header_text, normalize_list_id, parse_addresses, unfold
 from .html_text import html_to_text, text_to_html
-from .threading import (
+from .message_ids import (
     compute_thread_id,
     generated_message_id,
     is_valid_message_id,

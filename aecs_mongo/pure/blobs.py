@@ -18,7 +18,7 @@ from typing import Any
 
 from bson.binary import Binary
 
-from .errors import AecsMongoError
+from ..errors import AecsMongoError
 
 __all__ = [
     "CHUNK_SIZE",

@@ -41,7 +41,7 @@ from typing import Any
 import bson
 from bson.int64 import Int64
 
-from .errors import DocumentTooLargeError, InvalidEmailError, UnsafeFieldNameError
+from ..errors import DocumentTooLargeError, InvalidEmailError, UnsafeFieldNameError
 from .keys import (
     address_key,
     blob_prefix,

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import ServerFeatureError
 from .datadir import PRIVATE_UMASK, Credentials, make_private, read_record, remove_record, write_record
-from .embedded import EmbeddedServer, _free_port
-from .errors import ServerFeatureError
+from .server import EmbeddedServer, _free_port
 
 __all__ = [
     "DEFAULT_KEEP_SECONDS",

@@ -41,11 +41,11 @@ from typing import IO, Any, BinaryIO, Literal, Protocol, TypeVar, cast
 
 from pymongo import WriteConcern
 
-from .errors import AecsMongoError, DispatchError, MailboxAuthError, MailboxConnectionError, MailboxError
+from ..errors import AecsMongoError, DispatchError, MailboxAuthError, MailboxConnectionError, MailboxError
 
 # the reports live with the other results (so errors.py can name them without importing this
 # module); imported here, where they were first defined, so old imports keep working
-from .results import DispatchReport, DownloadReport, MigrationReport
+from ..results import DispatchReport, DownloadReport, MigrationReport
 
 __all__ = [
     "DURABLE",
@@ -360,7 +360,7 @@ _S = TypeVar("_S", bound=MailboxStore)
 def durable_store(store: _S) -> _S:
     """``store`` writing with ``DURABLE`` write concern when it is a ``MessageStore``; any other
     store (a wrapper too: its own ``add`` must stay in the path) is trusted to write durably."""
-    from .store import MessageStore
+    from ..synchronous.store import MessageStore
 
     if not isinstance(store, MessageStore):
         return store
@@ -372,7 +372,7 @@ def _flush(store: MailboxStore) -> bool:
     ``MessageStore``'s server; other stores are trusted. False when the server refuses it."""
     from pymongo.errors import OperationFailure
 
-    from .store import MessageStore
+    from ..synchronous.store import MessageStore
 
     if not isinstance(store, MessageStore) or type(store.db).__module__.startswith("mongomock"):
         return True

@@ -30,9 +30,9 @@ from typing import Any, Self, cast
 from pymongo import ReplaceOne, UpdateOne, WriteConcern
 from pymongo.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure, PyMongoError
 
-from . import aio_lifecycle, aio_vectors, blobs, lifecycle, queries, vectors, windows
-from .aio_workers import AsyncFeed
-from .documents import (
+from ..errors import AecsMongoError, NotFoundError
+from ..pure import blobs, lifecycle, queries, vectors, windows
+from ..pure.documents import (
     HOT_TEXT_CHARS,
     Blob,
     MessageDocuments,
@@ -48,13 +48,14 @@ from .documents import (
     to_normalized_email,
     variant_blob_key,
 )
-from .errors import AecsMongoError, NotFoundError
-from .indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
-from .keys import blob_prefix, check_mailbox_id, check_str, doc_id, message_key, strip_message_id, thread_key
-from .lifecycle import EraseReport, ExpireReport, ExportedCopy
+from ..pure.indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
+from ..pure.keys import blob_prefix, check_mailbox_id, check_str, doc_id, message_key, strip_message_id, thread_key
+from ..pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
+from ..results import MessagePage, SearchResults, StoreResult, ThreadPage
+from ..types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, ThreadSummary
+from . import deletion, embeddings
 from .prefetch import AsyncPrefetch
-from .results import MessagePage, SearchResults, StoreResult, ThreadPage
-from .types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, ThreadSummary
+from .workers import AsyncFeed
 
 __all__ = ["SEARCH_ENGINES", "AsyncMessageStore"]
 
@@ -211,7 +212,7 @@ class AsyncMessageStore:
         self._uidls = db["uidls"]
         self._vectors = db[VECTORS_COLLECTION]
         # vectors written since the last check for a block to seal (the first write checks)
-        self._vector_writes = aio_vectors.SEAL_CHECK_EVERY
+        self._vector_writes = embeddings.SEAL_CHECK_EVERY
         self._files = db[f"{self.bucket_name}.files"]
         self._chunks = db[f"{self.bucket_name}.chunks"]
 
@@ -949,7 +950,7 @@ class AsyncMessageStore:
         messages whose key falls in the first fraction of the key space, on
         ``aecs_messages_spec_version`` (a bounded key range there), the fraction growing until
         the sample holds enough (mail under another spec version is left out: a hint only)."""
-        from .normalize.parse import SPEC_VERSION
+        from ..normalize.parse import SPEC_VERSION
 
         read = queries.windowed_read(query, self.mailbox_id, int(_dt.datetime.now(_dt.UTC).timestamp()))
         if not sample:
@@ -1056,9 +1057,9 @@ class AsyncMessageStore:
     async def delete(self, message_id: str) -> bool:
         """Remove a message from every tier and recompute its thread summary. False if absent
         (leftovers of an interrupted store of it are still cleared). The deletion core is
-        ``aio_lifecycle``'s, shared with ``expire`` and ``erase_mailbox``."""
+        ``deletion``'s, shared with ``expire`` and ``erase_mailbox``."""
         _id = self._id_for(message_id)
-        deleter = aio_lifecycle.AsyncDeleter(self)
+        deleter = deletion.AsyncDeleter(self)
         message = await self._messages.find_one(self._by_id(_id), lifecycle.MESSAGE_FIELDS)
         if message is None:
             await deleter.remove_leftovers(message_key(message_id))
@@ -1080,11 +1081,9 @@ class AsyncMessageStore:
         ``dry_run``: count what would go, change nothing. ``on_progress(removed)`` after each
         statement: documents removed so far per collection. The vector blocks then lose the
         entries of the expired vectors (``removed["vector_blocks"]``: blocks left empty)."""
-        report = await aio_lifecycle.expire(
-            self, before, dry_run=dry_run, batch_size=batch_size, on_progress=on_progress
-        )
+        report = await deletion.expire(self, before, dry_run=dry_run, batch_size=batch_size, on_progress=on_progress)
         if not dry_run and report.removed.get(VECTORS_COLLECTION):
-            compacted = await aio_vectors.compact(self)
+            compacted = await embeddings.compact(self)
             if compacted["blocksRemoved"]:
                 report.removed[BLOCKS_COLLECTION] = compacted["blocksRemoved"]
             log.debug(
@@ -1098,7 +1097,7 @@ class AsyncMessageStore:
         """Remove every document of the mailbox from every collection the store writes, and every
         GridFS file and chunk under its blob prefix (README, "Export, retention and erasure").
         Batched, idempotent and resumable; other mailboxes are untouched."""
-        return await aio_lifecycle.erase_mailbox(self, batch_size=batch_size, on_progress=on_progress)
+        return await deletion.erase_mailbox(self, batch_size=batch_size, on_progress=on_progress)
 
     def export_raw(
         self,
@@ -1112,7 +1111,7 @@ class AsyncMessageStore:
         ``variants`` the other copies after it), ``since <= ts < until``. Memory holds one page
         of blobs (at most 16 MB, or the largest message), never the mailbox; write the copies
         with ``aecs_mongo.sinks``."""
-        return aio_lifecycle.export_copies(self, variants=variants, since=since, until=until, on_missing=on_missing)
+        return deletion.export_copies(self, variants=variants, since=since, until=until, on_missing=on_missing)
 
     async def _recompute_thread(self, tkey: str) -> None:
         selector = {"mailboxId": self.mailbox_id, "threadKey": tkey}
@@ -1280,7 +1279,7 @@ class AsyncMessageStore:
         message = await self._messages.find_one(self._by_id(_id), {"threadKey": 1, "messageKey": 1})
         if message is None:
             raise NotFoundError(f"no message {strip_message_id(message_id)!r} in mailbox {self.mailbox_id!r}")
-        await aio_vectors.write(self, [(message, checked)])
+        await embeddings.write(self, [(message, checked)])
 
     async def semantic_search(
         self, vector: Sequence[float], limit: int = 10, thread_id: str | None = None, *, scan_limit: int | None = None
@@ -1320,7 +1319,7 @@ class AsyncMessageStore:
         ``spec_version`` defaults to the normalizer's own. Messages without ``raw.eml`` (stored
         from a NormalizedEmail without rawFull) cannot be re-parsed and are counted as skipped.
         """
-        from .normalize import SPEC_VERSION
+        from ..normalize import SPEC_VERSION
 
         target = SPEC_VERSION if spec_version is None else check_str(spec_version, "spec_version")
         report = {"reparsed": 0, "skipped": 0}
@@ -1514,10 +1513,10 @@ class AsyncMessageStore:
         ]
         for start in range(0, len(stale), _REPAIR_BATCH):
             await self._threads.delete_many(self._by_ids(stale[start : start + _REPAIR_BATCH]))
-        report["vectorsRewritten"] = await aio_vectors.rewrite_old(self)
-        report["vectorsSealed"] = await aio_vectors.seal(self, partial=True)
+        report["vectorsRewritten"] = await embeddings.rewrite_old(self)
+        report["vectorsSealed"] = await embeddings.seal(self, partial=True)
         # after the sealing, so the entries it made dead go now (an unsealed vector's are kept)
-        report["vectorEntriesDropped"] = (await aio_vectors.compact(self))["entriesDropped"]
+        report["vectorEntriesDropped"] = (await embeddings.compact(self))["entriesDropped"]
         return report
 
     async def _repair_messages(self, batch: Sequence[Mapping[str, Any]], report: dict[str, int]) -> None:
@@ -1589,9 +1588,9 @@ class AsyncMessageStore:
         checked = {self._id_for(mid): vectors.check_vector(vector) for mid, vector in vectors_by_id.items()}
         ids, kept = list(checked), 0
         for start in range(0, len(ids), vectors.WRITE_BATCH):
-            found = aio_vectors.read_ids(self, self._messages, ids[start : start + vectors.WRITE_BATCH], _VECTOR_KEYS)
+            found = embeddings.read_ids(self, self._messages, ids[start : start + vectors.WRITE_BATCH], _VECTOR_KEYS)
             pairs = [(m, checked[m["_id"]]) async for m in found]
-            kept += await aio_vectors.write(self, pairs) if pairs else 0
+            kept += await embeddings.write(self, pairs) if pairs else 0
         return kept
 
     async def _vector_hits(
@@ -1614,7 +1613,7 @@ class AsyncMessageStore:
                 "semantic_search ranks vectors in pure Python (no numpy), slower: pip install"
                 " 'aecs-mongo[vectors]'; said once per store"
             )
-        return await aio_vectors.exact_search(self, self._messages, vector, limit, tkey, cap, search_numpy)
+        return await embeddings.exact_search(self, self._messages, vector, limit, tkey, cap, search_numpy)
 
     async def _has_atlas_vectors(self) -> bool:
         """Whether Atlas lists the vector index as queryable (any refusal: no)."""
@@ -1633,7 +1632,7 @@ class AsyncMessageStore:
 def _parse_raw(raw: bytes, for_ai_max_chars: int) -> Any:
     """Normalize raw RFC 5322 bytes (the normalizer is imported on first use)."""
     try:
-        from .normalize import parse_email
+        from ..normalize import parse_email
     except ImportError as exc:  # pragma: no cover - the normalizer ships with the package
         raise AecsMongoError(f"storing raw bytes needs the normalizer: {exc}") from exc
     return parse_email(raw, for_ai_max_chars=for_ai_max_chars)

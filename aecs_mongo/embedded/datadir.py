@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import DataDirError
+from ..errors import DataDirError
 
 __all__ = [
     "CREDENTIALS_FILE",

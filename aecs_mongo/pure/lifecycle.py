@@ -1,6 +1,6 @@
 """A mailbox's life after delivery, as data: what ``delete``, ``expire`` and ``erase_mailbox`` remove.
 
-Pure: no I/O. ``aio_lifecycle.py`` (and its generated twin ``lifecycle_sync.py``) run these
+Pure: no I/O. ``asynchronous/deletion.py`` (and its generated twin) run these
 plans against the server; the store's three deleting methods all go through them, so every tier
 is handled in one place.
 

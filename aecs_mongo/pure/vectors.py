@@ -16,7 +16,7 @@ mailbox are unsealed, they are *sealed*: their quantized copies are packed into 
 ``vector_blocks`` document (``ids``, the ``int8`` rows back to back, ``scales`` and ``errors`` as
 float64 arrays) and each vector document gets ``block`` (the block's ``seq``) in place of its own
 copy. A first pass then reads about one document per thousand vectors. The rules that keep it
-exact whatever crashes or races happen (``seal``, in ``aio_vectors``, follows them):
+exact whatever crashes or races happen (``seal``, in ``asynchronous/embeddings.py``, follows them):
 
 - a block's ``seq`` is taken (its empty document inserted) *before* the revs of its vectors are
   checked, and the block is filled, then the vectors marked, only with the revs that still match;

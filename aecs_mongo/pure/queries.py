@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidCursorError
+from ..errors import InvalidCursorError
 from .indexes import ATLAS_SEARCH_INDEX, ATLAS_VECTOR_INDEX_NAME
 from .keys import address_key, address_query_key, check_str, list_id_key, strip_message_id, subject_key
 from .windows import WindowedRead, key_between
@@ -291,7 +291,7 @@ def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any]
 
 # --- search ---------------------------------------------------------------------------------
 
-#: The Atlas Search index on ``bodies`` and the vector index (both defined in indexes.py).
+#: The Atlas Search index on ``bodies`` and the vector index (both defined in ``indexes``).
 ATLAS_SEARCH_INDEX_NAME = ATLAS_SEARCH_INDEX.name
 
 
@@ -352,7 +352,7 @@ def snippet(text: str | None, query: str, width: int = 160) -> str:
     return ("…" if start > 0 else "") + piece + ("…" if start + width < len(flat) else "")
 
 
-# --- windowed reads (windows.py) ------------------------------------------------------------
+# --- windowed reads (windows) ---------------------------------------------------------------
 
 __all__ += [
     "PROBE_PROJECTION",

@@ -1,8 +1,6 @@
 """Workers over newly stored mail: the feed behind ``store.watch`` and ``embed_new``.
 
-This file is the source: ``workers.py`` (``Feed`` and the synchronous ``embed_new``) is generated
-from it by ``scripts/unasync.py``, like ``store.py`` from ``aio.py``. The logic is in the pure
-``feed.py``; this is the order of reads and writes.
+The logic is in the pure ``pure/feed.py``; this is the order of reads and writes.
 
 Delivery is at least once, in commit order: a consumer's position is checkpointed in
 ``feed_checkpoints`` only after the caller has handled what it was given, so a consumer that is
@@ -22,14 +20,14 @@ from typing import Any, Protocol
 
 from pymongo.errors import OperationFailure
 
-from . import feed
-from .errors import ServerFeatureError
-from .feed import FeedItem, Vectors
+from ..errors import ServerFeatureError
+from ..pure import feed
+from ..pure.feed import FeedItem, Vectors
 
 
 class AsyncMessageStoreLike(Protocol):
     """What the feed needs of a store: its database, its mailbox, and the batched vector write.
-    (A protocol, not ``AsyncMessageStore`` itself: aio.py imports this module.)"""
+    (A protocol, not ``AsyncMessageStore`` itself: the store imports this module.)"""
 
     db: Any
     mailbox_id: str

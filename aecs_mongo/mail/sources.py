@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .results import StoreResult
+from ..results import StoreResult
 
 __all__ = [
     "IngestReport",

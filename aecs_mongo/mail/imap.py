@@ -1,11 +1,11 @@
 """Bring an IMAP account into the store, incrementally, and keep it in step: ``sync``.
 
-The POP3 pipeline (``mailbox.py``) downloads what the store has not seen by UIDL. IMAP makes that
+The POP3 pipeline (``pop3.py``) downloads what the store has not seen by UIDL. IMAP makes that
 exact per folder: a folder's UIDs only grow while its UIDVALIDITY stays the same. So per folder:
 
 1. ``EXAMINE`` it (read-only: nothing on the server changes; ``BODY.PEEK[]`` below never sets
    ``\\Seen``) and read UIDVALIDITY and UIDNEXT.
-2. Compare with the folder's saved position in ``imap_folders`` (``imap_records.py``). Same
+2. Compare with the folder's saved position in ``imap_folders`` (``pure/imap_records.py``). Same
    UIDVALIDITY and UIDNEXT not above the saved UID + 1: nothing new, and no FETCH is sent at all.
    Another UIDVALIDITY: the folder was recreated, its UIDs mean other messages; its old source
    records are dropped and it is read again from UID 1 (``reset``). Message-ID identity makes that
@@ -45,7 +45,7 @@ too. ``folders="all"`` syncs every folder LIST returns except those flagged ``\\
   with a single read, and lets us send exactly the command lines above: UID ranges like
   ``5:*`` and ``1:100``. What it lacks is response parsing beyond lines and literals, and a
   modified UTF-7 codec; the two FETCH shapes and LIST this module reads, and the codec
-  (``imap_records.py``), are about a hundred lines, tested against a real Dovecot.
+  (``pure/imap_records.py``), are about a hundred lines, tested against a real Dovecot.
 - IMAPClient 4.1 (BSD-3-Clause, well kept, the most used): a layer over imaplib, so the same
   socket code and the same whole-response buffering, with a good parser and the codec. But its
   ``fetch`` turns the message set into integers on the way back, so ``fetch("5:*")`` raises
@@ -77,8 +77,8 @@ from typing import Any, Literal, Protocol
 
 from pymongo.errors import BulkWriteError
 
-from .errors import MailboxAuthError, MailboxConnectionError
-from .imap_records import (
+from ..errors import MailboxAuthError, MailboxConnectionError
+from ..pure.imap_records import (
     FOLDERS,
     SOURCES,
     account_name,
@@ -90,8 +90,8 @@ from .imap_records import (
     source_document,
     uid_ranges,
 )
-from .keys import check_str, message_key
-from .results import ImapFolderReport, ImapSyncReport, StoreResult
+from ..pure.keys import check_str, message_key
+from ..results import ImapFolderReport, ImapSyncReport, StoreResult
 
 __all__ = [
     "ALL_FOLDERS",

@@ -4,30 +4,33 @@ Normalizing raw mail is pure Python and takes about as long as writing it; the w
 time waiting on the socket, with the GIL released. ``store_iter`` therefore reads and builds
 batch *k+1* on one worker thread while it writes batch *k*. The input iterator is only ever
 advanced by that one thread, one batch at a time, so at most two batches are in memory.
-``Prefetch`` serves the sync store and ``AsyncPrefetch`` the async one (``scripts/unasync.py``
-maps one name to the other).
 """
 
 from __future__ import annotations
 
-import asyncio
+from asyncio import wrap_future
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
-__all__ = ["AsyncPrefetch", "Prefetch"]
+__all__ = ["AsyncPrefetch"]
 
 T = TypeVar("T")
 
 
-class _Base(Generic[T]):
+class AsyncPrefetch(Generic[T]):
+    """Calls ``produce`` ahead on a worker thread; ``next()`` returns its result (None: done)."""
+
     def __init__(self, produce: Callable[[], T | None]) -> None:
         self._produce = produce
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aecs-build")
         self._future: Future[T | None] | None = self._pool.submit(produce)
 
-    def _advance(self, result: T | None) -> T | None:
-        """Start building the next item unless the input is done (``None``)."""
+    async def next(self) -> T | None:
+        if self._future is None:
+            return None
+        result = await wrap_future(self._future)
+        # start building the next item unless the input is done (``None``)
         self._future = self._pool.submit(self._produce) if result is not None else None
         return result
 
@@ -37,21 +40,3 @@ class _Base(Generic[T]):
             self._future.cancel()
             self._future = None
         self._pool.shutdown(wait=True)
-
-
-class Prefetch(_Base[T]):
-    """Calls ``produce`` ahead on a worker thread; ``next()`` returns its result (None: done)."""
-
-    def next(self) -> T | None:
-        if self._future is None:
-            return None
-        return self._advance(self._future.result())
-
-
-class AsyncPrefetch(_Base[T]):
-    """``Prefetch`` for the event loop: ``await next()`` does not block the loop."""
-
-    async def next(self) -> T | None:
-        if self._future is None:
-            return None
-        return self._advance(await asyncio.wrap_future(self._future))

@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote_plus
 
+from ..errors import ServerFeatureError
 from .datadir import (
     CREDENTIALS_FILE,
     PRIVATE_UMASK,
@@ -30,7 +31,6 @@ from .datadir import (
     new_credentials,
     save_credentials,
 )
-from .errors import ServerFeatureError
 
 __all__ = ["INSTALL_HINT", "EmbeddedServer", "embedded_available"]
 

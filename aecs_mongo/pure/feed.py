@@ -1,6 +1,6 @@
 """The feed of newly stored mail, as data: the change-stream filter, the records, the checkpoints.
 
-Pure: no I/O. ``aio_workers.py`` (and its generated twin ``workers.py``) run these against the
+Pure: no I/O. ``asynchronous/workers.py`` (and its generated twin) run these against the
 server. A consumer's position is one of two shapes, kept in ``feed_checkpoints``:
 
 - ``{"stream": <resume token>}``: follow the change stream after that token;
