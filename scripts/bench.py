@@ -87,7 +87,7 @@ from aecs_mongo.pure.documents import (  # noqa: E402
     thread_summary_from_messages,
     thread_update,
 )
-from aecs_mongo.pure.keys import address_key, thread_key  # noqa: E402
+from aecs_mongo.pure.keys import address_key, doc_id, message_key, thread_key  # noqa: E402
 from aecs_mongo.pure.queries import LIST_PROJECTION, THREAD_CONTEXT_PROJECTION  # noqa: E402
 
 Doc = dict[str, Any]
@@ -1060,7 +1060,7 @@ def bench_vectors(client: MongoClient[Doc], size: int, dims: int, rounds: int, p
         for start in range(0, size, 10_000):
             chunk = {ids[n]: data[n].tolist() for n in range(start, min(start + 10_000, size))}
             written += timed(lambda chunk=chunk: store.set_embeddings(chunk))
-        sample = db.vectors.find_one({"_id": store._id_for(ids[0])})
+        sample = db.vectors.find_one({"_id": doc_id(store.mailbox_id, message_key(ids[0]))})
         assert sample is not None
         legacy = {k: sample[k] for k in ("_id", "mailboxId", "messageKey", "threadKey")}
         legacy["embedding"] = [float(v) for v in data[0]]

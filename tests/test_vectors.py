@@ -405,7 +405,9 @@ def test_blocks_are_sealed_kept_exact_and_compacted(
 
 
 def test_a_vector_written_while_a_block_is_sealed_stays_unsealed(make_store: Callable[..., Any], db: Any) -> None:
+    from aecs_mongo.pure.settings import Capabilities, StoreSettings
     from aecs_mongo.synchronous import embeddings as vectors_sync
+    from aecs_mongo.synchronous.context import StoreContext
 
     store = make_store()
     store.store_many([email(i) for i in range(20)])
@@ -419,8 +421,8 @@ def test_a_vector_written_while_a_block_is_sealed_stays_unsealed(make_store: Cal
     store.set_embedding("m4@example.com", stored["m4@example.com"])
     # ... and the sealer goes on with what it read: the replaced vector is left out, and unsealed
     (entries,) = vectors.plan_blocks(rows, partial=True)
-    sync_store = store if isinstance(store, MessageStore) else MessageStore(db, mailbox_id="alice")
-    assert vectors_sync._seal_block(sync_store, entries) == 19
+    sealer = StoreContext(db, StoreSettings.checked("alice"), Capabilities.of_database(db))
+    assert vectors_sync._seal_block(sealer, entries) == 19
     rewritten = db.vectors.find_one({"_id": doc_id("alice", message_key("m4@example.com"))})
     assert "block" not in rewritten and "int8" in rewritten
     (block,) = blocks_of(db)

@@ -168,15 +168,15 @@ def test_windowed_pages_equal_the_plain_query(db: Any, backend: str, monkeypatch
     for name, read in reads.items():
         for limit in (1, 29, 250) if name == "thread" else (29, 250):
             for s in (store, shared):
-                getattr(s, "_astore", s)._stops_at_limit = False  # windows
+                s.capabilities.stops_at_limit = False  # windows
             windowed = read_all(store, read, limit)
             for s in (store, shared):
-                getattr(s, "_astore", s)._stops_at_limit = True  # the plain query
+                s.capabilities.stops_at_limit = True  # the plain query
             plain = read_all(store, read, limit)
             assert windowed == plain, (name, limit)
             assert windowed[0], name
     context = [store.thread_context(f"t{t}@x", limit=7) for t in range(40)]
-    getattr(store, "_astore", store)._stops_at_limit = False
+    store.capabilities.stops_at_limit = False
     assert [store.thread_context(f"t{t}@x", limit=7) for t in range(40)] == context
     assert store.list_messages(since=BASE_TS - BUNCHED.start * 37, limit=1000).messages[-1]["ts"] == (
         BASE_TS - BUNCHED.start * 37

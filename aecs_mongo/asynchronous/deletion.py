@@ -1,5 +1,4 @@
-"""The deletion core and the export reader: the I/O behind ``delete``, ``expire``, ``erase_mailbox``
-and ``export_raw``.
+"""The deletion core: the I/O behind ``delete``, ``expire`` and ``erase_mailbox``.
 
 The plans (which collections, which filters, in which order) are in the pure
 ``pure/lifecycle.py``; this is the order of reads and writes. Every statement selects
@@ -9,43 +8,21 @@ the mailbox divided by the batch size, never with one round trip per message.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from time import monotonic
-from typing import Any, Protocol
+from typing import Any
 
 from ..pure import blobs, lifecycle
 from ..pure.documents import fold_thread_summary
-from ..pure.keys import blob_prefix, doc_id
-from ..pure.lifecycle import DataCollection, EraseReport, ExpireReport, ExportedCopy
+from ..pure.indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
+from ..pure.keys import blob_prefix, doc_id, message_key
+from ..pure.lifecycle import DataCollection, EraseReport, ExpireReport
+from . import embeddings
+from .context import AsyncStoreContext, log
 
-__all__ = ["AsyncDeleter", "erase_mailbox", "expire", "export_copies"]
+__all__ = ["AsyncDeleter", "delete", "erase_mailbox", "expire"]
 
 _SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "messageKey": 1, "subject": 1}
-_EXPORT_FIELDS = {"messageId": 1, "ts": 1, "blobPrefix": 1, "blobs": 1, "variantHashes": 1, "from.email": 1}
-
-
-class AsyncStoreLike(Protocol):
-    """What the core needs of a store (a protocol, not ``AsyncMessageStore``: the store imports this)."""
-
-    db: Any
-    mailbox_id: str
-    bucket_name: str
-    sharded: bool
-
-    def _by_ids(self, ids: list[str]) -> dict[str, Any]: ...
-
-    def _upsert_key(self, _id: str) -> dict[str, Any]: ...
-
-    async def _write_each(
-        self,
-        collection: Any,
-        writes: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
-        *,
-        replace: bool = False,
-        upsert: bool = False,
-    ) -> int: ...
-
-    async def _get_blob(self, key: str) -> bytes | None: ...
 
 
 class AsyncDeleter:
@@ -54,16 +31,16 @@ class AsyncDeleter:
 
     def __init__(
         self,
-        store: AsyncStoreLike,
+        ctx: AsyncStoreContext,
         *,
         dry_run: bool = False,
         on_progress: Callable[[Mapping[str, int]], None] | None = None,
     ) -> None:
-        self.store = store
-        self.db = store.db
-        self.mailbox_id = store.mailbox_id
+        self.ctx = ctx
+        self.db = ctx.db
+        self.mailbox_id = ctx.mailbox_id
         self.dry_run = dry_run
-        self.collections = [c.for_bucket(store.bucket_name) for c in lifecycle.DATA_COLLECTIONS]
+        self.collections = [c.for_bucket(ctx.settings.bucket_name) for c in lifecycle.DATA_COLLECTIONS]
         self.removed: dict[str, int] = {}
         self.threads_updated = 0
         self.threads_removed = 0
@@ -88,7 +65,7 @@ class AsyncDeleter:
         """``_id $in`` (with the shard key's prefix on a sharded cluster, for mailbox data)."""
         if collection.scope == "blob":
             return {"_id": {"$in": ids}}
-        return self.store._by_ids(ids)
+        return self.ctx.by_ids(ids)
 
     # --- messages: delete and expire -----------------------------------------------------------
 
@@ -117,7 +94,7 @@ class AsyncDeleter:
             else:
                 await self._remove(collection.name, {"mailboxId": self.mailbox_id, "messageKey": {"$in": mkeys}})
         await self._remove_blobs(messages, by_prefix)
-        await self._remove("messages", self.store._by_ids(ids))
+        await self._remove("messages", self.ctx.by_ids(ids))
 
     async def _remove_blobs(self, messages: Sequence[Mapping[str, Any]], by_prefix: bool) -> None:
         files, chunks = (c.name for c in self.collections if c.scope == "blob")
@@ -145,7 +122,7 @@ class AsyncDeleter:
 
     async def remove_leftovers(self, mkey: str) -> None:
         """What an interrupted store of an absent message may have left: its body and blobs."""
-        await self._remove("bodies", self.store._by_ids([doc_id(self.mailbox_id, mkey)]))
+        await self._remove("bodies", self.ctx.by_ids([doc_id(self.mailbox_id, mkey)]))
         await self.remove_blob_prefix(blob_prefix(self.mailbox_id, mkey))
 
     async def _recompute_threads(
@@ -172,8 +149,8 @@ class AsyncDeleter:
             self.threads_removed += len(empty)
             return
         threads = self.db["threads"]
-        await self.store._write_each(threads, [(self.store._upsert_key(t["_id"]), t) for t in kept], replace=True)
-        for part in lifecycle.split_in(self.store._by_ids([doc_id(self.mailbox_id, t) for t in empty])):
+        await self.ctx.write_each(threads, [(self.ctx.upsert_key(t["_id"]), t) for t in kept], replace=True)
+        for part in lifecycle.split_in(self.ctx.by_ids([doc_id(self.mailbox_id, t) for t in empty])):
             self.threads_removed += int((await threads.delete_many(part)).deleted_count)
 
     # --- the erase -----------------------------------------------------------------------------
@@ -207,8 +184,20 @@ class AsyncDeleter:
         return {collection.range_key: {"$gte": batch[0], "$lte": batch[-1]}}
 
 
+async def delete(ctx: AsyncStoreContext, message_id: str) -> bool:
+    """``store.delete``: one message from every tier, its thread recomputed; False if absent
+    (what an interrupted store of it left is cleared all the same)."""
+    deleter = AsyncDeleter(ctx)
+    message = await ctx.messages.find_one(ctx.by_id(ctx.id_for(message_id)), lifecycle.MESSAGE_FIELDS)
+    if message is None:
+        await deleter.remove_leftovers(message_key(message_id))
+        return False
+    await deleter.delete_batch([message], by_prefix=True)
+    return True
+
+
 async def expire(
-    store: AsyncStoreLike,
+    ctx: AsyncStoreContext,
     before: Any,
     *,
     dry_run: bool = False,
@@ -217,11 +206,11 @@ async def expire(
 ) -> ExpireReport:
     """``store.expire``: every message whose ``ts`` is earlier than ``before``, from every tier."""
     started = monotonic()
-    selector = lifecycle.expire_filter(store.mailbox_id, before)
+    selector = lifecycle.expire_filter(ctx.mailbox_id, before)
     lifecycle.check_batch_size(batch_size)
     keep_from_ts = selector["ts"]["$lt"]
-    deleter = AsyncDeleter(store, dry_run=dry_run, on_progress=on_progress)
-    found = store.db["messages"].find(selector, lifecycle.MESSAGE_FIELDS).hint("aecs_messages_inbox")
+    deleter = AsyncDeleter(ctx, dry_run=dry_run, on_progress=on_progress)
+    found = ctx.db["messages"].find(selector, lifecycle.MESSAGE_FIELDS).hint("aecs_messages_inbox")
     batch: list[dict[str, Any]] = []
     async for message in found.batch_size(batch_size):
         batch.append(message)
@@ -230,7 +219,7 @@ async def expire(
             batch = []
     await deleter.delete_batch(batch, keep_from_ts=keep_from_ts)
     report = ExpireReport(
-        store.mailbox_id,
+        ctx.mailbox_id,
         before,
         dry_run=dry_run,
         removed=deleter.removed,
@@ -238,17 +227,23 @@ async def expire(
         threads_removed=deleter.threads_removed,
     )
     report.seconds = monotonic() - started
+    if not dry_run and report.removed.get(VECTORS_COLLECTION):
+        # the vector blocks lose the entries of the expired vectors (and blocks left empty)
+        compacted = await embeddings.compact(ctx)
+        if compacted["blocksRemoved"]:
+            report.removed[BLOCKS_COLLECTION] = compacted["blocksRemoved"]
+        log.debug("expire in mailbox %r: %d vector block entries dropped", ctx.mailbox_id, compacted["entriesDropped"])
     return report
 
 
 async def erase_mailbox(
-    store: AsyncStoreLike, *, batch_size: int = 1000, on_progress: Callable[[Mapping[str, int]], None] | None = None
+    ctx: AsyncStoreContext, *, batch_size: int = 1000, on_progress: Callable[[Mapping[str, int]], None] | None = None
 ) -> EraseReport:
     """``store.erase_mailbox``: every document of the mailbox in every collection, every blob."""
     started = monotonic()
     lifecycle.check_batch_size(batch_size)
-    deleter = AsyncDeleter(store, on_progress=on_progress)
-    report = EraseReport(store.mailbox_id)
+    deleter = AsyncDeleter(ctx, on_progress=on_progress)
+    report = EraseReport(ctx.mailbox_id)
     for attempt in range(1, lifecycle.MAX_ERASE_PASSES + 1):
         report.passes = attempt
         removed = 0
@@ -258,71 +253,8 @@ async def erase_mailbox(
         if removed == 0:
             break
     else:
-        messages = store.db["messages"]
-        report.remaining = int(await messages.count_documents({"mailboxId": store.mailbox_id}))
+        messages = ctx.db["messages"]
+        report.remaining = int(await messages.count_documents({"mailboxId": ctx.mailbox_id}))
     report.removed = deleter.removed
     report.seconds = monotonic() - started
     return report
-
-
-async def export_copies(
-    store: AsyncStoreLike,
-    *,
-    variants: bool = False,
-    since: Any = None,
-    until: Any = None,
-    on_missing: Callable[[str], None] | None = None,
-) -> AsyncIterator[ExportedCopy]:
-    """Every stored raw copy, oldest first (``ts``, then message key): the first copy of each
-    message, and with ``variants`` the other copies after it. A message without raw bytes
-    (stored from a NormalizedEmail without ``rawFull``) is passed to ``on_missing`` (its message
-    id) instead.
-
-    Blobs are read a page at a time (``lifecycle.EXPORT_PAGE`` messages, one ``files`` and one
-    ``chunks`` statement for up to ``lifecycle.EXPORT_PAGE_BYTES`` of them), so memory is bounded
-    by that page or the largest message, never by the mailbox.
-    """
-    selector = lifecycle.export_filter(store.mailbox_id, since, until)
-    found = store.db["messages"].find(selector, _EXPORT_FIELDS).sort([("ts", 1), ("messageKey", 1)])
-    page: list[Mapping[str, Any]] = []
-    async for message in found.hint("aecs_messages_inbox").batch_size(lifecycle.EXPORT_PAGE):
-        page.append(message)
-        if len(page) == lifecycle.EXPORT_PAGE:
-            async for copy in _export_page(store, page, variants, on_missing):
-                yield copy
-            page = []
-    async for copy in _export_page(store, page, variants, on_missing):
-        yield copy
-
-
-async def _export_page(
-    store: AsyncStoreLike,
-    page: Sequence[Mapping[str, Any]],
-    variants: bool,
-    on_missing: Callable[[str], None] | None,
-) -> AsyncIterator[ExportedCopy]:
-    wanted = [(m, number, key) for m in page for number, key in lifecycle.raw_copy_keys(m, variants)]
-    files = store.db[f"{store.bucket_name}.files"]
-    found = files.find({"_id": {"$in": [key for _, _, key in wanted]}}, {"length": 1, "chunkSize": 1})
-    stored = {f["_id"]: f async for f in found}
-    if on_missing is not None:
-        for message in page:
-            if not any(key in stored for number, key in lifecycle.raw_copy_keys(message, False) if number == 0):
-                on_missing(message["messageId"])
-    present = [item for item in wanted if item[2] in stored]
-    for group in lifecycle.byte_pages(present, lambda item: int(stored[item[2]]["length"])):
-        data = await _read_blobs(store, [stored[key] for _, _, key in group])
-        for message, number, key in group:
-            sender = (message.get("from") or {}).get("email")
-            yield ExportedCopy(message["messageId"], data[key], int(message["ts"]), number, sender)
-
-
-async def _read_blobs(store: AsyncStoreLike, file_docs: Sequence[Mapping[str, Any]]) -> dict[str, bytes]:
-    """The bytes of several blobs in one ``chunks`` statement (on ``files_id_1_n_1``)."""
-    chunks: dict[str, list[Mapping[str, Any]]] = {f["_id"]: [] for f in file_docs}
-    found = store.db[f"{store.bucket_name}.chunks"].find(
-        {"files_id": {"$in": list(chunks)}}, {"files_id": 1, "n": 1, "data": 1}
-    )
-    async for chunk in found:
-        chunks[chunk["files_id"]].append(chunk)
-    return {f["_id"]: blobs.assemble(f, sorted(chunks[f["_id"]], key=lambda c: c["n"])) for f in file_docs}

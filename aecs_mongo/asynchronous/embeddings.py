@@ -1,5 +1,5 @@
-"""The I/O of vectors off Atlas: writing them, sealing their quantized copies into blocks, the
-exact search's two passes, and ``reindex``'s upkeep of the blocks.
+"""Vectors (C.3): ``set_embedding(s)``, ``semantic_search`` and, off Atlas, the sealing of their
+quantized copies into blocks, the exact search's two passes and ``reindex``'s upkeep of blocks.
 
 The rules (the stored form, what a block holds, why the newest copy of a vector wins, the
 bounds of the search) are in the pure ``pure/vectors.py``; this is the order of the reads and
@@ -8,112 +8,180 @@ writes that keeps them true under crashes and concurrent writers.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any
 
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
+from ..errors import NotFoundError
 from ..pure import queries, vectors
-from ..pure.indexes import BLOCKS_COLLECTION
+from ..pure.keys import check_str, strip_message_id, thread_key
+from ..pure.settings import check_cap, check_limit
 from ..pure.vectors import Sealable
 from ..results import SearchResults
-from .deletion import AsyncStoreLike
+from ..types import SemanticHit
+from . import capabilities
+from .context import AsyncStoreContext, log, resolve, to_list
 
-__all__ = ["compact", "exact_search", "read_ids", "rewrite_old", "seal", "write"]
+__all__ = [
+    "compact",
+    "exact_search",
+    "read_ids",
+    "rewrite_old",
+    "seal",
+    "semantic_search",
+    "set_embedding",
+    "set_embeddings",
+    "write",
+]
 
-log = logging.getLogger("aecs_mongo")
-
-#: Vectors written by one store between two checks of whether a block is due (a store's first
-#: write checks too). A check is one count of at most ``BLOCK_VECTORS`` index entries.
-SEAL_CHECK_EVERY = 100
+_VECTOR_KEYS = {"threadKey": 1, "messageKey": 1}
 
 
-class AsyncVectorHost(AsyncStoreLike, Protocol):
-    """What this module needs of a store (a protocol: the store imports this module)."""
+async def set_embedding(ctx: AsyncStoreContext, message_id: str, vector: Sequence[float]) -> None:
+    """One message's vector, replacing an earlier one; ``NotFoundError`` if it is not stored."""
+    checked = vectors.check_vector(vector)
+    message = await ctx.messages.find_one(ctx.by_id(ctx.id_for(message_id)), _VECTOR_KEYS)
+    if message is None:
+        raise NotFoundError(f"no message {strip_message_id(message_id)!r} in mailbox {ctx.mailbox_id!r}")
+    await write(ctx, [(message, checked)])
 
-    _vectors: Any
-    _vector_writes: int
 
-    def _by_id(self, _id: str) -> dict[str, Any]: ...
+async def set_embeddings(ctx: AsyncStoreContext, vectors_by_id: Mapping[str, Sequence[float]]) -> int:
+    """Many vectors, ``vectors.WRITE_BATCH`` a bulk write, every one checked before the first
+    is written; a message not stored (deleted since a worker saw it) is skipped. How many kept."""
+    checked = {ctx.id_for(mid): vectors.check_vector(vector) for mid, vector in vectors_by_id.items()}
+    ids, kept = list(checked), 0
+    for start in range(0, len(ids), vectors.WRITE_BATCH):
+        found = read_ids(ctx, ctx.messages, ids[start : start + vectors.WRITE_BATCH], _VECTOR_KEYS)
+        pairs = [(m, checked[m["_id"]]) async for m in found]
+        kept += await write(ctx, pairs) if pairs else 0
+    return kept
+
+
+async def semantic_search(
+    ctx: AsyncStoreContext, vector: Sequence[float], limit: int, thread_id: str | None, scan_limit: int | None
+) -> SearchResults[SemanticHit]:
+    """The nearest messages, best first, by the engine ``vector_engine`` picks."""
+    check_limit(limit)
+    if scan_limit is not None:
+        check_cap(scan_limit, "scan_limit")
+    else:
+        scan_limit = ctx.settings.scan_limit
+    tkey = None if thread_id is None else thread_key(check_str(thread_id, "thread_id"))
+    hits = await _vector_hits(ctx, vector, limit, tkey, scan_limit)
+    found = ctx.messages.find(ctx.by_ids([h["_id"] for h in hits]), {"messageId": 1, "subject": 1, "ts": 1})
+    rows = {m["_id"]: m async for m in found}
+    results: list[SemanticHit] = [
+        {
+            "messageId": rows[h["_id"]]["messageId"],
+            "subject": rows[h["_id"]].get("subject"),
+            "ts": int(rows[h["_id"]]["ts"]),
+            "score": h.get("score"),
+        }
+        for h in hits
+        if h["_id"] in rows
+    ]
+    return SearchResults(results, complete=hits.complete, examined=hits.examined, engine=hits.engine)
+
+
+async def _vector_hits(
+    ctx: AsyncStoreContext, vector: Sequence[float], limit: int, tkey: str | None, cap: int | None
+) -> SearchResults[dict[str, Any]]:
+    """``{_id, score}`` of the nearest vectors: Atlas ``$vectorSearch``, or the exact search."""
+    engine = ctx.settings.checked_vector_engine()
+    if engine == "auto":
+        engine = "atlas" if await capabilities.atlas_vectors(ctx) else "exact"
+    if engine == "atlas":
+        pipeline = queries.vector_search_pipeline(ctx.mailbox_id, [float(v) for v in vector], limit, tkey)
+        return SearchResults(await to_list(await resolve(ctx.vectors.aggregate(pipeline))), engine="atlas")
+    search_numpy = vectors.numpy_backend()
+    if ctx.first_time("exact vector search"):
+        log.debug("semantic_search in mailbox %r: exact search over every vector (no Atlas index)", ctx.mailbox_id)
+    if search_numpy is None and ctx.first_time("vectors without numpy"):
+        log.warning(
+            "semantic_search ranks vectors in pure Python (no numpy), slower: pip install"
+            " 'aecs-mongo[vectors]'; said once per store"
+        )
+    return await exact_search(ctx, ctx.messages, vector, limit, tkey, cap, search_numpy)
 
 
 async def read_ids(
-    host: AsyncVectorHost, collection: Any, ids: Sequence[str], projection: Mapping[str, Any]
+    ctx: AsyncStoreContext, collection: Any, ids: Sequence[str], projection: Mapping[str, Any]
 ) -> AsyncIterator[Any]:
     """The documents of ``ids``, read ``vectors.READ_BATCH`` ids per query (the embedded server's
     cost of one ``$in`` grows with the square of its length)."""
     if not ids:
         return
-    for selector in queries.split_in(host._by_ids(list(ids)), vectors.READ_BATCH):
+    for selector in queries.split_in(ctx.by_ids(list(ids)), vectors.READ_BATCH):
         async for document in collection.find(selector, projection):
             yield document
 
 
-async def write(host: AsyncVectorHost, pairs: Sequence[tuple[Mapping[str, Any], Sequence[float]]]) -> int:
+async def write(ctx: AsyncStoreContext, pairs: Sequence[tuple[Mapping[str, Any], Sequence[float]]]) -> int:
     """Writes the vectors of ``(message, checked vector)`` pairs (unsealed); seals a block when
     one is due. Returns how many were written."""
-    documents = vectors.vector_documents(host.mailbox_id, pairs)
-    await host._write_each(host._vectors, [(host._upsert_key(d["_id"]), d) for d in documents], replace=True)
-    await _seal_if_due(host, len(documents))
+    documents = vectors.vector_documents(ctx.mailbox_id, pairs)
+    await ctx.write_each(ctx.vectors, [(ctx.upsert_key(d["_id"]), d) for d in documents], replace=True)
+    await _seal_if_due(ctx, len(documents))
     return len(documents)
 
 
-async def _seal_if_due(host: AsyncVectorHost, written: int) -> None:
+async def _seal_if_due(ctx: AsyncStoreContext, written: int) -> None:
     """Seals when a block's worth is unsealed, checked every ``SEAL_CHECK_EVERY`` vectors written
     (a store starts with its count there, so its first write checks)."""
-    host._vector_writes += written
-    if not written or host._vector_writes < SEAL_CHECK_EVERY:
+    ctx.vector_writes += written
+    if not written or ctx.vector_writes < vectors.SEAL_CHECK_EVERY:
         return
-    host._vector_writes = 0
-    selector = vectors.unsealed_selector(host.mailbox_id)
-    if await host._vectors.count_documents(selector, limit=vectors.BLOCK_VECTORS) >= vectors.BLOCK_VECTORS:
-        await seal(host)
+    ctx.vector_writes = 0
+    selector = vectors.unsealed_selector(ctx.mailbox_id)
+    if await ctx.vectors.count_documents(selector, limit=vectors.BLOCK_VECTORS) >= vectors.BLOCK_VECTORS:
+        await seal(ctx)
 
 
-async def seal(host: AsyncVectorHost, *, partial: bool = False) -> int:
+async def seal(ctx: AsyncStoreContext, *, partial: bool = False) -> int:
     """Packs the mailbox's unsealed vectors into blocks: full blocks only, unless ``partial``
     (``reindex``: the rest too). Returns how many vectors were sealed.
 
     Vectors without a quantized copy (old arrays, which ``reindex`` rewrites first) are passed
     over here, not in the filter: beside the index's equalities an ``$exists`` makes the
     embedded server scan the whole collection."""
-    selector = vectors.unsealed_selector(host.mailbox_id)
+    selector = vectors.unsealed_selector(ctx.mailbox_id)
     sealed = 0
     while True:
-        rows = [r async for r in host._vectors.find(selector, vectors.seal_projection()).limit(vectors.BLOCK_VECTORS)]
+        rows = [r async for r in ctx.vectors.find(selector, vectors.seal_projection()).limit(vectors.BLOCK_VECTORS)]
         done = 0
         for entries in vectors.plan_blocks(rows, partial=partial):
-            done += await _seal_block(host, entries)
+            done += await _seal_block(ctx, entries)
         sealed += done
         if done == 0 or len(rows) < vectors.BLOCK_VECTORS:
             return sealed
 
 
-async def _seal_block(host: AsyncVectorHost, entries: Sequence[Sealable]) -> int:
+async def _seal_block(ctx: AsyncStoreContext, entries: Sequence[Sealable]) -> int:
     """One block, in the order ``vectors`` explains: take a ``seq`` (insert the empty block),
     then keep the entries whose ``rev`` still matches, fill the block, mark the vectors."""
-    blocks = host.db[BLOCKS_COLLECTION]
-    seq = await _take_seq(host)
+    blocks = ctx.blocks
+    seq = await _take_seq(ctx)
     ids = [e[0] for e in entries]
-    current = {d["_id"]: d.get("rev") async for d in read_ids(host, host._vectors, ids, {"rev": 1})}
+    current = {d["_id"]: d.get("rev") async for d in read_ids(ctx, ctx.vectors, ids, {"rev": 1})}
     kept = [e for e in entries if e[0] in current and current[e[0]] == e[4]]
-    _id = vectors.block_id(host.mailbox_id, seq)
+    _id = vectors.block_id(ctx.mailbox_id, seq)
     if not kept:
         await blocks.delete_one({"_id": _id})
         return 0
-    filled = await blocks.replace_one({"_id": _id}, vectors.block_document(host.mailbox_id, seq, kept))
+    filled = await blocks.replace_one({"_id": _id}, vectors.block_document(ctx.mailbox_id, seq, kept))
     if filled.matched_count != 1:
         return 0  # the empty block was removed meanwhile (an erase): mark nothing
-    marks = [({**host._by_id(e[0]), "rev": e[4]}, vectors.sealed_update(seq)) for e in kept]
-    await host._write_each(host._vectors, marks)
-    log.debug("mailbox %r: sealed %d vectors into block %d", host.mailbox_id, len(kept), seq)
+    marks = [({**ctx.by_id(e[0]), "rev": e[4]}, vectors.sealed_update(seq)) for e in kept]
+    await ctx.write_each(ctx.vectors, marks)
+    log.debug("mailbox %r: sealed %d vectors into block %d", ctx.mailbox_id, len(kept), seq)
     return len(kept)
 
 
-async def _take_seq(host: AsyncVectorHost) -> int:
+async def _take_seq(ctx: AsyncStoreContext) -> int:
     """The next block ``seq`` of the mailbox, taken by inserting its empty block.
 
     Numbers come from the mailbox's counter (``vectors.counter_id``, ``$inc``), so they only
@@ -121,29 +189,29 @@ async def _take_seq(host: AsyncVectorHost) -> int:
     above every existing block. Finding that maximum sorts the blocks on the embedded server,
     which reads them all: once per mailbox, not once per block.
     """
-    blocks = host.db[BLOCKS_COLLECTION]
-    counter = vectors.counter_id(host.mailbox_id)
+    blocks = ctx.blocks
+    counter = vectors.counter_id(ctx.mailbox_id)
     while True:
         taken = await blocks.find_one_and_update(
-            host._upsert_key(counter), {"$inc": {"next": 1}}, return_document=ReturnDocument.AFTER
+            ctx.upsert_key(counter), {"$inc": {"next": 1}}, return_document=ReturnDocument.AFTER
         )
         if taken is None:
-            last = await blocks.find_one({"mailboxId": host.mailbox_id}, {"seq": 1}, sort=[("seq", -1)])
+            last = await blocks.find_one({"mailboxId": ctx.mailbox_id}, {"seq": 1}, sort=[("seq", -1)])
             start = {"$max": {"next": int(last["seq"]) if last and "seq" in last else 0}}
             await blocks.update_one(
-                host._upsert_key(counter), {**start, "$setOnInsert": {"mailboxId": host.mailbox_id}}, upsert=True
+                ctx.upsert_key(counter), {**start, "$setOnInsert": {"mailboxId": ctx.mailbox_id}}, upsert=True
             )
             continue
         seq = int(taken["next"])
         try:
-            await blocks.insert_one(vectors.block_document(host.mailbox_id, seq, []))
+            await blocks.insert_one(vectors.block_document(ctx.mailbox_id, seq, []))
             return seq
         except DuplicateKeyError:
             continue  # a block of that number exists (made before the counter): take the next
 
 
 async def exact_search(
-    host: AsyncVectorHost,
+    ctx: AsyncStoreContext,
     messages: Any,
     query: Sequence[float],
     limit: int,
@@ -156,7 +224,7 @@ async def exact_search(
     search = vectors.ExactSearch(query, limit, numpy=numpy)
     complete = True
     if tkey is None:
-        rows = host._vectors.find(vectors.unsealed_selector(host.mailbox_id), vectors.first_pass_projection())
+        rows = ctx.vectors.find(vectors.unsealed_selector(ctx.mailbox_id), vectors.first_pass_projection())
         if cap is not None:
             rows = rows.limit(cap + 1)
         async for row in rows:
@@ -165,7 +233,7 @@ async def exact_search(
                 break
             search.offer(row)
         if complete:
-            blocks = host.db[BLOCKS_COLLECTION].find({"mailboxId": host.mailbox_id}).sort("seq", -1)
+            blocks = ctx.blocks.find({"mailboxId": ctx.mailbox_id}).sort("seq", -1)
             async for block in blocks:
                 if "ids" not in block:
                     continue  # the counter
@@ -176,25 +244,25 @@ async def exact_search(
                     complete = False  # part of this block was left out
                     break
     else:
-        members = messages.find({"mailboxId": host.mailbox_id, "threadKey": tkey}, {"_id": 1})
+        members = messages.find({"mailboxId": ctx.mailbox_id, "threadKey": tkey}, {"_id": 1})
         ids = [m["_id"] async for m in members]
         if cap is not None and len(ids) > cap:
             ids, complete = ids[:cap], False
-        async for row in read_ids(host, host._vectors, ids, {"embedding": 1}):
+        async for row in read_ids(ctx, ctx.vectors, ids, {"embedding": 1}):
             search.offer_exact(row["_id"], row.get("embedding"))
     while wanted := search.wanted():
-        async for row in read_ids(host, host._vectors, wanted, {"embedding": 1}):
+        async for row in read_ids(ctx, ctx.vectors, wanted, {"embedding": 1}):
             search.rescore(row["_id"], row.get("embedding"))
         search.asked(wanted)
     return SearchResults(search.results(), complete=complete, examined=search.examined, engine="exact")
 
 
-async def rewrite_old(host: AsyncVectorHost) -> int:
+async def rewrite_old(ctx: AsyncStoreContext) -> int:
     """Rewrites the mailbox's vectors stored as BSON arrays (earlier releases) as binData; how many."""
-    selector = vectors.unsealed_selector(host.mailbox_id)  # old ones are unsealed; ``$type``: see ``seal``
+    selector = vectors.unsealed_selector(ctx.mailbox_id)  # old ones are unsealed; ``$type``: see ``seal``
     rewritten = 0
     batch: list[tuple[Mapping[str, Any], Sequence[float]]] = []
-    async for old in host._vectors.find(selector, {"embedding": 1, "threadKey": 1, "messageKey": 1}):
+    async for old in ctx.vectors.find(selector, {"embedding": 1, "threadKey": 1, "messageKey": 1}):
         if not isinstance(old.get("embedding"), list):
             continue
         values = vectors.storable(old["embedding"])
@@ -202,24 +270,24 @@ async def rewrite_old(host: AsyncVectorHost) -> int:
             continue
         batch.append((old, values))
         if len(batch) == vectors.WRITE_BATCH:
-            rewritten += await write(host, batch)
+            rewritten += await write(ctx, batch)
             batch = []
-    return rewritten + (await write(host, batch) if batch else 0)
+    return rewritten + (await write(ctx, batch) if batch else 0)
 
 
-async def compact(host: AsyncVectorHost) -> dict[str, int]:
+async def compact(ctx: AsyncStoreContext) -> dict[str, int]:
     """Drops the block entries of vectors deleted or sealed again since (``vectors.compact_plan``),
     and the blocks left empty. One query on ``aecs_vectors_unsealed`` for the unsealed vectors,
     then one per block for the vectors sealed in it."""
-    blocks = host.db[BLOCKS_COLLECTION]
+    blocks = ctx.blocks
     report = {"entriesDropped": 0, "blocksRemoved": 0}
-    selector = vectors.unsealed_selector(host.mailbox_id)
-    unsealed = {d["_id"] async for d in host._vectors.find(selector, {"_id": 1})}
-    listed = [b async for b in blocks.find({"mailboxId": host.mailbox_id}, {"ids": 1, "seq": 1}) if "ids" in b]
+    selector = vectors.unsealed_selector(ctx.mailbox_id)
+    unsealed = {d["_id"] async for d in ctx.vectors.find(selector, {"_id": 1})}
+    listed = [b async for b in blocks.find({"mailboxId": ctx.mailbox_id}, {"ids": 1, "seq": 1}) if "ids" in b]
     for listing in listed:
         ids = listing["ids"]
         sealed_here = {**selector, "block": listing["seq"]}
-        live = unsealed | {d["_id"] async for d in host._vectors.find(sealed_here, {"_id": 1})}
+        live = unsealed | {d["_id"] async for d in ctx.vectors.find(sealed_here, {"_id": 1})}
         keep = vectors.compact_plan(ids, live)
         if keep is None:
             continue

@@ -374,7 +374,7 @@ def _flush(store: MailboxStore) -> bool:
 
     from ..synchronous.store import MessageStore
 
-    if not isinstance(store, MessageStore) or type(store.db).__module__.startswith("mongomock"):
+    if not isinstance(store, MessageStore) or not store.capabilities.server_commands:
         return True
     try:
         store.db.client.admin.command("fsync")

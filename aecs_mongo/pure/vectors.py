@@ -106,6 +106,9 @@ RESCORE_BATCH = 200
 READ_BATCH = 50
 #: Messages per read and per write of ``set_embeddings`` and of the rewrite of old vectors.
 WRITE_BATCH = 500
+#: Vectors written by one store between two checks of whether a block is due (a store's first
+#: write checks too). A check is one count of at most ``BLOCK_VECTORS`` index entries.
+SEAL_CHECK_EVERY = 100
 #: Vectors per block (fewer where ``dims`` is large: a block holds at most ``BLOCK_BYTES`` of rows).
 BLOCK_VECTORS = 1000
 #: The largest int8 payload of one block: far below BSON's 16 MB document limit.

@@ -25,14 +25,18 @@ from pymongo.errors import OperationFailure
 from ..errors import ServerFeatureError
 from ..pure import feed
 from ..pure.feed import FeedItem, Vectors
+from ..pure.settings import Capabilities
 
 
 class MessageStoreLike(Protocol):
-    """What the feed needs of a store: its database, its mailbox, and the batched vector write.
-    (A protocol, not ``MessageStore`` itself: the store imports this module.)"""
+    """What the feed needs of a store: its database, its mailbox, what its server can do, and
+    the batched vector write. (A protocol, not ``MessageStore``: the store imports this.)"""
 
     db: Any
     mailbox_id: str
+
+    @property
+    def capabilities(self) -> Capabilities: ...
 
     def set_embeddings(self, vectors_by_id: Mapping[str, Sequence[float]]) -> int: ...
 
@@ -211,8 +215,7 @@ class Feed:
         self._position = self._handed_out = position
 
     def _open_stream(self, resume_after: dict[str, Any] | None) -> Any:
-        db = self.store.db
-        if type(db).__module__.startswith("mongomock"):
+        if not self.store.capabilities.change_streams_possible:
             raise ServerFeatureError(f"store.watch needs change streams: {_NEEDS}; mongomock has none")
         try:
             stream = _resolve(

@@ -1,0 +1,81 @@
+"""What the server can do, learned once per store on first need and kept in its ``Capabilities``.
+
+Each question is asked of the server at most once per store (and its clones): whether it runs
+transactions, holds the text index, stops a query at its limit, lists an Atlas vector index. A
+server that refuses the question (the unit tier, a command it lacks) answers "no", which is the
+choice that is right on every server, only slower.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pymongo.errors import OperationFailure
+
+from ..pure import vectors
+from .context import AsyncStoreContext, log, resolve, to_list
+
+__all__ = ["atlas_vectors", "learn_limit_behaviour", "text_index", "transactions"]
+
+
+async def transactions(ctx: AsyncStoreContext) -> bool:
+    """Transactions where the deployment has them: a replica set or a sharded cluster (unless
+    the store was made with ``transactions=`` set)."""
+    caps = ctx.capabilities
+    if caps.transactions is None:
+        if ctx.settings.transactions is not None:
+            caps.transactions = ctx.settings.transactions
+        elif not caps.server_commands:
+            caps.transactions = False
+        else:
+            hello = await ctx.db.client.admin.command("hello")
+            caps.transactions = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
+    return caps.transactions
+
+
+async def text_index(ctx: AsyncStoreContext) -> bool:
+    """Whether ``aecs_bodies_search`` exists (a server that refuses text indexes has none)."""
+    caps = ctx.capabilities
+    if caps.text_index is None:
+        if not caps.server_commands:
+            caps.text_index = False
+        else:
+            cursor = await resolve(ctx.bodies.list_indexes())
+            caps.text_index = any([ix["name"] == "aecs_bodies_search" async for ix in cursor])
+    return caps.text_index
+
+
+async def learn_limit_behaviour(
+    ctx: AsyncStoreContext, collection: Any, selector: Mapping[str, Any], sort: Any
+) -> None:
+    """Whether the server stops at the limit: ``explain`` a window just read (2 rows or more)
+    with ``limit(1)``; more than one document examined means it reads the range first."""
+    caps = ctx.capabilities
+    if not caps.server_commands:
+        caps.stops_at_limit = False
+        return
+    command = {"find": collection.name, "filter": dict(selector), "sort": dict(sort), "limit": 1}
+    try:
+        explained = await ctx.db.command({"explain": command, "verbosity": "executionStats"})
+    except OperationFailure:
+        caps.stops_at_limit = False  # no explain: keep the windows (right on any server)
+        return
+    examined = int(explained.get("executionStats", {}).get("totalDocsExamined", 2))
+    caps.stops_at_limit = examined <= 1
+    log.debug("server stops at the limit: %s (examined %d for limit 1)", caps.stops_at_limit, examined)
+
+
+async def atlas_vectors(ctx: AsyncStoreContext) -> bool:
+    """Whether Atlas lists the vector index as queryable (any refusal: no)."""
+    caps = ctx.capabilities
+    if caps.atlas_vectors is None:
+        if not caps.server_commands:
+            caps.atlas_vectors = False
+        else:
+            try:
+                listed = await to_list(await resolve(ctx.vectors.aggregate(vectors.atlas_index_pipeline())))
+            except OperationFailure:
+                listed = []
+            caps.atlas_vectors = any(ix.get("queryable") for ix in listed)
+    return caps.atlas_vectors

@@ -1,0 +1,202 @@
+"""The one internal interface between the store facade and its concern modules.
+
+``AsyncStoreContext`` is what every concern module (writing, reading, paging, search,
+maintenance, lookups, deletion, embeddings, stats) gets: the database and its collections, the
+checked settings, the capabilities, and the few statements every module writes with (point
+filters that carry the shard key, the bulk that falls back to single writes on the unit tier, a
+blob read). Nothing here is private to one module, so no module needs another's internals.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar, overload
+
+from pymongo import ReplaceOne, UpdateOne
+from pymongo.errors import BulkWriteError, OperationFailure
+
+from ..pure import blobs, vectors
+from ..pure.indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
+from ..pure.keys import doc_id, message_key
+from ..pure.settings import Capabilities, StoreSettings
+
+__all__ = [
+    "AsyncStoreContext",
+    "Setting",
+    "errmsg",
+    "insert_ignoring_duplicates",
+    "log",
+    "only_duplicates",
+    "resolve",
+    "to_list",
+]
+
+log = logging.getLogger("aecs_mongo")
+
+_DUPLICATE_KEY = 11000
+T = TypeVar("T")
+
+
+async def resolve(value: Any) -> Any:
+    """Await ``value`` if the driver returned an awaitable (Motor and PyMongo async differ)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def to_list(cursor: Any) -> list[Any]:
+    """Drain a cursor (``to_list`` is missing from mongomock; iteration works everywhere)."""
+    return [doc async for doc in cursor]
+
+
+def errmsg(exc: OperationFailure) -> str:
+    return str((exc.details or {}).get("errmsg") or exc)
+
+
+def only_duplicates(exc: BulkWriteError) -> bool:
+    """Every error of the bulk is a duplicate key (and no write concern failed)."""
+    errors = exc.details.get("writeErrors", [])
+    return (
+        bool(errors)
+        and all(e.get("code") == _DUPLICATE_KEY for e in errors)
+        and not exc.details.get("writeConcernErrors")
+    )
+
+
+async def insert_ignoring_duplicates(collection: Any, documents: Sequence[Mapping[str, Any]]) -> set[int]:
+    """One unordered ``insert_many``; returns the indexes refused as duplicates (already stored)."""
+    if not documents:
+        return set()
+    try:
+        await collection.insert_many(documents, ordered=False)
+    except BulkWriteError as exc:
+        if not only_duplicates(exc):
+            raise
+        return {e["index"] for e in exc.details["writeErrors"]}
+    return set()
+
+
+class AsyncStoreContext:
+    """One mailbox of one database, as the concern modules reach it.
+
+    ``settings`` and ``capabilities`` are shared with every clone (``rebind``) so that what one
+    learns about the server, or says once in the log, holds for all of them.
+    """
+
+    def __init__(
+        self, db: Any, settings: StoreSettings, capabilities: Capabilities, said: set[str] | None = None
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.capabilities = capabilities
+        self.mailbox_id = settings.mailbox_id
+        self.sharded = settings.sharded
+        self._said = set() if said is None else said
+        self.messages = db["messages"]
+        self.bodies = db["bodies"]
+        self.threads = db["threads"]
+        self.uidls = db["uidls"]
+        self.vectors = db[VECTORS_COLLECTION]
+        self.blocks = db[BLOCKS_COLLECTION]
+        self.files = db[f"{settings.bucket_name}.files"]
+        self.chunks = db[f"{settings.bucket_name}.chunks"]
+        #: vectors written since the last check for a block to seal (the first write checks)
+        self.vector_writes = vectors.SEAL_CHECK_EVERY
+
+    def rebind(self, db: Any) -> AsyncStoreContext:
+        """The same mailbox, settings and capabilities over another handle of the database
+        (``with_write_concern``)."""
+        return AsyncStoreContext(db, self.settings, self.capabilities, self._said)
+
+    def first_time(self, condition: str) -> bool:
+        """True the first time this store meets ``condition``: what the library logs about normal
+        conditions of real mail, or about a missing index, it says once per store."""
+        if condition in self._said:
+            return False
+        self._said.add(condition)
+        return True
+
+    # --- filters ---------------------------------------------------------------------------
+
+    def by_id(self, _id: str) -> dict[str, Any]:
+        """A point read by ``_id`` (which embeds the mailbox). On a sharded cluster it also names
+        the mailbox, the shard key's prefix, so mongos sends it to one shard."""
+        return {"_id": _id, "mailboxId": self.mailbox_id} if self.sharded else {"_id": _id}
+
+    def by_ids(self, ids: list[str]) -> dict[str, Any]:
+        return {"_id": {"$in": ids}, "mailboxId": self.mailbox_id} if self.sharded else {"_id": {"$in": ids}}
+
+    def upsert_key(self, _id: str) -> dict[str, Any]:
+        """The filter of every upsert: ``_id`` (which embeds the mailbox); on a sharded cluster the
+        whole shard key (``mailboxId``, ``_id``), as an upsert there requires. Elsewhere the
+        extra field only costs: the test server plans ``{_id, mailboxId}`` as a collection scan."""
+        return self.by_id(_id)
+
+    def id_for(self, message_id: str) -> str:
+        """The ``_id`` of a message of this mailbox (it embeds the mailbox: never crosses one)."""
+        return doc_id(self.mailbox_id, message_key(message_id))
+
+    # --- statements every module writes with ---------------------------------------------
+
+    async def write_each(
+        self,
+        collection: Any,
+        writes: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+        *,
+        replace: bool = False,
+        upsert: bool = False,
+    ) -> int:
+        """One unordered bulk of ``update_one`` (or upserting ``replace_one``) writes; the number
+        upserted. Where the driver has no such bulk (the unit tier) each write runs alone."""
+        if not writes:
+            return 0
+        upsert = upsert or replace
+        if not self.capabilities.bulk_writes:
+            method = collection.replace_one if replace else collection.update_one
+            return sum([(await method(s, d, upsert=upsert)).upserted_id is not None for s, d in writes])
+        op = ReplaceOne if replace else UpdateOne
+        outcome = await collection.bulk_write([op(s, d, upsert=upsert) for s, d in writes], ordered=False)
+        return int(outcome.upserted_count)
+
+    async def get_blob(self, key: str) -> bytes | None:
+        """One GridFS blob's bytes by its key (the file ``_id``), or None."""
+        file_doc = await self.files.find_one({"_id": key})
+        if file_doc is None:
+            return None
+        chunks = await to_list(self.chunks.find({"files_id": key}, {"n": 1, "data": 1}).sort("n", 1))
+        return blobs.assemble(file_doc, chunks)
+
+
+class _WithContext(Protocol):
+    _context: AsyncStoreContext
+
+
+class Setting(Generic[T]):
+    """A store attribute that lives in its ``StoreSettings`` (where the concern modules read it):
+    ``store.scan_limit = 100`` changes what the next search does. Read-only unless ``writable``."""
+
+    def __init__(self, *, writable: bool = False) -> None:
+        self.writable = writable
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, store: None, owner: type | None = None) -> Setting[T]: ...
+
+    @overload
+    def __get__(self, store: _WithContext, owner: type | None = None) -> T: ...
+
+    def __get__(self, store: _WithContext | None, owner: type | None = None) -> T | Setting[T]:
+        if store is None:
+            return self
+        value: T = getattr(store._context.settings, self.name)
+        return value
+
+    def __set__(self, store: _WithContext, value: T) -> None:
+        if not self.writable:
+            raise AttributeError(f"{self.name} is fixed when the store is made")
+        setattr(store._context.settings, self.name, value)

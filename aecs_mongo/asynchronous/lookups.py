@@ -1,0 +1,135 @@
+"""Seed 003's surface: a POP3 pipeline's message store on the same documents.
+
+UIDL bookkeeping (one ``uidls`` document per UIDL ever downloaded), the header lookups
+(``find``: Subject, From, To, Date, In-Reply-To, References, List-Id, each on its own index),
+every message id in order, the stdlib ``EmailMessage`` from ``raw.eml``, and ``walk_thread``,
+the breadth-first walk over References / In-Reply-To that seed 003 defines.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+from email.message import EmailMessage
+from typing import Any
+
+from ..errors import NotFoundError
+from ..pure import queries
+from ..pure.keys import check_str, doc_id, strip_message_id
+from . import blobstore, writing
+from .context import AsyncStoreContext, to_list
+
+__all__ = [
+    "add",
+    "contains_uidl",
+    "find",
+    "get_email",
+    "message_ids",
+    "record_uidl",
+    "uidl_upsert",
+    "uidls",
+    "walk_thread",
+]
+
+_WALK_FIELDS = {"messageId": 1, "references": 1, "inReplyTo": 1, "ts": 1, "messageKey": 1}
+
+
+def _uidl_id(ctx: AsyncStoreContext, uidl: str) -> str:
+    return doc_id(ctx.mailbox_id, check_str(uidl, "uidl"))
+
+
+def uidl_upsert(ctx: AsyncStoreContext, uidl: str, message_id: str, mkey: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The (filter, update) that records a downloaded UIDL unless it is recorded (first wins)."""
+    record = {"mailboxId": ctx.mailbox_id, "uidl": uidl, "messageId": message_id, "messageKey": mkey}
+    return ctx.upsert_key(_uidl_id(ctx, uidl)), {"$setOnInsert": record}
+
+
+async def add(ctx: AsyncStoreContext, uidl: str, raw_bytes: bytes) -> str:
+    """Store one downloaded message and record its UIDL (also for a Message-ID already stored)."""
+    check_str(uidl, "uidl")
+    if not isinstance(raw_bytes, (bytes, bytearray, memoryview)):
+        raise TypeError(f"raw_bytes must be bytes, not {type(raw_bytes).__name__}")
+    (result,) = await writing.write_batch(ctx, [writing.build(ctx, bytes(raw_bytes), None, uidl)])
+    await record_uidl(ctx, uidl, result.message_id, result.message_key)
+    return result.message_id
+
+
+async def record_uidl(ctx: AsyncStoreContext, uidl: str, message_id: str, mkey: str) -> bool:
+    """Record a downloaded UIDL (first record wins); True when this call created it."""
+    selector, update = uidl_upsert(ctx, uidl, message_id, mkey)
+    outcome = await ctx.uidls.update_one(selector, update, upsert=True)
+    return outcome.upserted_id is not None
+
+
+async def contains_uidl(ctx: AsyncStoreContext, uidl: str) -> bool:
+    return await ctx.uidls.find_one(ctx.by_id(_uidl_id(ctx, uidl)), {"_id": 1}) is not None
+
+
+async def uidls(ctx: AsyncStoreContext) -> list[str]:
+    """Every UIDL recorded for the mailbox, from the ``uidls`` index alone."""
+    rows = await to_list(
+        ctx.uidls.find({"mailboxId": ctx.mailbox_id}, {"_id": 0, "uidl": 1})
+        .sort([("mailboxId", 1), ("uidl", 1)])
+        .hint("aecs_uidls_mailbox")
+    )
+    return [r["uidl"] for r in rows]
+
+
+async def message_ids(ctx: AsyncStoreContext) -> list[str]:
+    rows = await to_list(
+        ctx.messages.find({"mailboxId": ctx.mailbox_id}, {"_id": 0, "messageId": 1})
+        .sort([("ts", 1), ("messageKey", 1)])
+        .hint("aecs_messages_inbox")
+    )
+    return [r["messageId"] for r in rows]
+
+
+async def get_email(ctx: AsyncStoreContext, message_id: str) -> EmailMessage | None:
+    raw = await blobstore.get_raw(ctx, message_id)
+    if raw is None:
+        return None
+    parsed = email.message_from_bytes(raw, policy=email.policy.default)
+    assert isinstance(parsed, EmailMessage)
+    return parsed
+
+
+async def find(ctx: AsyncStoreContext, header: str, value: str) -> list[str]:
+    selector, hint = queries.find_query(ctx.mailbox_id, header, value)
+    found = ctx.messages.find(selector, {"_id": 0, "messageId": 1, "ts": 1, "messageKey": 1})
+    found = found.sort([("ts", 1), ("messageKey", 1)])
+    rows = await to_list(found if hint is None else found.hint(hint))
+    return [r["messageId"] for r in rows]
+
+
+async def walk_thread(ctx: AsyncStoreContext, message_id: str) -> list[str]:
+    """Seed 003's walk: the root is the first References entry when stored, else the earliest
+    stored ancestor along In-Reply-To; then breadth-first over replies. Gaps end a branch."""
+    start = await ctx.messages.find_one(ctx.by_id(ctx.id_for(message_id)), _WALK_FIELDS)
+    if start is None:
+        raise NotFoundError(f"no message {strip_message_id(message_id)!r} in mailbox {ctx.mailbox_id!r}")
+    root = start
+    references = start.get("references") or []
+    first = await ctx.messages.find_one(ctx.by_id(ctx.id_for(references[0])), _WALK_FIELDS) if references else None
+    if first is not None:
+        root = first
+    else:
+        seen = {root["messageKey"]}
+        while root.get("inReplyTo"):
+            parent = await ctx.messages.find_one(ctx.by_id(ctx.id_for(root["inReplyTo"])), _WALK_FIELDS)
+            if parent is None or parent["messageKey"] in seen:
+                break
+            seen.add(parent["messageKey"])
+            root = parent
+    found = {root["messageKey"]: root, start["messageKey"]: start}
+    frontier = [root["messageId"]]
+    while frontier:
+        replies = await to_list(
+            ctx.messages.find(
+                {"mailboxId": ctx.mailbox_id, "inReplyTo": {"$in": frontier}},
+                {"messageId": 1, "ts": 1, "messageKey": 1},
+            )
+        )
+        frontier = [r["messageId"] for r in replies if r["messageKey"] not in found]
+        found.update((r["messageKey"], r) for r in replies)
+    ordered = sorted(found.values(), key=lambda m: (m["ts"], m["messageKey"]))
+    return [m["messageId"] for m in ordered]

@@ -1,0 +1,216 @@
+"""Upkeep: the indexes, ``reindex`` (every derived document rebuilt from ``messages``), the
+re-parse of mail normalized under another spec version (C.4), and the engines in ``stats``.
+
+Seed 003's rule: the ``messages`` documents are the primary records and everything else
+(thread summaries, lookup fields, UIDL records, vector blocks) is a cache that ``reindex``
+can rebuild at any time, readers never seeing a mailbox without threads meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pymongo.errors import BulkWriteError, CollectionInvalid, OperationFailure
+
+from ..pure.documents import derived_fields, fold_thread_summary, thread_summary_from_messages
+from ..pure.indexes import VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
+from ..pure.keys import check_str, doc_id
+from . import blobstore, capabilities, embeddings, lookups, search
+from .context import AsyncStoreContext, errmsg, only_duplicates, resolve, to_list
+from .writing import build
+
+__all__ = ["engines", "ensure_indexes", "recompute_thread", "reindex", "reparse_stale"]
+
+_INDEX_ALREADY_EXISTS = 68
+_REPAIR_BATCH = 500
+_SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "messageKey": 1, "subject": 1}
+
+
+async def ensure_indexes(ctx: AsyncStoreContext, atlas: bool, num_dimensions: int) -> IndexReport:
+    """Every index of ``index_specs`` (idempotent); what the server refuses is reported."""
+    report = IndexReport()
+    existing: dict[str, dict[str, Any]] = {}
+    for spec in index_specs(ctx.settings.bucket_name):
+        if spec.collection not in existing:
+            cursor = await resolve(ctx.db[spec.collection].list_indexes())
+            existing[spec.collection] = {ix["name"]: ix async for ix in cursor}
+        found = existing[spec.collection].get(spec.name)
+        if found is not None:
+            same_keys = spec.is_text or list(found["key"].items()) == list(spec.keys)
+            if same_keys and bool(found.get("unique")) == bool(spec.options.get("unique")):
+                report.existing.append(spec.name)
+            else:
+                report.skipped[spec.name] = (
+                    f"an index of that name exists with keys {dict(found['key'])} (unique={bool(found.get('unique'))})"
+                )
+            continue
+        try:
+            await ctx.db[spec.collection].create_index(list(spec.keys), name=spec.name, **spec.options)
+        except OperationFailure as exc:
+            if not spec.is_text:
+                raise
+            report.skipped[spec.name] = f"the server refused the text index: {errmsg(exc)}"
+            continue
+        report.created.append(spec.name)
+    if atlas:
+        await _ensure_search_indexes(ctx, report, num_dimensions)
+    return report
+
+
+async def _ensure_search_indexes(ctx: AsyncStoreContext, report: IndexReport, num_dimensions: int) -> None:
+    with contextlib.suppress(CollectionInvalid, OperationFailure):
+        await ctx.db.create_collection(VECTORS_COLLECTION)  # Atlas indexes need the collection
+    for spec in atlas_search_indexes(num_dimensions):
+        try:
+            await ctx.db.command(spec.command())
+        except OperationFailure as exc:
+            if exc.code == _INDEX_ALREADY_EXISTS:
+                report.existing.append(spec.name)
+            else:
+                report.skipped[spec.name] = f"the server refused the Atlas index: {errmsg(exc)}"
+            continue
+        report.created.append(spec.name)
+
+
+async def engines(ctx: AsyncStoreContext) -> dict[str, Any]:
+    """The mailbox's counts and the engines serving its searches on this server."""
+    vector = ctx.settings.checked_vector_engine()
+    if vector == "auto":
+        vector = "atlas" if await capabilities.atlas_vectors(ctx) else "exact"
+    stops = ctx.capabilities.stops_at_limit
+    return {
+        "messages": await ctx.messages.count_documents({"mailboxId": ctx.mailbox_id}),
+        "threads": await ctx.threads.count_documents({"mailboxId": ctx.mailbox_id}),
+        "search": await search.engine_for(ctx),
+        "vectorSearch": vector,
+        "windowedReads": None if stops is None else not stops,
+    }
+
+
+async def recompute_thread(ctx: AsyncStoreContext, tkey: str) -> None:
+    """One thread summary from its members (removed when none is left)."""
+    selector = {"mailboxId": ctx.mailbox_id, "threadKey": tkey}
+    members = await to_list(ctx.messages.find(selector, _SUMMARY_FIELDS))
+    summary = thread_summary_from_messages(members)
+    if summary is None:
+        await ctx.threads.delete_one(ctx.by_id(doc_id(ctx.mailbox_id, tkey)))
+    else:
+        await ctx.threads.replace_one(ctx.upsert_key(summary["_id"]), summary, upsert=True)
+
+
+# --- re-parsing (C.4) ------------------------------------------------------------------------
+
+
+async def reparse_stale(ctx: AsyncStoreContext, spec_version: str | None) -> dict[str, int]:
+    """Re-normalize from ``raw.eml`` every message stored under another spec version."""
+    from ..normalize import SPEC_VERSION
+
+    target = SPEC_VERSION if spec_version is None else check_str(spec_version, "spec_version")
+    report = {"reparsed": 0, "skipped": 0}
+    ids = await to_list(
+        ctx.messages.find(
+            {"mailboxId": ctx.mailbox_id, "specVersion": {"$ne": target}}, {"_id": 0, "messageId": 1}
+        ).hint("aecs_messages_spec_version")
+    )
+    for row in ids:
+        if await _reparse(ctx, row["messageId"]):
+            report["reparsed"] += 1
+        else:
+            report["skipped"] += 1
+    return report
+
+
+async def _reparse(ctx: AsyncStoreContext, message_id: str) -> bool:
+    _id = ctx.id_for(message_id)
+    old = await ctx.messages.find_one(ctx.by_id(_id))
+    if old is None or "raw.eml" not in (old.get("blobs") or ()):
+        return False
+    raw = await ctx.get_blob(old["blobPrefix"] + "raw.eml")
+    if raw is None:
+        return False
+    docs = build(ctx, raw, None, old.get("uidl"))
+    if old.get("variants"):
+        docs.message["variants"] = old["variants"]  # only the first copy is re-parsed
+    if old.get("variantHashes"):
+        docs.message["variantHashes"] = old["variantHashes"]
+    await blobstore.put_blobs(ctx, [(blob, docs.message_key) for blob in docs.blobs])
+    await ctx.bodies.replace_one(ctx.upsert_key(_id), docs.body, upsert=True)
+    await ctx.messages.replace_one(ctx.by_id(_id), docs.message)
+    await recompute_thread(ctx, old["threadKey"])
+    if docs.thread_key != old["threadKey"]:
+        await recompute_thread(ctx, docs.thread_key)
+    return True
+
+
+# --- reindex (seed 003) -------------------------------------------------------------------------
+
+
+async def reindex(ctx: AsyncStoreContext) -> dict[str, int]:
+    """Rebuild every derived document from the primary ``messages`` documents.
+
+    One pass over ``messages`` in batches (one body query, one bulk of fixes and one of UIDL
+    upserts per batch); summaries are folded in memory and replaced in place. Then the UIDL
+    records of vanished messages and stale summaries go, and the vector blocks are kept up.
+    """
+    report = {"threads": 0, "messagesFixed": 0, "uidlsAdded": 0, "uidlsRemoved": 0, "vectorsRewritten": 0}
+    report |= {"vectorEntriesDropped": 0, "vectorsSealed": 0}
+    summaries: dict[str, dict[str, Any]] = {}
+    keys: set[str] = set()
+    batch: list[dict[str, Any]] = []
+    async for message in ctx.messages.find({"mailboxId": ctx.mailbox_id}):
+        keys.add(message["messageKey"])
+        summaries[message["threadKey"]] = fold_thread_summary(summaries.get(message["threadKey"]), message)
+        batch.append(message)
+        if len(batch) == _REPAIR_BATCH:
+            await _repair_messages(ctx, batch, report)
+            batch = []
+    if batch:
+        await _repair_messages(ctx, batch, report)
+    dangling = [
+        r["_id"]
+        async for r in ctx.uidls.find({"mailboxId": ctx.mailbox_id}, {"messageKey": 1})
+        if r.get("messageKey") not in keys
+    ]
+    for start in range(0, len(dangling), _REPAIR_BATCH):
+        done = await ctx.uidls.delete_many(ctx.by_ids(dangling[start : start + _REPAIR_BATCH]))
+        report["uidlsRemoved"] += done.deleted_count
+    rows = list(summaries.values())
+    for start in range(0, len(rows), _REPAIR_BATCH):
+        chunk = rows[start : start + _REPAIR_BATCH]
+        await ctx.write_each(ctx.threads, [(ctx.upsert_key(t["_id"]), t) for t in chunk], replace=True)
+    report["threads"] = len(rows)
+    current = {doc_id(ctx.mailbox_id, tkey) for tkey in summaries}
+    stale = [
+        t["_id"] async for t in ctx.threads.find({"mailboxId": ctx.mailbox_id}, {"_id": 1}) if t["_id"] not in current
+    ]
+    for start in range(0, len(stale), _REPAIR_BATCH):
+        await ctx.threads.delete_many(ctx.by_ids(stale[start : start + _REPAIR_BATCH]))
+    report["vectorsRewritten"] = await embeddings.rewrite_old(ctx)
+    report["vectorsSealed"] = await embeddings.seal(ctx, partial=True)
+    # after the sealing, so the entries it made dead go now (an unsealed vector's are kept)
+    report["vectorEntriesDropped"] = (await embeddings.compact(ctx))["entriesDropped"]
+    return report
+
+
+async def _repair_messages(ctx: AsyncStoreContext, batch: Sequence[Mapping[str, Any]], report: dict[str, int]) -> None:
+    """Rewrite the lookup fields that differ from a recomputation; restore missing UIDL records."""
+    bodies = {b["_id"]: b async for b in ctx.bodies.find(ctx.by_ids([m["_id"] for m in batch]))}
+    fixes = []
+    for message in batch:
+        derived = derived_fields(message, bodies.get(message["_id"]))
+        changed = {k: v for k, v in derived.items() if message.get(k) != v}
+        if changed:
+            fixes.append((ctx.by_id(message["_id"]), {"$set": changed}))
+    await ctx.write_each(ctx.messages, fixes)
+    report["messagesFixed"] += len(fixes)
+    records = [
+        lookups.uidl_upsert(ctx, m["uidl"], m["messageId"], m["messageKey"]) for m in batch if m.get("uidl") is not None
+    ]
+    try:
+        report["uidlsAdded"] += await ctx.write_each(ctx.uidls, records, upsert=True)
+    except BulkWriteError as exc:
+        if not only_duplicates(exc):  # a concurrent add() recorded one first
+            raise
+        report["uidlsAdded"] += exc.details.get("nUpserted", 0)

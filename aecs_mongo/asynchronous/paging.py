@@ -1,0 +1,146 @@
+"""Keyset pages and windowed reads (C.3): every list read of the store comes through here.
+
+A page is the first ``limit`` rows after an opaque cursor on ``(ts, messageKey)`` (threads:
+``(lastTs, _id)``), never skip/offset. Where the server stops a sorted query at its limit
+(mongod) that is one plain query. Where it reads the whole matched range first (SecantusDB, the
+embedded default) a big read walks bounded ``ts`` windows (the pure ``pure/windows.py``) so a
+page costs the same at 1,000 and 100,000 messages; a small one stays one plain query.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..pure import queries, windows
+from ..pure.keys import doc_id
+from ..pure.settings import check_limit
+from . import capabilities
+from .context import AsyncStoreContext, resolve, to_list
+
+__all__ = ["page", "sorted_rows", "thread_size", "walk_windows", "windowed_read"]
+
+
+async def page(
+    ctx: AsyncStoreContext,
+    query: queries.KeysetQuery,
+    cursor: str | None,
+    limit: int,
+    projection: Mapping[str, Any] | None,
+    size: int | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of a keyset read and the cursor of the next (None: the last page)."""
+    check_limit(limit)
+    after = queries.decode_cursor(query, cursor, ctx.mailbox_id)
+    rows = await sorted_rows(ctx, query, after, limit + 1, projection, size)
+    next_cursor = None
+    if len(rows) > limit:
+        rows = rows[:limit]
+        next_cursor = queries.encode_cursor(query, rows[-1])
+    return rows, next_cursor
+
+
+async def sorted_rows(
+    ctx: AsyncStoreContext,
+    query: queries.KeysetQuery,
+    after: tuple[int, str] | None,
+    need: int,
+    projection: Mapping[str, Any] | None,
+    size: int | None = None,
+) -> list[dict[str, Any]]:
+    """The first ``need`` rows of a keyset read after ``after``: the plain query where the
+    server stops at the limit or the read matches at most ``windows.PLAIN_MAX`` documents
+    (``size``, where known), else bounded ``ts`` windows (``windows.py``), same rows."""
+    if ctx.capabilities.stops_at_limit:
+        found = ctx.db[query.collection].find(queries.keyset_filter(query, after), projection)
+        found = found.sort(query.sort).limit(need)
+        return await to_list(found if query.hint is None else found.hint(query.hint))
+    # Where the server reads whole ranges it also walks a hinted index whole (every
+    # mailbox's entries) and scans the collection for a top-level $or: flat filters only.
+    small = size is not None and size <= windows.PLAIN_MAX
+    read = await windowed_read(ctx, query, sample=not small)
+    if read.hint_fraction and len(read.hint) / read.hint_fraction <= windows.PLAIN_MAX:
+        small = True  # a small mailbox: reading all of the range costs little
+    rows: list[dict[str, Any]] = []
+
+    def take(batch: list[dict[str, Any]]) -> bool:
+        rows.extend(batch[: need - len(rows)])
+        return len(rows) >= need
+
+    await walk_windows(ctx, query, read, after, need, projection, take, plain=small)
+    return rows
+
+
+async def thread_size(ctx: AsyncStoreContext, tkey: str) -> int | None:
+    """The thread's message count from its summary (None: no summary)."""
+    summary = await ctx.threads.find_one(ctx.by_id(doc_id(ctx.mailbox_id, tkey)), {"messageCount": 1})
+    return None if summary is None else int(summary.get("messageCount") or 0)
+
+
+async def walk_windows(
+    ctx: AsyncStoreContext,
+    query: queries.KeysetQuery,
+    read: windows.WindowedRead,
+    after: tuple[int, str] | None,
+    need: int | None,
+    projection: Mapping[str, Any] | None,
+    take: Callable[[list[dict[str, Any]]], Any],
+    chunk: int = 500,
+    plain: bool = False,
+) -> None:
+    """Walk a read's windows, handing each answer window's rows (sorted) to ``take`` (a plain or
+    a coroutine function) until it says True or the range is exhausted. ``need``: rows wanted
+    (None: the whole range, in windows of about ``chunk`` rows)."""
+    flat, residual = queries.flat_filter(query)
+    if residual is not None and projection is not None:
+        projection = queries.with_fields(projection, [path for clause in residual for path in clause])
+    collection = ctx.db[query.collection]
+    walker = windows.walk_plain(read, after) if plain else windows.walk(read, after, need, chunk)
+    taken = 0
+    try:
+        window = next(walker)
+        while True:
+            selector = windows.merge_filter(flat, window, query.ts_field, query.key_field)
+            found = collection.find(selector, queries.PROBE_PROJECTION if window.probe else projection)
+            found = found.sort(query.sort)
+            if need is not None and not window.probe and residual is None:
+                found = found.limit(need - taken)
+            batch = await to_list(found)
+            if residual is not None and not window.probe:
+                batch = [r for r in batch if queries.residual_match(r, residual)]
+            if ctx.capabilities.stops_at_limit is None and not window.probe and len(batch) > 1:
+                await capabilities.learn_limit_behaviour(ctx, collection, selector, query.sort)
+            if not window.probe:
+                taken += len(batch)
+                if await resolve(take(batch)):
+                    return
+            window = walker.send(len(batch))
+    except StopIteration:
+        return
+    finally:
+        walker.close()
+
+
+async def windowed_read(
+    ctx: AsyncStoreContext, query: queries.KeysetQuery, sample: bool = True
+) -> windows.WindowedRead:
+    """The read as ``windows.walk`` takes it, with a uniform sample of the mailbox's ``ts``
+    (where its mail is, and about how much there is): the messages whose key falls in the first
+    fraction of the key space, on ``aecs_messages_spec_version`` (a bounded key range there), the
+    fraction growing until the sample holds enough (mail under another spec version is left
+    out: a hint only)."""
+    from ..normalize.parse import SPEC_VERSION
+
+    read = queries.windowed_read(query, ctx.mailbox_id, int(_dt.datetime.now(_dt.UTC).timestamp()))
+    if not sample:
+        return read
+    found: list[int] = []
+    fraction = windows.SAMPLE_FRACTIONS[0]
+    for fraction in windows.SAMPLE_FRACTIONS:
+        selector = queries.sample_filter(ctx.mailbox_id, SPEC_VERSION, fraction)
+        found = sorted([int(r["ts"]) async for r in ctx.messages.find(selector, {"_id": 0, "ts": 1})])
+        if len(found) >= windows.SAMPLE_ENOUGH:
+            break
+    return dataclasses.replace(read, hint=tuple(found), hint_fraction=fraction)

@@ -1,0 +1,184 @@
+"""Reading mail (C.3): one message rebuilt from its tiers, a thread, and the list reads.
+
+``assemble`` turns hot + warm (and cold, on request) back into the AECS-1 object
+(``pure/documents.py`` holds the mapping); the list reads are keyset pages (``paging``) on the
+indexes of the document contract, each returning the summaries the pure module shapes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, cast
+
+from ..errors import AecsMongoError
+from ..pure import queries, windows
+from ..pure.documents import context_entry, message_summary, to_normalized_email
+from ..pure.keys import check_str, strip_message_id, thread_key
+from ..pure.settings import check_limit
+from ..results import MessagePage, ThreadPage
+from ..types import ContextEntry, MessageSummary, NormalizedEmail, ThreadSummary
+from . import paging
+from .context import AsyncStoreContext, to_list
+from .writing import parse_raw
+
+__all__ = [
+    "assemble",
+    "get_message",
+    "get_thread",
+    "list_messages",
+    "list_threads",
+    "replies_to",
+    "stale",
+    "thread_context",
+    "with_participant",
+]
+
+
+async def get_message(ctx: AsyncStoreContext, message_id: str, include_raw: bool = False) -> NormalizedEmail | None:
+    _id = ctx.id_for(message_id)
+    message = await ctx.messages.find_one(ctx.by_id(_id))
+    if message is None:
+        return None
+    body = await ctx.bodies.find_one(ctx.by_id(_id))
+    return await assemble(ctx, message, body, include_raw=include_raw)
+
+
+async def assemble(
+    ctx: AsyncStoreContext,
+    message: Mapping[str, Any],
+    body: Mapping[str, Any] | None,
+    *,
+    include_raw: bool,
+    position: int | None = None,
+) -> NormalizedEmail:
+    """The AECS-1 object of one stored message (a spilled body read back from GridFS)."""
+    spilled = None
+    if body is not None and body.get("spill"):
+        data = await ctx.get_blob(body["spill"])
+        if data is None:
+            raise AecsMongoError(f"the spilled body of {message['messageId']!r} is missing")
+        spilled = json.loads(data.decode("utf-8"))
+    raw_full = html = raw = None
+    if include_raw:
+        names = message.get("blobs") or ()
+        prefix = message["blobPrefix"]
+        if "raw.eml" in names:
+            raw_full = await ctx.get_blob(prefix + "raw.eml")
+        if "body.html" in names:
+            html_bytes = await ctx.get_blob(prefix + "body.html")
+            html = None if html_bytes is None else html_bytes.decode("utf-8")
+        if message.get("rawFromFull") and raw_full is not None:
+            raw = parse_raw(raw_full, ctx.settings.for_ai_max_chars).email.get("content", {}).get("raw")
+    assembled = to_normalized_email(
+        message,
+        body,
+        raw_full=raw_full,
+        raw=raw,
+        html=html,
+        spilled=spilled,
+        position=position,
+        shared=ctx.settings.shared_view,
+    )
+    return cast(NormalizedEmail, assembled)
+
+
+def _thread_filter(ctx: AsyncStoreContext, thread_id: str) -> dict[str, Any]:
+    return {"mailboxId": ctx.mailbox_id, "threadKey": thread_key(check_str(thread_id, "thread_id"))}
+
+
+async def get_thread(ctx: AsyncStoreContext, thread_id: str) -> list[NormalizedEmail]:
+    messages = await to_list(ctx.messages.find(_thread_filter(ctx, thread_id)).sort([("ts", 1), ("messageKey", 1)]))
+    ids = [m["_id"] for m in messages]
+    bodies = {b["_id"]: b async for b in ctx.bodies.find(ctx.by_ids(ids))}
+    return [await assemble(ctx, m, bodies.get(m["_id"]), include_raw=False, position=i) for i, m in enumerate(messages)]
+
+
+async def thread_context(ctx: AsyncStoreContext, thread_id: str, limit: int = 20) -> list[ContextEntry]:
+    """The newest ``limit`` messages of a thread, oldest first, with their positions."""
+    check_limit(limit)
+    selector = _thread_filter(ctx, thread_id)
+    query = queries.thread_context_query(ctx.mailbox_id, selector["threadKey"])
+    size = await paging.thread_size(ctx, selector["threadKey"])
+    newest = await paging.sorted_rows(ctx, query, None, limit, queries.THREAD_CONTEXT_PROJECTION, size)
+    if not newest:
+        return []
+    total = len(newest)
+    if total == limit:
+        # a huge thread: its summary's count (counting it would read the whole thread here)
+        big = size is not None and size > windows.PLAIN_MAX and not ctx.capabilities.stops_at_limit
+        total = size if big and size is not None else await ctx.messages.count_documents(selector)
+    first_position = max(total - len(newest), 0)
+    return [cast(ContextEntry, context_entry(m, first_position + offset)) for offset, m in enumerate(reversed(newest))]
+
+
+async def list_messages(
+    ctx: AsyncStoreContext,
+    cursor: str | None,
+    limit: int,
+    sender: str | None,
+    thread_id: str | None,
+    since: object,
+    until: object,
+    order: str,
+) -> MessagePage:
+    if sender is not None:
+        check_str(sender, "sender")
+    tkey = None if thread_id is None else thread_key(check_str(thread_id, "thread_id"))
+    query = queries.inbox_query(
+        ctx.mailbox_id, sender=sender, thread_key=tkey, since=since, until=until, order=check_str(order, "order")
+    )
+    size = None if tkey is None else await paging.thread_size(ctx, tkey)
+    rows, next_cursor = await paging.page(ctx, query, cursor, limit, queries.LIST_PROJECTION, size)
+    return MessagePage([cast(MessageSummary, message_summary(r)) for r in rows], next_cursor)
+
+
+async def with_participant(ctx: AsyncStoreContext, address: str, cursor: str | None, limit: int) -> MessagePage:
+    query = queries.participant_query(ctx.mailbox_id, address, shared=ctx.settings.shared_view)
+    rows, next_cursor = await paging.page(ctx, query, cursor, limit, queries.LIST_PROJECTION)
+    return MessagePage([cast(MessageSummary, message_summary(r)) for r in rows], next_cursor)
+
+
+async def list_threads(ctx: AsyncStoreContext, cursor: str | None, limit: int) -> ThreadPage:
+    query = queries.threads_query(ctx.mailbox_id)
+    rows, next_cursor = await paging.page(ctx, query, cursor, limit, None)
+    threads: list[ThreadSummary] = [
+        {
+            "threadId": r["threadId"],
+            "subject": r.get("subject"),
+            "messageCount": int(r["messageCount"]),
+            "firstTs": int(r["firstTs"]),
+            "lastTs": int(r["lastTs"]),
+            "firstMessageKey": r["firstMessageKey"],
+            "lastMessageKey": r["lastMessageKey"],
+        }
+        for r in rows
+    ]
+    return ThreadPage(threads, next_cursor)
+
+
+async def replies_to(ctx: AsyncStoreContext, message_id: str) -> list[MessageSummary]:
+    mid = strip_message_id(message_id)
+    by_references = await to_list(
+        ctx.messages.find({"mailboxId": ctx.mailbox_id, "references": mid}, queries.LIST_PROJECTION)
+    )
+    by_parent = await to_list(
+        ctx.messages.find({"mailboxId": ctx.mailbox_id, "inReplyTo": mid}, queries.LIST_PROJECTION)
+    )
+    unique = {r["messageKey"]: r for r in by_references + by_parent}
+    ordered = sorted(unique.values(), key=lambda r: (r["ts"], r["messageKey"]))
+    return [cast(MessageSummary, message_summary(r)) for r in ordered]
+
+
+async def stale(ctx: AsyncStoreContext, spec_version: str, limit: int = 100) -> list[str]:
+    check_str(spec_version, "spec_version")
+    check_limit(limit)
+    rows = await to_list(
+        ctx.messages.find(
+            {"mailboxId": ctx.mailbox_id, "specVersion": {"$ne": spec_version}}, {"_id": 0, "messageId": 1}
+        )
+        .sort([("specVersion", 1), ("messageKey", 1)])
+        .hint("aecs_messages_spec_version")
+        .limit(limit)
+    )
+    return [r["messageId"] for r in rows]

@@ -1,0 +1,140 @@
+"""A store's settings and what its driver and server can do: values, checked once.
+
+``StoreSettings`` holds the constructor's choices, validated here so that the async store, its
+generated sync twin and every concern module read the same checked values. ``Capabilities`` is
+what the driver and the deployment can do: the driver's part is known from the database handle
+at construction, the server's part (transactions, a text index, whether a query stops at its
+limit, an Atlas vector index) is learned on first need by ``asynchronous/capabilities.py`` and
+kept here, so the I/O code asks a question instead of testing for a driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .keys import check_mailbox_id, check_str
+from .vectors import VECTOR_ENGINES
+
+__all__ = ["MAX_PAGE", "SEARCH_ENGINES", "Capabilities", "StoreSettings", "check_cap", "check_limit"]
+
+#: ``search_engine`` values: Atlas Search, ``$text``, the bounded scan, or pick (text, else scan).
+SEARCH_ENGINES = ("auto", "atlas", "text", "scan")
+#: The largest page (and batch) any read or write takes.
+MAX_PAGE = 1000
+
+
+def check_limit(limit: object) -> int:
+    """A page size or batch size: an int from 1 to ``MAX_PAGE``."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be between 1 and {MAX_PAGE}")
+    return limit
+
+
+def check_cap(value: object, name: str) -> int:
+    """A positive int (a cap)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be 1 or more")
+    return value
+
+
+@dataclass
+class StoreSettings:
+    """The store's constructor arguments, checked (``AsyncMessageStore`` documents each)."""
+
+    mailbox_id: str
+    bucket_name: str = "aecs"
+    owner_addresses: frozenset[str] = frozenset()
+    for_ai_max_chars: int = 8000
+    search_engine: str = "auto"
+    vector_engine: str = "auto"
+    scan_limit: int | None = None
+    transactions: bool | None = None
+    shared_view: bool = False
+    sharded: bool = False
+    retry_seconds: float = 120.0
+
+    @classmethod
+    def checked(cls, mailbox_id: object, owner_addresses: Iterable[str] = (), **options: Any) -> StoreSettings:
+        """Validated settings: a ``TypeError`` or ``ValueError`` names the first bad argument."""
+        if isinstance(owner_addresses, str):
+            raise TypeError("owner_addresses must be a collection of addresses, not one str")
+        owners = frozenset(check_str(a, "owner address").strip().lower() for a in owner_addresses)
+        settings = cls(check_mailbox_id(mailbox_id), owner_addresses=owners, **options)
+        check_str(settings.bucket_name, "bucket_name")
+        settings.checked_search_engine()
+        settings.checked_vector_engine()
+        scan_limit = settings.scan_limit
+        if scan_limit is not None and (isinstance(scan_limit, bool) or not isinstance(scan_limit, int)):
+            raise TypeError("scan_limit must be None (no cap) or an int")
+        if scan_limit is not None and scan_limit < 1:
+            raise ValueError("scan_limit must be None (no cap) or at least 1")
+        seconds = settings.retry_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+            raise ValueError("retry_seconds must be a number of seconds, 0 or more")
+        settings.retry_seconds = float(seconds)
+        settings.shared_view = bool(settings.shared_view)
+        settings.sharded = bool(settings.sharded)
+        return settings
+
+    # the engines are attributes a caller may set later: checked again before each use
+
+    def checked_search_engine(self) -> str:
+        if self.search_engine not in SEARCH_ENGINES:
+            raise ValueError(f"search_engine must be one of {', '.join(SEARCH_ENGINES)}")
+        return self.search_engine
+
+    def checked_vector_engine(self) -> str:
+        if self.vector_engine not in VECTOR_ENGINES:
+            raise ValueError(f"vector_engine must be one of {', '.join(VECTOR_ENGINES)}")
+        return self.vector_engine
+
+
+@dataclass
+class Capabilities:
+    """What the driver and the server can do, for one store and the clones it makes.
+
+    ``unit_tier``: the database is mongomock's (the fast test tier), which has no sessions,
+    write concerns, ``$text``, ``explain``, change streams, server commands or search stages, and
+    whose bulk API rejects PyMongo 4's ``UpdateOne``. The other fields are None until learned.
+    """
+
+    unit_tier: bool = False
+    #: a replica set or a sharded cluster: each batch in one transaction
+    transactions: bool | None = None
+    #: ``aecs_bodies_search`` exists (the server took the text index)
+    text_index: bool | None = None
+    #: the server's plan stops at a query's limit (mongod) instead of reading the whole
+    #: matched range first (SecantusDB): learned from ``explain`` on the first windowed read
+    stops_at_limit: bool | None = None
+    #: Atlas lists the vector index as queryable
+    atlas_vectors: bool | None = None
+
+    @classmethod
+    def of_database(cls, db: object) -> Capabilities:
+        """The driver's part, from the database handle's type (the one place that looks)."""
+        return cls(unit_tier=type(db).__module__.startswith("mongomock"))
+
+    @property
+    def bulk_writes(self) -> bool:
+        """``bulk_write`` of ``UpdateOne``/``ReplaceOne`` (else one statement per write)."""
+        return not self.unit_tier
+
+    @property
+    def write_concerns(self) -> bool:
+        return not self.unit_tier
+
+    @property
+    def server_commands(self) -> bool:
+        """``hello``, ``explain``, ``fsync``, ``$listSearchIndexes``: a real server answers them."""
+        return not self.unit_tier
+
+    @property
+    def change_streams_possible(self) -> bool:
+        """Whether asking the server for a change stream can succeed at all."""
+        return not self.unit_tier
