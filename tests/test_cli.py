@@ -319,6 +319,52 @@ def test_text_output_of_the_reads(cli: Cli) -> None:
     assert cli("thread", "nothing@example.com").code == 1
 
 
+def test_stats_counts_every_registry_collection(make_store: Callable[..., Any], db: Any, backend: str) -> None:
+    """``store.stats()`` (what the ``stats`` command prints) lists every collection of the deletion
+    core's registry and counts the mailbox's documents in each, apart from another mailbox's."""
+    from aecs_mongo.pure.feed import checkpoint_document
+    from aecs_mongo.pure.imap_records import folder_document, source_document
+    from aecs_mongo.pure.lifecycle import DATA_COLLECTIONS
+    from aecs_mongo.pure.vectors import block_id
+
+    alice, bob = make_store("alice"), make_store("bob")
+    raws = [p.read_bytes() for p in sorted(SAMPLES.glob("*.eml"))]
+    first = alice.store(raws[0])
+    alice.add("uidl-1", raws[4])  # a message and its UIDL record
+    alice.set_embedding(first.message_id, [0.1, 0.2, 0.3])
+    bob.store(raws[1])
+    for mailbox in ("alice", "bob"):  # the records of the feed, the IMAP import and the vector blocks
+        db.feed_checkpoints.insert_one(checkpoint_document(mailbox, "cli", {}))
+        db.imap_sources.insert_one(source_document(mailbox, "a@host", "INBOX", 7, 1, "m@x", "k"))
+        db.imap_folders.insert_one(folder_document(mailbox, "a@host", "INBOX", 7))
+        db.vector_blocks.insert_one({"_id": block_id(mailbox, 0), "mailboxId": mailbox})
+
+    stats = alice.stats()
+    names = [c.for_bucket("aecs").name for c in DATA_COLLECTIONS]
+    assert list(stats["collections"]) == names
+    files = [f["_id"] for f in db["aecs.files"].find({"metadata.mailboxId": "alice"}, {"_id": 1})]
+    expected = {name: 1 for name in names} | {
+        "messages": 2,
+        "bodies": 2,
+        "threads": db.threads.count_documents({"mailboxId": "alice"}),
+        "aecs.files": len(files),
+        "aecs.chunks": db["aecs.chunks"].count_documents({"files_id": {"$in": files}}),
+    }
+    assert files and expected["aecs.chunks"] >= len(files)
+    assert {name: entry["mailbox"] for name, entry in stats["collections"].items()} == expected
+    assert {name: entry["total"] for name, entry in stats["collections"].items()} == {
+        name: db[name].count_documents({}) for name in names
+    }
+    assert (stats["database"], stats["mailboxId"], stats["messages"]) == (db.name, "alice", 2)
+    assert sum(stats["specVersions"].values()) == 2
+    if backend == "mongomock":  # no collStats, no $collStats: the sizes are unavailable, each says why
+        assert stats["sizesFrom"] == []
+        assert all(e["size"] is None and e["sizeError"] for e in stats["collections"].values())
+    else:
+        assert stats["sizesFrom"]
+        assert all(isinstance(e["size"], int) for e in stats["collections"].values())
+
+
 def _terminal_cells(text: str) -> int:
     """Cells a terminal draws: East Asian wide/fullwidth 2, combining marks 0, others 1."""
     return sum(

@@ -53,7 +53,7 @@ from ..pure.keys import blob_prefix, check_mailbox_id, check_str, doc_id, messag
 from ..pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
 from ..results import MessagePage, SearchResults, StoreResult, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, ThreadSummary
-from . import deletion, embeddings
+from . import deletion, embeddings, stats
 from .prefetch import AsyncPrefetch
 from .workers import AsyncFeed
 
@@ -1252,7 +1252,10 @@ class AsyncMessageStore:
         ``messages``, ``threads``: documents of the mailbox. ``search``: ``atlas``, ``text`` or
         ``scan`` (what ``search`` uses); ``vectorSearch``: ``atlas`` or ``exact``.
         ``windowedReads``: pages are read as bounded windows (the server reads a query's whole
-        matched range before its limit), or None before the first page read told.
+        matched range before its limit), or None before the first page read told. And from
+        ``stats.collection_stats``: ``database``, ``mailboxId``, ``collections`` (every collection
+        of mailbox data: the mailbox's documents, all documents, sizes), ``sizesFrom`` and
+        ``specVersions``.
         """
         search = self.search_engine
         if search == "auto":
@@ -1266,6 +1269,7 @@ class AsyncMessageStore:
             "search": search,
             "vectorSearch": vector,
             "windowedReads": None if self._stops_at_limit is None else not self._stops_at_limit,
+            **await stats.collection_stats(self.db, self.mailbox_id, self.bucket_name),
         }
 
     async def set_embedding(self, message_id: str, vector: Sequence[float]) -> None:
