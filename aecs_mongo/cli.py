@@ -966,12 +966,7 @@ def _configure_pop3(p: argparse.ArgumentParser) -> None:
     p.add_argument("host", metavar="HOST", help="POP3 server host name")
     p.add_argument("--port", type=int, default=None, help="port (default: 995 with --security ssl, else 110)")
     p.add_argument("--user", required=True, help="POP3 user name")
-    p.add_argument(
-        "--password-env",
-        default="AECS_POP3_PASSWORD",
-        metavar="VAR",
-        help="environment variable holding the password (default: AECS_POP3_PASSWORD; unset: ask on the terminal)",
-    )
+    _password_options(p, "AECS_POP3_PASSWORD")
     p.add_argument(
         "--security",
         choices=("ssl", "starttls", "plain"),
@@ -1196,17 +1191,22 @@ class _NoPasswordOption(argparse.Action):
         parser.error("a password is never taken from the command line: put it in a variable, --password-env VAR")
 
 
-def _configure_imap(p: argparse.ArgumentParser) -> None:
-    p.add_argument("host", metavar="HOST", help="IMAP server host name")
+def _password_options(p: argparse.ArgumentParser, variable: str, *, never_read: str = "") -> None:
+    """``--password-env VAR``, and ``--password`` refused (its value never echoed)."""
     p.add_argument("--password", action=_NoPasswordOption, help=argparse.SUPPRESS)
-    p.add_argument("--user", required=True, help="IMAP user name")
     p.add_argument(
         "--password-env",
-        default="AECS_IMAP_PASSWORD",
+        default=variable,
         metavar="VAR",
-        help="environment variable holding the password (default: AECS_IMAP_PASSWORD; unset: ask on the terminal);"
-        " a password is never read from the command line",
+        help=f"environment variable holding the password (default: {variable}; unset: ask on the terminal)"
+        + never_read,
     )
+
+
+def _configure_imap(p: argparse.ArgumentParser) -> None:
+    p.add_argument("host", metavar="HOST", help="IMAP server host name")
+    p.add_argument("--user", required=True, help="IMAP user name")
+    _password_options(p, "AECS_IMAP_PASSWORD", never_read="; a password is never read from the command line")
     which = p.add_mutually_exclusive_group()
     which.add_argument(
         "--folder",
@@ -1296,16 +1296,19 @@ def _commands() -> list[Command]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole parser. ``allow_abbrev=False`` everywhere: an abbreviation would take an option
+    for another (``--password`` for ``--password-env``, which then printed the password)."""
     parser = argparse.ArgumentParser(
         prog="aecs-mongo",
         description="Store email in MongoDB and read it back: ingest mail, list the inbox and threads, "
         "show a thread as LLM context. Without --uri or $MONGODB_URI the embedded server is used.",
         epilog="exit codes: 0 ok, 1 something failed, 2 usage error, 130 interrupted",
+        allow_abbrev=False,
     )
     _add_global_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in _commands():
-        p = sub.add_parser(command.name, help=command.help, description=command.help)
+        p = sub.add_parser(command.name, help=command.help, description=command.help, allow_abbrev=False)
         command.configure(p)
         _add_global_options(p, defaults=False)
         p.set_defaults(handler=command.handler)

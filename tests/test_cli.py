@@ -113,6 +113,30 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
 
 
+def test_pop3_refuses_a_password_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--password`` is refused, not taken as an abbreviation of ``--password-env`` (which then
+    printed ``set $hunter2``: the password in the terminal and the log)."""
+    argv = ["--uri", "mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=100", "pop3", "host", "--user", "u"]
+    assert main([*argv, "--password", "hunter2"]) == 2
+    captured = capsys.readouterr()
+    assert "hunter2" not in captured.out + captured.err
+    assert "--password-env" in captured.err and "never taken from the command line" in captured.err
+    assert main([*argv, "--password=hunter2"]) == 2
+    captured = capsys.readouterr()
+    assert "hunter2" not in captured.out + captured.err
+
+
+def test_options_are_never_abbreviated(capsys: pytest.CaptureFixture[str]) -> None:
+    """An abbreviation of a long option is a usage error, in the main parser and every command's."""
+    nowhere = ["--uri", "mongodb://127.0.0.1:9/"]  # never reached: parsing fails first
+    assert main([*nowhere, "--mail", "bob", "inbox"]) == 2  # not --mailbox: 'bob' is then the command
+    assert "invalid choice: 'bob'" in capsys.readouterr().err
+    assert main([*nowhere, "inbox", "--mail", "bob"]) == 2
+    assert "unrecognized arguments: --mail bob" in capsys.readouterr().err
+    assert main([*nowhere, "inbox", "--lim", "3"]) == 2
+    assert "unrecognized arguments: --lim" in capsys.readouterr().err
+
+
 def test_no_embedded_server_prints_the_install_command(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
