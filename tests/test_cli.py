@@ -23,8 +23,10 @@ from typing import Any
 
 import pytest
 
-from aecs_mongo.cli import _finish_in_hand_on_interrupt, command_names, main
+from aecs_mongo.cli import command_names, main
+from aecs_mongo.commands.interrupts import finish_in_hand_on_interrupt
 from aecs_mongo.mail.sources import iter_mbox
+from aecs_mongo.pure.lifecycle import DATA_COLLECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"
@@ -111,6 +113,66 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inbox", "--limit", "0"]) == 2
     assert main(["no-such-command"]) == 2
     capsys.readouterr()
+
+
+def test_pop3_refuses_a_password_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--password`` is refused, not taken as an abbreviation of ``--password-env`` (which then
+    printed ``set $hunter2``: the password in the terminal and the log)."""
+    argv = ["--uri", "mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=100", "pop3", "host", "--user", "u"]
+    assert main([*argv, "--password", "hunter2"]) == 2
+    captured = capsys.readouterr()
+    assert "hunter2" not in captured.out + captured.err
+    assert "--password-env" in captured.err and "never taken from the command line" in captured.err
+    assert main([*argv, "--password=hunter2"]) == 2
+    captured = capsys.readouterr()
+    assert "hunter2" not in captured.out + captured.err
+
+
+def test_options_are_never_abbreviated(capsys: pytest.CaptureFixture[str]) -> None:
+    """An abbreviation of a long option is a usage error, in the main parser and every command's."""
+    nowhere = ["--uri", "mongodb://127.0.0.1:9/"]  # never reached: parsing fails first
+    assert main([*nowhere, "--mail", "bob", "inbox"]) == 2  # not --mailbox: 'bob' is then the command
+    assert "invalid choice: 'bob'" in capsys.readouterr().err
+    assert main([*nowhere, "inbox", "--mail", "bob"]) == 2
+    assert "unrecognized arguments: --mail bob" in capsys.readouterr().err
+    assert main([*nowhere, "inbox", "--lim", "3"]) == 2
+    assert "unrecognized arguments: --lim" in capsys.readouterr().err
+
+
+def test_the_command_table() -> None:
+    """Each command finds its handler by name in its module's table; the commands that write mail
+    say in the table that they need the store's indexes (ensured before their handler runs)."""
+    from aecs_mongo import cli
+
+    for command in cli._COMMANDS:
+        assert command.handlers is None or callable(command.handlers()[command.name]), command.name
+    assert [c.name for c in cli._COMMANDS if c.handlers is None] == ["server"]
+    assert {c.name for c in cli._COMMANDS if c.indexes} == {"ingest", "reindex", "pop3", "migrate-gdbm", "imap"}
+
+
+@pytest.mark.one_server
+def test_a_command_imports_only_its_own_handlers(servers: Any, backend: str) -> None:
+    """The table imports the handlers' module of the command being run, and no other."""
+    code = (
+        "import sys\n"
+        "from aecs_mongo.cli import main\n"
+        "handlers = lambda: sorted(m for m in sys.modules if m.startswith('aecs_mongo.commands.'))\n"
+        "print(handlers())\n"
+        "main(['--uri', sys.argv[1], '--db', sys.argv[2], 'inbox'])\n"
+        "print(handlers())\n"
+    )
+    name = f"aecs_cli_{uuid.uuid4().hex[:12]}"
+    result = subprocess.run(
+        [sys.executable, "-c", code, servers.uri(backend), name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    servers.client(backend).drop_database(name)
+    before, after = (line for line in result.stdout.splitlines() if line.startswith("["))
+    assert before == str(["aecs_mongo.commands.base", "aecs_mongo.commands.options"])
+    assert after == str(["aecs_mongo.commands.base", "aecs_mongo.commands.options", "aecs_mongo.commands.reading"])
 
 
 def test_no_embedded_server_prints_the_install_command(
@@ -295,6 +357,7 @@ def test_every_data_command_prints_one_json_document(cli: Cli) -> None:
     assert "plan-2@example.org" in {r["messageId"] for r in outputs["search"]["results"]}
     assert all(m["from"]["email"] == "alice@example.com" for m in outputs["inbox-sender"]["messages"])
     assert outputs["stats"]["collections"]["messages"]["mailbox"] == SAMPLE_COUNT
+    assert list(outputs["stats"]["collections"]) == [c.for_bucket("aecs").name for c in DATA_COLLECTIONS]
     assert sum(outputs["stats"]["specVersions"].values()) == SAMPLE_COUNT
     assert outputs["indexes"]["ok"] is True
     assert outputs["delete"] == {"messageId": "plan-3@example.net", "deleted": True}
@@ -317,6 +380,51 @@ def test_text_output_of_the_reads(cli: Cli) -> None:
     assert "messages" in stats and "specVersion" in stats
     assert "aecs_messages_thread" in cli("indexes").out
     assert cli("thread", "nothing@example.com").code == 1
+
+
+def test_stats_counts_every_registry_collection(make_store: Callable[..., Any], db: Any, backend: str) -> None:
+    """``store.stats()`` (what the ``stats`` command prints) lists every collection of the deletion
+    core's registry and counts the mailbox's documents in each, apart from another mailbox's."""
+    from aecs_mongo.pure.feed import checkpoint_document
+    from aecs_mongo.pure.imap_records import folder_document, source_document
+    from aecs_mongo.pure.vectors import block_id
+
+    alice, bob = make_store("alice"), make_store("bob")
+    raws = [p.read_bytes() for p in sorted(SAMPLES.glob("*.eml"))]
+    first = alice.store(raws[0])
+    alice.add("uidl-1", raws[4])  # a message and its UIDL record
+    alice.set_embedding(first.message_id, [0.1, 0.2, 0.3])
+    bob.store(raws[1])
+    for mailbox in ("alice", "bob"):  # the records of the feed, the IMAP import and the vector blocks
+        db.feed_checkpoints.insert_one(checkpoint_document(mailbox, "cli", {}))
+        db.imap_sources.insert_one(source_document(mailbox, "a@host", "INBOX", 7, 1, "m@x", "k"))
+        db.imap_folders.insert_one(folder_document(mailbox, "a@host", "INBOX", 7))
+        db.vector_blocks.insert_one({"_id": block_id(mailbox, 0), "mailboxId": mailbox})
+
+    stats = alice.stats()
+    names = [c.for_bucket("aecs").name for c in DATA_COLLECTIONS]
+    assert list(stats["collections"]) == names
+    files = [f["_id"] for f in db["aecs.files"].find({"metadata.mailboxId": "alice"}, {"_id": 1})]
+    expected = {name: 1 for name in names} | {
+        "messages": 2,
+        "bodies": 2,
+        "threads": db.threads.count_documents({"mailboxId": "alice"}),
+        "aecs.files": len(files),
+        "aecs.chunks": db["aecs.chunks"].count_documents({"files_id": {"$in": files}}),
+    }
+    assert files and expected["aecs.chunks"] >= len(files)
+    assert {name: entry["mailbox"] for name, entry in stats["collections"].items()} == expected
+    assert {name: entry["total"] for name, entry in stats["collections"].items()} == {
+        name: db[name].count_documents({}) for name in names
+    }
+    assert (stats["database"], stats["mailboxId"], stats["messages"]) == (db.name, "alice", 2)
+    assert sum(stats["specVersions"].values()) == 2
+    if backend == "mongomock":  # no collStats, no $collStats: the sizes are unavailable, each says why
+        assert stats["sizesFrom"] == []
+        assert all(e["size"] is None and e["sizeError"] for e in stats["collections"].values())
+    else:
+        assert stats["sizesFrom"]
+        assert all(isinstance(e["size"], int) for e in stats["collections"].values())
 
 
 def _terminal_cells(text: str) -> int:
@@ -370,15 +478,6 @@ def test_mailboxes_are_separate(cli: Cli) -> None:
     assert cli("ingest", str(SAMPLES), "--mailbox", "alice").code == 0
     assert cli("inbox", "--mailbox", "bob", "--json").json()["messages"] == []
     assert len(cli("--mailbox", "alice", "inbox", "--json").json()["messages"]) == SAMPLE_COUNT
-
-
-@pytest.mark.server
-def test_search_missing_from_the_store(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    from aecs_mongo import MessageStore
-
-    monkeypatch.delattr(MessageStore, "search", raising=False)
-    result = cli("search", "anything")
-    assert result.code == 2 and "search is not available in this version" in result.err
 
 
 @pytest.mark.server
@@ -671,7 +770,7 @@ def test_a_second_interrupt_stops_at_once() -> None:
     # Ctrl-C as at a terminal, also when the suite itself runs as a background job
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        with _finish_in_hand_on_interrupt() as stop:
+        with finish_in_hand_on_interrupt() as stop:
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.01)  # the handler runs at the next bytecode boundary
             assert stop.requested
@@ -687,7 +786,7 @@ def test_signals_ignored_at_start_stay_ignored() -> None:
     """``nohup aecs-mongo ingest big.mbox &``: closing the terminal (SIGHUP) must not stop it."""
     before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        with _finish_in_hand_on_interrupt() as stop:
+        with finish_in_hand_on_interrupt() as stop:
             assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
             assert callable(signal.getsignal(signal.SIGTERM))  # the others are taken
             os.kill(os.getpid(), signal.SIGHUP)

@@ -21,7 +21,7 @@ from ..pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
 from ..pure.settings import SEARCH_ENGINES, Capabilities, StoreSettings
 from ..results import MessagePage, SearchResults, StoreResult, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit
-from . import blobstore, deletion, embeddings, export, lookups, maintenance, reading, search, writing
+from . import blobstore, deletion, embeddings, export, lookups, maintenance, reading, search, stats, writing
 from .context import AsyncStoreContext, Setting
 from .workers import AsyncFeed
 
@@ -220,8 +220,10 @@ class AsyncMessageStore:
     async def stats(self) -> dict[str, Any]:
         """The mailbox's size and the engines that serve its searches on this server:
         ``messages``, ``threads``; ``search`` (``atlas``, ``text`` or ``scan``); ``vectorSearch``
-        (``atlas`` or ``exact``); ``windowedReads`` (None before the first page read told)."""
-        return await maintenance.engines(self._context)
+        (``atlas`` or ``exact``); ``windowedReads`` (None before the first page read told); and
+        ``database``, ``mailboxId``, ``collections`` (every collection of mailbox data: the
+        mailbox's documents, all documents, sizes), ``sizesFrom``, ``specVersions``."""
+        return {**await maintenance.engines(self._context), **await stats.collection_stats(self._context)}
 
     # --- vectors ---------------------------------------------------------------------------
 

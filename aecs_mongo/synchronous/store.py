@@ -23,7 +23,7 @@ from ..pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
 from ..pure.settings import SEARCH_ENGINES, Capabilities, StoreSettings
 from ..results import MessagePage, SearchResults, StoreResult, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit
-from . import blobstore, deletion, embeddings, export, lookups, maintenance, reading, search, writing
+from . import blobstore, deletion, embeddings, export, lookups, maintenance, reading, search, stats, writing
 from .context import StoreContext, Setting
 from .workers import Feed
 
@@ -222,8 +222,10 @@ class MessageStore:
     def stats(self) -> dict[str, Any]:
         """The mailbox's size and the engines that serve its searches on this server:
         ``messages``, ``threads``; ``search`` (``atlas``, ``text`` or ``scan``); ``vectorSearch``
-        (``atlas`` or ``exact``); ``windowedReads`` (None before the first page read told)."""
-        return maintenance.engines(self._context)
+        (``atlas`` or ``exact``); ``windowedReads`` (None before the first page read told); and
+        ``database``, ``mailboxId``, ``collections`` (every collection of mailbox data: the
+        mailbox's documents, all documents, sizes), ``sizesFrom``, ``specVersions``."""
+        return {**maintenance.engines(self._context), **stats.collection_stats(self._context)}
 
     # --- vectors ---------------------------------------------------------------------------
 

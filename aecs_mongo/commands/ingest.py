@@ -1,0 +1,85 @@
+"""``ingest``: store ``.eml`` files, directories, Maildir folders and mbox files.
+
+The inputs are read by :mod:`aecs_mongo.mail.sources` (streamed; its docstring has the
+decisions), and the report is that module's ``IngestReport``: a failure is an input that is not
+stored (what ``sources`` skips, a message the store refuses), listed with its input and reason;
+a message already in the mailbox counts as "already present". Exit code 0 when every message was
+stored or already present, 1 when anything failed, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from ..mail.sources import IngestReport, InputFile, RawMessage, Skipped, find_inputs, read_inputs
+from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Context, Handlers, Output, StatusLine, on_terminal
+from .interrupts import finish_in_hand_on_interrupt, until
+
+__all__ = ["HANDLERS", "Progress"]
+
+
+class Progress(StatusLine):
+    """The ingest's progress line: percent of the input, messages, what happened to them."""
+
+    def __init__(self, total_messages: int | None, total_bytes: int, enabled: bool) -> None:
+        super().__init__(enabled)
+        self.total_messages = total_messages
+        self.total_bytes = total_bytes
+        self.bytes_done = 0
+
+    def update(self, report: IngestReport, *, force: bool = False) -> None:
+        if not self.due(force=force):
+            return
+        parts = []
+        if self.total_bytes:
+            parts.append(f"{min(100, 100 * self.bytes_done // self.total_bytes):3d}%")
+        count = f"{report.processed}" + (f"/{self.total_messages}" if self.total_messages is not None else "")
+        parts.append(f"{count} messages")
+        parts.append(f"{report.stored} stored, {report.present} present, {len(report.failures)} failed")
+        self.show("ingest " + " | ".join(parts), force=True)
+
+
+def _with_progress(
+    items: Iterator[RawMessage | Skipped], report: IngestReport, progress: Progress
+) -> Iterator[RawMessage | Skipped]:
+    for item in items:
+        progress.bytes_done += item.size
+        yield item
+        progress.update(report)
+
+
+def ingest(ctx: Context) -> Output:
+    args = ctx.args
+    started = time.monotonic()
+    report = IngestReport()
+    inputs = list(find_inputs(args.paths))  # listed first: the progress line shows totals
+    files = [i for i in inputs if isinstance(i, InputFile)]
+    total = (
+        None
+        if any(f.kind == "mbox" for f in files)
+        else sum(not i.ignored if isinstance(i, Skipped) else 1 for i in inputs)
+    )
+    progress = Progress(total, sum(f.size for f in files), enabled=on_terminal(args.no_progress))
+    items = report.track(_with_progress(read_inputs(inputs), report, progress))
+    try:
+        with finish_in_hand_on_interrupt() as stop:
+            for result in ctx.store.store_iter(until(items, stop), batch_size=args.batch_size, on_error=report.refused):
+                report.count(result)
+                progress.update(report)
+        report.interrupted = stop.requested
+    except KeyboardInterrupt:
+        report.interrupted = True
+    except Exception as exc:  # a database error: report what was done, then fail
+        report.aborted = f"{type(exc).__name__}: {exc}"
+    finally:
+        items.close()
+        progress.update(report, force=True)
+        progress.close()
+    report.seconds = time.monotonic() - started
+    failed = report.failures or report.aborted
+    code = EXIT_INTERRUPTED if report.interrupted else EXIT_FAILED if failed else EXIT_OK
+    return Output(report.as_dict(), report.lines(), code)
+
+
+HANDLERS: Handlers = {"ingest": ingest}

@@ -1,0 +1,130 @@
+"""A mailbox's life after delivery: ``delete``, ``export``, ``expire`` (retention), ``erase``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Mapping
+
+from ..mail.sinks import open_writer
+from .base import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Context,
+    Handlers,
+    Output,
+    StatusLine,
+    iso_utc,
+    on_terminal,
+)
+from .interrupts import signals_as_interrupt
+
+__all__ = ["HANDLERS"]
+
+
+def delete(ctx: Context) -> Output:
+    deleted = bool(ctx.store.delete(ctx.args.id))
+    text = "deleted" if deleted else f"no message {ctx.args.id!r} in mailbox {ctx.args.mailbox!r}"
+    data = {"messageId": ctx.args.id.strip().strip("<>"), "deleted": deleted}
+    return Output(data, [text], EXIT_OK if deleted else EXIT_FAILED)
+
+
+def export(ctx: Context) -> Output:
+    args = ctx.args
+    started = time.monotonic()
+    missing: list[str] = []
+    messages: set[str] = set()
+    try:
+        writer = open_writer(args.format, args.out)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    line = StatusLine(on_terminal(args.no_progress))
+    interrupted = False
+    try:
+        with writer, signals_as_interrupt():
+            copies = ctx.store.export_raw(
+                variants=args.variants, since=args.since, until=args.until, on_missing=missing.append
+            )
+            for copy in copies:
+                writer.write(copy.data, ts=copy.ts, sender=copy.sender)
+                messages.add(copy.message_id)
+                if line.due():
+                    line.show(f"export {writer.count} copies, {writer.bytes_written / 1e6:.1f} MB")
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        line.close()
+    seconds = time.monotonic() - started
+    summary = {
+        "format": args.format,
+        "out": str(args.out),
+        "messages": len(messages),
+        "copies": writer.count,
+        "bytes": writer.bytes_written,
+        "withoutRaw": missing,
+        "interrupted": interrupted,
+        "seconds": round(seconds, 3),
+    }
+    text = [f"not exported (no raw copy stored): <{mid}>" for mid in missing]
+    text.append(
+        f"exported {len(messages)} messages ({writer.count} copies, {writer.bytes_written / 1e6:.1f} MB) "
+        f"as {args.format} to {args.out} in {seconds:.1f} s"
+        + (f"; {len(missing)} without a raw copy" if missing else "")
+        + ("; interrupted" if interrupted else "")
+    )
+    code = EXIT_INTERRUPTED if interrupted else EXIT_FAILED if missing else EXIT_OK
+    return Output(summary, text, code)
+
+
+def _removal_progress(verb: str) -> tuple[Callable[[Mapping[str, int]], None], Callable[[], None]]:
+    """A progress line on a terminal (documents removed so far) and how to clear it."""
+    line = StatusLine(on_terminal())
+
+    def show(removed: Mapping[str, int]) -> None:
+        if line.due():
+            line.show(f"{verb}: {removed.get('messages', 0)} messages, {sum(removed.values())} documents")
+
+    return show, line.close
+
+
+def expire(ctx: Context) -> Output:
+    args = ctx.args
+    before = args.before if args.before is not None else dt.datetime.now(dt.UTC) - args.older_than
+    show, clear = _removal_progress("expire" + (" (dry run)" if args.dry_run else ""))
+    try:
+        with signals_as_interrupt():
+            report = ctx.store.expire(before, dry_run=args.dry_run, on_progress=show)
+    finally:
+        clear()
+    verb = "would remove" if report.dry_run else "removed"
+    text = (
+        f"{verb} {report.messages} messages older than {iso_utc(before)} ({report.blobs} blobs); "
+        f"{report.threads_updated} thread summaries recomputed, {report.threads_removed} empty threads "
+        f"{'to remove' if report.dry_run else 'removed'}, in {report.seconds:.1f} s"
+    )
+    return Output(report.as_dict(), [text])
+
+
+def erase(ctx: Context) -> Output:
+    if not ctx.args.yes:
+        raise CliError(
+            f"erase removes every message of mailbox {ctx.args.mailbox!r} for good: add --yes to do it", EXIT_USAGE
+        )
+    show, clear = _removal_progress("erase")
+    try:
+        with signals_as_interrupt():
+            report = ctx.store.erase_mailbox(on_progress=show)
+    finally:
+        clear()
+    text = (
+        f"erased mailbox {ctx.args.mailbox!r}: {report.messages} messages, {report.blobs} blobs, "
+        f"{report.total} documents in all, in {report.seconds:.1f} s"
+        + (f"; {report.remaining} messages stored during the erase remain" if report.remaining else "")
+    )
+    return Output(report.as_dict(), [text], EXIT_FAILED if report.remaining else EXIT_OK)
+
+
+HANDLERS: Handlers = {"delete": delete, "export": export, "expire": expire, "erase": erase}

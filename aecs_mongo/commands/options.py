@@ -1,0 +1,263 @@
+"""The options of each command, for the parser in :mod:`aecs_mongo.cli`.
+
+Every ``aecs-mongo`` run builds the whole parser, so this module imports nothing but ``argparse``
+at import time (the formats of ``export`` and the duration parser are imported when used).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+
+__all__ = [
+    "MAX_LIMIT",
+    "duration",
+    "erase",
+    "expire",
+    "export",
+    "find",
+    "imap",
+    "inbox",
+    "ingest",
+    "message_id",
+    "migrate_gdbm",
+    "nothing",
+    "page",
+    "pop3",
+    "search",
+    "server",
+    "show",
+    "thread",
+    "watch",
+    "with_",
+]
+
+MAX_LIMIT = 1000
+_AGE_UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
+
+
+# --- values ------------------------------------------------------------------------------------
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_LIMIT}")
+    return value
+
+
+def duration(text: str) -> float:
+    """``90s``, ``5m``, ``1h``, ``0``: seconds (``--keep-server``)."""
+    from ..embedded.background import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _moment(text: str) -> dt.datetime:
+    """``2024-01-31`` (midnight UTC) or an ISO 8601 time (UTC when it names no zone)."""
+    try:
+        value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD or ISO 8601): {text!r}") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def _age(text: str) -> dt.timedelta:
+    """``365d``, ``52w``, ``2y`` (365 days), ``12h``."""
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    if unit not in _AGE_UNITS or not number.isdigit():
+        raise argparse.ArgumentTypeError(f"not an age like 365d, 52w, 2y or 12h: {text!r}")
+    return dt.timedelta(seconds=int(number) * _AGE_UNITS[unit])
+
+
+class _NoPasswordOption(argparse.Action):
+    """``--password``: refused with the reason (argv is visible to every user of the machine)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        parser.error("a password is never taken from the command line: put it in a variable, --password-env VAR")
+
+
+def _password_options(p: argparse.ArgumentParser, variable: str, *, never_read: str = "") -> None:
+    """``--password-env VAR``, and ``--password`` refused (its value never echoed)."""
+    p.add_argument("--password", action=_NoPasswordOption, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--password-env",
+        default=variable,
+        metavar="VAR",
+        help=f"environment variable holding the password (default: {variable}; unset: ask on the terminal)"
+        + never_read,
+    )
+
+
+# --- the commands ------------------------------------------------------------------------------
+
+
+def nothing(p: argparse.ArgumentParser) -> None:
+    return None
+
+
+def page(p: argparse.ArgumentParser, default_limit: int = 20) -> None:
+    p.add_argument(
+        "--limit", type=_limit, default=default_limit, help=f"page size (default: {default_limit}, at most 1000)"
+    )
+    p.add_argument("--cursor", default=None, help="continue after a page: the next_cursor it printed")
+
+
+def message_id(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", metavar="ID", help="Message-ID, with or without <>")
+
+
+def ingest(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help=".eml files, directories, Maildir folders or mbox files")
+    p.add_argument(
+        "--batch-size", type=_limit, default=100, help="messages per write batch (default: 100, at most 1000)"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")
+    p.add_argument(
+        "--owner",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="the mailbox owner's address (repeatable): bcc is stored only on mail they sent",
+    )
+
+
+def inbox(p: argparse.ArgumentParser) -> None:
+    page(p)
+    p.add_argument("--sender", default=None, help="only mail from this address")
+
+
+def thread(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", metavar="ID", help="thread id (or the Message-ID of any message in the thread)")
+    p.add_argument("--limit", type=_limit, default=20, help="the newest N messages (default: 20)")
+
+
+def show(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", metavar="ID", help="Message-ID, with or without <>")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--raw", action="store_true", help="write the message exactly as received (raw.eml bytes)")
+    p.add_argument(
+        "--variant",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --raw: copy N as received (0: the first; 1...: other bytes that came under the same Message-ID)",
+    )
+    what.add_argument("--html", action="store_true", help="write the HTML body")
+
+
+def with_(p: argparse.ArgumentParser) -> None:
+    p.add_argument("address", metavar="ADDRESS", help="an email address (from, to, cc)")
+    page(p)
+
+
+def find(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "header",
+        metavar="HEADER",
+        help="Subject, From, To (To and Cc), Date (YYYY-MM-DD), In-Reply-To, References, or List-Id",
+    )
+    p.add_argument("value", metavar="VALUE", help="the value, normalized like the stored one")
+
+
+def search(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", metavar="QUERY", help="words to look for in message bodies")
+    p.add_argument("--limit", type=_limit, default=20, help="at most N results (default: 20)")
+
+
+def export(p: argparse.ArgumentParser) -> None:
+    from ..mail.sinks import FORMATS
+
+    p.add_argument("out", metavar="OUT", help="the mbox file (new) or the Maildir / .eml directory to write")
+    p.add_argument("--format", choices=FORMATS, required=True, help="mbox (mboxrd), maildir, or eml (one file each)")
+    p.add_argument("--variants", action="store_true", help="also every other copy kept under a stored Message-ID")
+    p.add_argument("--since", type=_moment, default=None, help="only mail at or after this date (UTC if no zone)")
+    p.add_argument("--until", type=_moment, default=None, help="only mail before this date (UTC if no zone)")
+    p.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")
+
+
+def expire(p: argparse.ArgumentParser) -> None:
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--before", type=_moment, default=None, help="remove mail dated before this (UTC if no zone)")
+    when.add_argument("--older-than", type=_age, default=None, help="remove mail older than this: 365d, 52w, 2y, 12h")
+    p.add_argument("--dry-run", action="store_true", help="count what would be removed; change nothing")
+
+
+def erase(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--yes", action="store_true", help="really erase the mailbox (required)")
+
+
+def pop3(p: argparse.ArgumentParser) -> None:
+    p.add_argument("host", metavar="HOST", help="POP3 server host name")
+    p.add_argument("--port", type=int, default=None, help="port (default: 995 with --security ssl, else 110)")
+    p.add_argument("--user", required=True, help="POP3 user name")
+    _password_options(p, "AECS_POP3_PASSWORD")
+    p.add_argument(
+        "--security",
+        choices=("ssl", "starttls", "plain"),
+        default="ssl",
+        help="ssl (POP3S), starttls (STLS, never downgraded) or plain (default: ssl)",
+    )
+    p.add_argument("--delete-on-server", action="store_true", help="delete on the server what the store has confirmed")
+    p.add_argument("--timeout", type=float, default=30.0, help="socket timeout in seconds (default: 30)")
+
+
+def migrate_gdbm(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", metavar="PATH", help="the old UIDL-keyed GDBM file")
+
+
+def watch(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--since",
+        choices=("now", "beginning"),
+        default="now",
+        help="where a new consumer starts: new mail only, or every stored message first (default: now);"
+        " a consumer that ran before continues where it stopped",
+    )
+    p.add_argument(
+        "--consumer",
+        default="cli",
+        help="the reader's name, whose position is kept between runs (default: cli; one per reader)",
+    )
+
+
+def server(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "action",
+        choices=("status", "stop", "start"),
+        help="status: where it runs and until when; stop: stop it cleanly; start: start it if none runs",
+    )
+
+
+def imap(p: argparse.ArgumentParser) -> None:
+    p.add_argument("host", metavar="HOST", help="IMAP server host name")
+    p.add_argument("--user", required=True, help="IMAP user name")
+    _password_options(p, "AECS_IMAP_PASSWORD", never_read="; a password is never read from the command line")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--folder",
+        action="append",
+        metavar="NAME",
+        help="a folder to sync, as the server shows it, non-ASCII names as they read (repeatable; default: INBOX)",
+    )
+    which.add_argument("--all-folders", action="store_true", help="every folder except those marked \\Noselect")
+    p.add_argument(
+        "--security",
+        choices=("ssl", "starttls"),
+        default="ssl",
+        help="ssl (IMAPS) or starttls (refused, never downgraded, when the server does not offer it); default: ssl",
+    )
+    p.add_argument("--port", type=int, default=None, help="port (default: 993 with ssl, 143 with starttls)")
+    p.add_argument("--ca-file", default=None, metavar="PEM", help="trust this CA certificate (a self-hosted server)")
+    p.add_argument("--account", default=None, help="the account's name in the records (default: USER@HOST)")
+    p.add_argument(
+        "--batch-size", type=_limit, default=100, help="messages per FETCH and write batch (default: 100, at most 1000)"
+    )
+    p.add_argument("--timeout", type=float, default=60.0, help="socket timeout in seconds (default: 60)")
+    p.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")

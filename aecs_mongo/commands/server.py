@@ -1,0 +1,54 @@
+"""``server status | stop | start``: the data directory's shared embedded server, kept running
+between commands (:mod:`aecs_mongo.embedded.background`). It runs without a store."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..embedded import background
+from ..embedded.server import INSTALL_HINT, embedded_available
+from ..errors import AecsMongoError
+from .base import EXIT_USAGE, CliError, Output
+
+__all__ = ["server"]
+
+
+def server(args: argparse.Namespace) -> Output:
+    if args.uri:
+        raise CliError("'server' manages the embedded server of --data-dir; leave out --uri", EXIT_USAGE)
+    if not embedded_available():
+        raise CliError(f"the embedded server is not installed; install it with: {INSTALL_HINT}", EXIT_USAGE)
+    data_dir = Path(args.data_dir).resolve()
+    try:
+        if args.action == "stop":
+            was = background.stop(data_dir)
+            data: dict[str, Any] = {
+                "dataDir": str(data_dir),
+                "stopped": was is not None,
+                "pid": was.pid if was else None,
+            }
+            text = f"stopped the server of {data_dir} (pid {was.pid})" if was else f"no server running for {data_dir}"
+        else:
+            if args.action == "start":
+                if args.keep_server <= 0:
+                    raise CliError("'server start' needs --keep-server above 0", EXIT_USAGE)
+                state = background.start(data_dir, args.keep_server)
+            else:
+                state = background.status(data_dir)
+            data = state.as_dict()
+            text = _status_text(data)
+    except AecsMongoError as exc:
+        raise CliError(str(exc)) from None
+    return Output(data, [text])
+
+
+def _status_text(data: dict[str, Any]) -> str:
+    if not data["running"]:
+        return f"no server running for {data['dataDir']}"
+    stops = "in use by a running command" if data["inUse"] else f"stops in {data['stopsInSeconds']:.0f} s if unused"
+    return (
+        f"server of {data['dataDir']}: pid {data['pid']}, port {data['port']}, "
+        f"up {data['uptimeSeconds']:.0f} s, idle time {data['idleSeconds']:.0f} s, {stops}"
+    )
