@@ -31,7 +31,6 @@ import inspect
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,7 +41,6 @@ from aecs_mongo.embedded.server import EmbeddedServer
 ALL_BACKENDS = ("mongomock", "rs", "standalone", "uri")
 FLAVORS = ("sync", "pymongo_async", "motor")
 SERVER_BACKENDS = ("rs", "standalone", "uri")
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -147,7 +145,7 @@ def client(servers: Servers, backend: str) -> Any:
 @pytest.fixture
 def failpoints(client: Any, backend: str) -> Iterator[Any]:
     """The client that sets failpoints; every failpoint is cleared after the test."""
-    from .failpoints import failpoint
+    from .helpers.failpoints import failpoint
 
     if backend == "uri" and not os.environ.get("AECS_URI_HAS_FAILPOINTS"):
         pytest.skip("MONGODB_URI deployments need --setParameter enableTestCommands=1 (set AECS_URI_HAS_FAILPOINTS=1)")

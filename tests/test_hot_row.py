@@ -17,7 +17,7 @@ import pytest
 from aecs_mongo.errors import DocumentTooLargeError
 from aecs_mongo.pure.documents import HOT_TEXT_CHARS
 
-from .factories import email
+from .helpers.factories import email
 
 COLLECTIONS = ("messages", "bodies", "threads", "aecs.files", "aecs.chunks")
 

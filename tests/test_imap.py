@@ -41,7 +41,7 @@ from aecs_mongo.pure.imap_records import (
     same_length_runs,
     uid_ranges,
 )
-from tests.dovecot import REQUIRE_ENV, DovecotServer, dovecot_binary, free_port
+from tests.helpers.dovecot import REQUIRE_ENV, DovecotServer, dovecot_binary, free_port
 from tests.test_cli import Cli, cli  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ import pytest
 
 from aecs_mongo.pure.lifecycle import DATA_COLLECTIONS, mailbox_blob_root
 
-from .factories import recomputed_threads, stored_threads
+from .helpers.factories import recomputed_threads, stored_threads
 
 DAY = 86_400
 START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)

@@ -29,9 +29,9 @@ from aecs_mongo import MessageStore, RawMessage, read_messages
 from aecs_mongo.cli import main
 from aecs_mongo.pure.explain import plan_stages
 
-from .budgets import budget
-from .children import start_worker
-from .factories import recomputed_threads, stored_threads
+from .helpers.budgets import budget
+from .helpers.children import start_worker
+from .helpers.factories import recomputed_threads, stored_threads
 from .test_lifecycle import snapshot, traces
 
 pytestmark = pytest.mark.server

@@ -2,7 +2,7 @@
 
 Example counts come from a Hypothesis settings profile chosen with ``AECS_NORMALIZE_PROFILE``:
 ``normalize-ci`` (2000 examples per property; the default with ``CI=true``), ``normalize-quick``
-(200; the default otherwise, see tests/budgets.py) and
+(200; the default otherwise, see tests/helpers/budgets.py) and
 ``normalize-deep`` (20000; run on demand). Profiles are applied per test, so the rest of the
 suite's Hypothesis settings are untouched.
 """
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from aecs_mongo.errors import InputTooLargeError
 from aecs_mongo.normalize import parse_email
 
-from .budgets import BIG
+from .helpers.budgets import BIG
 from .test_normalize import SPEC
 
 # CI runs the same examples every time; elsewhere they vary
@@ -29,7 +29,7 @@ _COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "d
 settings.register_profile("normalize-quick", max_examples=200, **_COMMON)  # type: ignore[arg-type]
 settings.register_profile("normalize-ci", max_examples=2000, **_COMMON)  # type: ignore[arg-type]
 settings.register_profile("normalize-deep", max_examples=20000, **_COMMON)  # type: ignore[arg-type]
-# without CI=true (tests/budgets.py) the quick profile: a contributor runs the suite many times a day
+# without CI=true (tests/helpers/budgets.py) the quick profile: a contributor runs the suite many times a day
 PROFILE = settings.get_profile(os.environ.get("AECS_NORMALIZE_PROFILE", "normalize-ci" if BIG else "normalize-quick"))
 
 _validator: Any = None

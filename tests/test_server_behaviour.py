@@ -15,8 +15,8 @@ from aecs_mongo import MessageStore
 from aecs_mongo.pure.explain import plan_stages
 from aecs_mongo.pure.keys import blob_prefix, message_key
 
-from .factories import email
-from .failpoints import failpoint
+from .helpers.factories import email
+from .helpers.failpoints import failpoint
 
 pytestmark = pytest.mark.server
 

@@ -18,8 +18,8 @@ from aecs_mongo import MessageStore
 from aecs_mongo.pure import windows
 from aecs_mongo.pure.keys import thread_key
 
-from .budgets import budget
-from .factories import BASE_TS, email
+from .helpers.budgets import budget
+from .helpers.factories import BASE_TS, email
 
 DRIVER_FIELDS = {"$db", "lsid", "$clusterTime", "$readPreference", "txnNumber", "$readConcern", "readConcern"}
 SMALL = 2000  # above windows.PLAIN_MAX: a mailbox this small is read with the plain query

@@ -1,0 +1,1 @@
+"""Support code the test modules share; no test module imports another (tests/test_imports.py)."""
