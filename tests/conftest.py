@@ -17,7 +17,8 @@ they check does not depend on the deployment) on the first server backend reques
 Commands run by the tests (``aecs-mongo`` subprocesses and ``main()``) get ``AECS_KEEP_SERVER=0``
 (set for the session below): the embedded server stops with each command, as before the shared
 background server existed, so no test leaves a server running. Tests of the shared server
-(tests/test_background.py) ask for one explicitly and stop it themselves.
+(tests/test_background.py) ask for one explicitly and stop it themselves. The ``cli`` fixture
+runs the command line in this process on the test's database (tests/helpers/cli.py).
 
 Store tests (those using ``make_store``/``store``) also run once per store flavor: the sync
 ``MessageStore``, and ``AsyncMessageStore`` over PyMongo's ``AsyncMongoClient`` and over Motor
@@ -37,6 +38,8 @@ import pytest
 from pymongo import MongoClient
 
 from aecs_mongo.embedded.server import EmbeddedServer
+
+from .helpers.cli import Cli, in_process
 
 ALL_BACKENDS = ("mongomock", "rs", "standalone", "uri")
 FLAVORS = ("sync", "pymongo_async", "motor")
@@ -177,6 +180,13 @@ def db(client: Any) -> Iterator[Any]:
     name = f"aecs_test_{uuid.uuid4().hex[:12]}"
     yield client[name]
     client.drop_database(name)
+
+
+@pytest.fixture
+def cli(servers: Servers, backend: str, db: Any, capsysbinary: pytest.CaptureFixture[bytes]) -> Cli:
+    """``cli(*argv) -> Result``: ``aecs_mongo.cli.main`` in this process against the backend's URI
+    and the test's database (``db``: dropped afterwards), output captured (tests/helpers/cli.py)."""
+    return in_process(servers.uri(backend), db.name, capsysbinary)
 
 
 class SyncOverAsync:
