@@ -40,6 +40,7 @@ from pymongo import MongoClient
 from aecs_mongo.embedded.server import EmbeddedServer
 
 from .helpers.cli import Cli, in_process
+from .helpers.normalize import load_validator
 
 ALL_BACKENDS = ("mongomock", "rs", "standalone", "uri")
 FLAVORS = ("sync", "pymongo_async", "motor")
@@ -258,3 +259,9 @@ def make_store(store_db: tuple[Any, Any], store_flavor: str) -> Callable[..., An
 @pytest.fixture
 def store(make_store: Callable[..., Any]) -> Any:
     return make_store()
+
+
+@pytest.fixture(scope="module")
+def validator() -> Any:
+    """The AECS-1 schema validator of the normalizer tests (tests/helpers/normalize.py)."""
+    return load_validator()
