@@ -40,6 +40,7 @@ from pymongo import MongoClient
 from aecs_mongo.embedded.server import EmbeddedServer
 
 from .helpers.cli import Cli, in_process
+from .helpers.monitoring import Recorder
 from .helpers.normalize import load_validator
 
 ALL_BACKENDS = ("mongomock", "rs", "standalone", "uri")
@@ -174,6 +175,13 @@ def monitored(servers: Servers, backend: str, db: Any) -> Iterator[Callable[[Any
     yield make
     for opened in clients:
         opened.close()
+
+
+@pytest.fixture
+def recorded(monitored: Callable[[Any], Any]) -> tuple[Any, Recorder]:
+    """(a monitored store, its ``Recorder`` of the reads sent: tests/helpers/monitoring.py)."""
+    recorder = Recorder()
+    return monitored(recorder), recorder
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from .helpers.budgets import budget
 from .helpers.children import start_worker
 from .helpers.cli import Cli
 from .helpers.factories import recomputed_threads, stored_threads
-from .test_lifecycle import snapshot, traces
+from .helpers.lifecycle import snapshot, traces
 
 pytestmark = pytest.mark.server
 
