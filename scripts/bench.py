@@ -613,7 +613,7 @@ def bench_imap(client: MongoClient[Doc], sizes: list[int], rounds: int, transact
 
     sys.path.insert(0, str(ROOT))
     from aecs_mongo.mail import imap
-    from tests.dovecot import DovecotServer, dovecot_binary
+    from tests.helpers.dovecot import DovecotServer, dovecot_binary
 
     binary = dovecot_binary()
     if binary is None or not Path("/usr/lib/dovecot/imap").exists():
@@ -690,7 +690,7 @@ def bench_imap_memory(uri: str, count: int, size_mb: int) -> list[Doc]:
     import tempfile
 
     sys.path.insert(0, str(ROOT))
-    from tests.dovecot import DovecotServer, dovecot_binary
+    from tests.helpers.dovecot import DovecotServer, dovecot_binary
 
     binary = dovecot_binary()
     if binary is None or not Path("/usr/lib/dovecot/imap").exists():

@@ -34,7 +34,7 @@ from aecs_mongo import MessageStore  # noqa: E402
 from aecs_mongo.embedded.server import EmbeddedServer  # noqa: E402
 from aecs_mongo.pure.feed import stream_pipeline  # noqa: E402
 from aecs_mongo.synchronous.workers import Feed, embed_new  # noqa: E402
-from tests.factories import email  # noqa: E402
+from tests.helpers.factories import email  # noqa: E402
 
 
 def rate(count: int, seconds: float) -> str:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the tests need (a venv with the package and its test extra, mongosh from
 # npm) and run every check CI runs. Extra arguments go to pytest. CI=true runs the big test
-# budgets (tests/budgets.py); the default ones keep this around 5 minutes on 2 cores, set-up of
+# budgets (tests/helpers/budgets.py); the default ones keep this around 5 minutes on 2 cores, set-up of
 # a fresh clone included.
 #
 # Where the time goes and what is done about it (README, "Test it"): the npm install runs in

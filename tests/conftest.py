@@ -17,7 +17,8 @@ they check does not depend on the deployment) on the first server backend reques
 Commands run by the tests (``aecs-mongo`` subprocesses and ``main()``) get ``AECS_KEEP_SERVER=0``
 (set for the session below): the embedded server stops with each command, as before the shared
 background server existed, so no test leaves a server running. Tests of the shared server
-(tests/test_background.py) ask for one explicitly and stop it themselves.
+(tests/test_background.py) ask for one explicitly and stop it themselves. The ``cli`` fixture
+runs the command line in this process on the test's database (tests/helpers/cli.py).
 
 Store tests (those using ``make_store``/``store``) also run once per store flavor: the sync
 ``MessageStore``, and ``AsyncMessageStore`` over PyMongo's ``AsyncMongoClient`` and over Motor
@@ -31,7 +32,6 @@ import inspect
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,10 +39,13 @@ from pymongo import MongoClient
 
 from aecs_mongo.embedded.server import EmbeddedServer
 
+from .helpers.cli import Cli, in_process
+from .helpers.monitoring import Recorder
+from .helpers.normalize import load_validator
+
 ALL_BACKENDS = ("mongomock", "rs", "standalone", "uri")
 FLAVORS = ("sync", "pymongo_async", "motor")
 SERVER_BACKENDS = ("rs", "standalone", "uri")
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -147,7 +150,7 @@ def client(servers: Servers, backend: str) -> Any:
 @pytest.fixture
 def failpoints(client: Any, backend: str) -> Iterator[Any]:
     """The client that sets failpoints; every failpoint is cleared after the test."""
-    from .failpoints import failpoint
+    from .helpers.failpoints import failpoint
 
     if backend == "uri" and not os.environ.get("AECS_URI_HAS_FAILPOINTS"):
         pytest.skip("MONGODB_URI deployments need --setParameter enableTestCommands=1 (set AECS_URI_HAS_FAILPOINTS=1)")
@@ -175,10 +178,24 @@ def monitored(servers: Servers, backend: str, db: Any) -> Iterator[Callable[[Any
 
 
 @pytest.fixture
+def recorded(monitored: Callable[[Any], Any]) -> tuple[Any, Recorder]:
+    """(a monitored store, its ``Recorder`` of the reads sent: tests/helpers/monitoring.py)."""
+    recorder = Recorder()
+    return monitored(recorder), recorder
+
+
+@pytest.fixture
 def db(client: Any) -> Iterator[Any]:
     name = f"aecs_test_{uuid.uuid4().hex[:12]}"
     yield client[name]
     client.drop_database(name)
+
+
+@pytest.fixture
+def cli(servers: Servers, backend: str, db: Any, capsysbinary: pytest.CaptureFixture[bytes]) -> Cli:
+    """``cli(*argv) -> Result``: ``aecs_mongo.cli.main`` in this process against the backend's URI
+    and the test's database (``db``: dropped afterwards), output captured (tests/helpers/cli.py)."""
+    return in_process(servers.uri(backend), db.name, capsysbinary)
 
 
 class SyncOverAsync:
@@ -250,3 +267,9 @@ def make_store(store_db: tuple[Any, Any], store_flavor: str) -> Callable[..., An
 @pytest.fixture
 def store(make_store: Callable[..., Any]) -> Any:
     return make_store()
+
+
+@pytest.fixture(scope="module")
+def validator() -> Any:
+    """The AECS-1 schema validator of the normalizer tests (tests/helpers/normalize.py)."""
+    return load_validator()

@@ -28,6 +28,8 @@ from pymongo.errors import OperationFailure
 
 from aecs_mongo.embedded.server import embedded_available
 
+from .helpers.cli import aecs, command_env
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"
 SAMPLE_COUNT = len(list(SAMPLES.glob("*.eml")))
@@ -36,17 +38,11 @@ pytestmark = pytest.mark.skipif(not embedded_available(), reason="the embedded s
 
 
 def env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "AECS_KEEP_SERVER")}
+    return command_env(("MONGODB_URI", "AECS_KEEP_SERVER"))
 
 
 def run(data_dir: Path, *argv: str, keep: str = "60s") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "aecs_mongo", "--data-dir", str(data_dir), "--keep-server", keep, *argv],
-        env=env(),
-        cwd=data_dir.parent,
-        capture_output=True,
-        timeout=180,
-    )
+    return aecs("--data-dir", str(data_dir), "--keep-server", keep, *argv, cwd=data_dir.parent, env=env())
 
 
 def ok(result: subprocess.CompletedProcess[bytes]) -> subprocess.CompletedProcess[bytes]:

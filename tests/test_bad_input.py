@@ -4,7 +4,7 @@ Raw bytes and malformed NormalizedEmail objects either store (and read back) or 
 with an exception of our hierarchy, and a refusal leaves nothing behind. Reads of one mailbox
 never return another's, whatever cursor they are given.
 
-``AECS_HYPOTHESIS_EXAMPLES`` (10,000 with ``CI=true``, else 1,000; see tests/budgets.py) is the
+``AECS_HYPOTHESIS_EXAMPLES`` (10,000 with ``CI=true``, else 1,000; see tests/helpers/budgets.py) is the
 total over the two ``store`` properties:
 three quarters malformed NormalizedEmail objects, in full on the replica set (transactions),
 and a quarter raw messages, in full on the standalone server (raw mail takes a full normalize
@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from aecs_mongo import AecsMongoError, InvalidCursorError, MessageStore
 
-from .budgets import budget
-from .factories import email
+from .helpers.budgets import budget
+from .helpers.factories import email
 
 TOTAL = budget("AECS_HYPOTHESIS_EXAMPLES", big=10_000, small=1_000)
 # CI runs the same examples every time (a landing must not hinge on luck); elsewhere they vary

@@ -25,9 +25,9 @@ from aecs_mongo.pure.documents import (
     thread_summaries,
     thread_summary_from_messages,
 )
-from tests.budgets import budget
-from tests.conftest import SHARED
-from tests.factories import email, recomputed_threads, stored_threads
+from tests.helpers.budgets import budget
+from tests.helpers.factories import email, recomputed_threads, stored_threads
+from tests.helpers.paths import SHARED
 
 CORPUS = SHARED / "corpus" / "eml"
 COLLECTIONS = ("messages", "bodies", "threads", "uidls", "aecs.files", "aecs.chunks")

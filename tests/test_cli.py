@@ -16,8 +16,6 @@ import sys
 import time
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,8 @@ from aecs_mongo.commands.interrupts import finish_in_hand_on_interrupt
 from aecs_mongo.mail.sources import iter_mbox
 from aecs_mongo.pure.lifecycle import DATA_COLLECTIONS
 
+from .helpers.cli import Cli
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "eml"
@@ -37,35 +37,6 @@ SAMPLE_IDS = {
     "plan-2@example.org",
     "plan-3@example.net",
 }
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-Cli = Callable[..., Result]
-
-
-@pytest.fixture
-def cli(servers: Any, backend: str, capsys: pytest.CaptureFixture[str]) -> Iterator[Cli]:
-    """``main`` against the backend's URI with a database of its own (dropped afterwards)."""
-    uri = servers.uri(backend)
-    name = f"aecs_cli_{uuid.uuid4().hex[:12]}"
-
-    def run(*argv: str) -> Result:
-        capsys.readouterr()
-        code = main(["--uri", uri, "--db", name, *argv])
-        captured = capsys.readouterr()
-        return Result(code, captured.out, captured.err)
-
-    yield run
-    servers.client(backend).drop_database(name)
 
 
 def mbox_from(messages: list[bytes]) -> bytes:

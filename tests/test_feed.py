@@ -33,8 +33,8 @@ from aecs_mongo.pure.keys import doc_id, message_key
 from aecs_mongo.pure.vectors import NearestVectors, check_query_vector, cosine
 from aecs_mongo.synchronous.workers import embed_new
 
-from .factories import BASE_TS, email
-from .feed_workers import text_vector
+from .helpers.factories import BASE_TS, email
+from .helpers.feed_workers import text_vector
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -361,7 +361,10 @@ def _wait_for_lines(path: Path, count: int, timeout: float = 60.0) -> list[str]:
 
 def _child(*argv: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.feed_workers", *argv], cwd=ROOT, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, "-m", "tests.helpers.feed_workers", *argv],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -423,7 +426,19 @@ def test_a_killed_embedding_worker_redoes_at_most_its_last_batch(rs: tuple[str, 
     before = log.read_text().splitlines()
     assert len(before) < 60
     done = subprocess.run(
-        [sys.executable, "-m", "tests.feed_workers", "embed", uri, db.name, "embed", "embedder", str(log), "8", "0"],
+        [
+            sys.executable,
+            "-m",
+            "tests.helpers.feed_workers",
+            "embed",
+            uri,
+            db.name,
+            "embed",
+            "embedder",
+            str(log),
+            "8",
+            "0",
+        ],
         cwd=ROOT,
         capture_output=True,
         timeout=120,

@@ -17,7 +17,8 @@ import pytest
 from aecs_mongo.errors import DocumentTooLargeError
 from aecs_mongo.pure.documents import HOT_TEXT_CHARS
 
-from .factories import email
+from .helpers.cli import Cli
+from .helpers.factories import email
 
 COLLECTIONS = ("messages", "bodies", "threads", "aecs.files", "aecs.chunks")
 
@@ -155,16 +156,8 @@ def test_reference_sdk_output_round_trips_and_unknown_fields_are_said_once(
 
 
 @pytest.mark.server
-def test_ingest_command_stores_a_message_with_a_huge_subject(servers: Any, backend: str, tmp_path: Any) -> None:
-    import uuid
-
-    from aecs_mongo.cli import main
-
+def test_ingest_command_stores_a_message_with_a_huge_subject(db: Any, cli: Cli, tmp_path: Any) -> None:
     path = tmp_path / "long.eml"
     path.write_bytes(raw_with_subject(long_subject(140_000)))
-    name = f"aecs_cli_{uuid.uuid4().hex[:12]}"
-    try:
-        assert main(["--uri", servers.uri(backend), "--db", name, "ingest", str(path), "--no-progress"]) == 0
-        assert servers.client(backend)[name].messages.count_documents({}) == 1
-    finally:
-        servers.client(backend).drop_database(name)
+    assert cli("ingest", str(path), "--no-progress").code == 0
+    assert db.messages.count_documents({}) == 1

@@ -41,8 +41,8 @@ from aecs_mongo.pure.imap_records import (
     same_length_runs,
     uid_ranges,
 )
-from tests.dovecot import REQUIRE_ENV, DovecotServer, dovecot_binary, free_port
-from tests.test_cli import Cli, cli  # noqa: F401  (the fixture)
+from tests.helpers.cli import Cli
+from tests.helpers.dovecot import REQUIRE_ENV, DovecotServer, dovecot_binary, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"
@@ -648,7 +648,7 @@ def test_big_messages_are_fetched_alone_and_a_refused_one_is_reported(
 @pytest.mark.one_server
 def test_cli_syncs_reports_and_fails_cleanly(
     dovecot: DovecotServer,
-    cli: Cli,  # noqa: F811
+    cli: Cli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     counts = populate(dovecot)

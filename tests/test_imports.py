@@ -1,39 +1,55 @@
-"""The package's modules depend on each other one way: no import cycle, type-only imports included.
+"""The package's layout rules, read from the source.
 
-Read from the source (every ``import`` / ``from ... import`` anywhere in a module: top level,
-inside functions, under ``if TYPE_CHECKING:``), not from ``sys.modules``, so an import that only
-a type checker or a rarely called function performs still counts. A submodule importing its own
-package (``from . import x`` names the package only when ``x`` is not a submodule) is the usual
-parent edge and not a cycle by itself.
+- The modules depend on each other one way: no import cycle, type-only imports included.
+- The pure modules (``pure/``, ``normalize/``) import no I/O module, and the public-surface
+  modules they may import (``errors``, ``types``, ``results``) are held to the same rule.
+- ``asynchronous/`` and ``synchronous/`` never import each other, and ``synchronous/`` is exactly
+  what ``scripts/unasync.py`` generates (a hand edit fails here, not only in CI's ``--check``).
+- No class over 500 lines and no module over 900 lines outside the generated ``synchronous/``.
+- No test module imports another: what tests share is in tests/helpers/ or conftest.py.
+
+Every ``import`` / ``from ... import`` anywhere in a module counts (top level, inside functions,
+under ``if TYPE_CHECKING:``), not what ``sys.modules`` holds, so an import that only a type checker
+or a rarely called function performs still counts. A submodule importing its own package (``from .
+import x`` names the package only when ``x`` is not a submodule) is the usual parent edge and not a
+cycle by itself. Each rule has a test that shows it can fail, on a small tree in tmp_path.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 import aecs_mongo
 
 PACKAGE = Path(aecs_mongo.__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
 
 
-def module_name(path: Path) -> str:
-    parts = ["aecs_mongo", *path.relative_to(PACKAGE).with_suffix("").parts]
+def module_name(path: Path, root: Path = PACKAGE, prefix: str = "aecs_mongo") -> str:
+    parts = [prefix, *path.relative_to(root).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+def modules(root: Path = PACKAGE, prefix: str = "aecs_mongo") -> dict[str, Path]:
+    return {module_name(p, root, prefix): p for p in sorted(root.rglob("*.py"))}
 
 
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package modules ``name`` imports, resolved to module names in ``known``."""
+def imported_names(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every module ``name`` imports, dotted: relative imports resolved, ``from pkg import sub``
+    as ``pkg.sub`` where that is a module in ``known`` (else ``pkg``), outside imports as written."""
     is_package = path.name == "__init__.py"
     package = name if is_package else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
+            found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base_parts = package.split(".")
@@ -43,14 +59,18 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
                 base = node.module or ""
             # ``from pkg import sub`` imports the submodule ``pkg.sub`` when there is one
             subs = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in known]
-            targets = subs or [base]
-        else:
-            continue
-        for target in targets:
-            while target and target not in known:  # ``import a.b.c`` of an attribute path
-                target = target.rpartition(".")[0]
-            if target and target != name and not name.startswith(target + "."):
-                found.add(target)
+            found.update(subs or [base])
+    return found
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package modules ``name`` imports, resolved to module names in ``known``."""
+    found: set[str] = set()
+    for target in imported_names(name, path, known):
+        while target and target not in known:  # ``import a.b.c`` of an attribute path
+            target = target.rpartition(".")[0]
+        if target and target != name and not name.startswith(target + "."):
+            found.add(target)
     return found
 
 
@@ -96,3 +116,301 @@ def test_the_cycle_finder_finds_a_type_only_cycle(tmp_path: Path) -> None:
         path = tmp_path / f"{name}.py"
         graph[f"aecs_mongo.{name}"] = imports_of(f"aecs_mongo.{name}", path, {"aecs_mongo.a", "aecs_mongo.b"})
     assert find_cycle(graph) == ["aecs_mongo.a", "aecs_mongo.b", "aecs_mongo.a"]
+
+
+# --- the pure modules import no I/O module ------------------------------------------------------
+
+#: the pure folders: no I/O, no driver calls
+PURE = ("aecs_mongo.pure", "aecs_mongo.normalize")
+#: the public-surface modules a pure module may import (so they are held to the same rule)
+SURFACE = ("aecs_mongo.errors", "aecs_mongo.types", "aecs_mongo.results")
+#: outside modules that do I/O (``bson`` is allowed: types only)
+IO_MODULES = frozenset(
+    {
+        "pymongo",
+        "motor",
+        "gridfs",
+        "socket",
+        "ssl",
+        "subprocess",
+        "imaplib",
+        "poplib",
+        "sqlite3",
+        "urllib",
+        "http",
+        "asyncio",
+        "threading",
+        "concurrent",
+        "mongomock",
+    }
+)
+
+
+def within(name: str, packages: Iterable[str]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def pure_violations(found: dict[str, Path]) -> list[str]:
+    """``<module> imports <target>`` for each import of a pure or surface module that is not
+    allowed: in the package, anything but the pure folders and the surface modules (the I/O
+    folders, ``cli``, ``commands``, the package root that imports them all); outside it, an
+    ``IO_MODULES`` module."""
+    known = set(found)
+    bad = []
+    for name, path in found.items():
+        if not within(name, PURE + SURFACE):
+            continue
+        for target in sorted(imported_names(name, path, known)):
+            if within(target, ("aecs_mongo",)):
+                allowed = within(target, PURE + SURFACE)
+            else:
+                allowed = target.partition(".")[0] not in IO_MODULES
+            if not allowed:
+                bad.append(f"{name} imports {target}")
+    return bad
+
+
+def test_the_pure_modules_import_no_io_module() -> None:
+    found = modules()
+    checked = [name for name in found if within(name, PURE + SURFACE)]
+    assert {"aecs_mongo.pure.keys", "aecs_mongo.normalize.parse", "aecs_mongo.results"} <= set(checked)
+    assert pure_violations(found) == []
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_the_pure_rule_finds_io_imports(tmp_path: Path) -> None:
+    """The check itself can fail: I/O imported at the top, in a function, under TYPE_CHECKING,
+    from an I/O folder, from a package not written yet, and by a surface module."""
+    tree = write_tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "errors.py": "class AecsError(Exception): ...\n",
+            "results.py": "import socket\n",
+            "cli.py": "import socket\n",  # not pure: free to do I/O
+            "asynchronous/__init__.py": "",
+            "asynchronous/store.py": "import pymongo\n",
+            "normalize/__init__.py": "from concurrent.futures import ThreadPoolExecutor\n",
+            "normalize/parse.py": "",
+            "pure/__init__.py": "",
+            "pure/other.py": "",
+            "pure/fine.py": (
+                "from __future__ import annotations\nimport bson\nimport json\n"
+                "from .. import errors\nfrom ..normalize import parse\nfrom . import other\n"
+                "from aecs_mongo.errors import AecsError\n"
+            ),
+            "pure/bad.py": (
+                "from typing import TYPE_CHECKING\n"
+                "import urllib.parse\n"
+                "from ..asynchronous import store\n"
+                "from aecs_mongo.commands import ingest\n"
+                "from aecs_mongo import MessageStore\n"
+                "if TYPE_CHECKING:\n    from pymongo import MongoClient\n"
+                "def later() -> None:\n    import threading\n"
+            ),
+        },
+    )
+    assert sorted(pure_violations(modules(tree))) == [
+        "aecs_mongo.normalize imports concurrent.futures",
+        "aecs_mongo.pure.bad imports aecs_mongo",
+        "aecs_mongo.pure.bad imports aecs_mongo.asynchronous.store",
+        "aecs_mongo.pure.bad imports aecs_mongo.commands",
+        "aecs_mongo.pure.bad imports pymongo",
+        "aecs_mongo.pure.bad imports threading",
+        "aecs_mongo.pure.bad imports urllib.parse",
+        "aecs_mongo.results imports socket",
+    ]
+
+
+# --- asynchronous/ and its generated twin synchronous/ -------------------------------------------
+
+TWINS = ("aecs_mongo.asynchronous", "aecs_mongo.synchronous")
+
+
+def twin_violations(found: dict[str, Path]) -> list[str]:
+    """``<module> imports <target>`` for each import from one twin folder of the other."""
+    known = set(found)
+    bad = []
+    for name, path in found.items():
+        for side, other in (TWINS, TWINS[::-1]):
+            if within(name, (side,)):
+                bad += [f"{name} imports {t}" for t in sorted(imported_names(name, path, known)) if within(t, (other,))]
+    return bad
+
+
+def test_the_async_and_sync_folders_never_import_each_other() -> None:
+    found = modules()
+    assert "aecs_mongo.asynchronous.deletion" in imports_of(
+        "aecs_mongo.asynchronous.store", found["aecs_mongo.asynchronous.store"], set(found)
+    )  # the walk sees the folder's own imports: the sync twin has the mirror of each
+    assert twin_violations(found) == []
+
+
+def test_the_twin_rule_finds_a_crossing_import(tmp_path: Path) -> None:
+    tree = write_tree(
+        tmp_path,
+        {
+            "asynchronous/__init__.py": "",
+            "asynchronous/store.py": "from ..synchronous.store import MessageStore\nfrom .deletion import erase\n",
+            "asynchronous/deletion.py": "",
+            "synchronous/__init__.py": "",
+            "synchronous/store.py": "from .deletion import erase\n",
+            "synchronous/deletion.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from aecs_mongo.asynchronous import deletion\n"
+            ),
+        },
+    )
+    assert sorted(twin_violations(modules(tree))) == [
+        "aecs_mongo.asynchronous.store imports aecs_mongo.synchronous.store",
+        "aecs_mongo.synchronous.deletion imports aecs_mongo.asynchronous.deletion",
+    ]
+
+
+def load_unasync() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("unasync", ROOT / "scripts" / "unasync.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def generated_drift(expected: dict[str, str], target: Path) -> list[str]:
+    """How the folder ``target`` differs from the generator's ``expected`` {file name: text}."""
+    present = {p.relative_to(target).as_posix(): p for p in sorted(target.rglob("*.py"))}
+    drift = [f"{name}: missing" for name in sorted(expected.keys() - present.keys())]
+    drift += [f"{name}: not generated (no source in asynchronous/)" for name in sorted(present.keys() - expected)]
+    drift += [
+        f"{name}: not what scripts/unasync.py writes (edited by hand? run python scripts/unasync.py)"
+        for name in sorted(expected.keys() & present.keys())
+        if present[name].read_text(encoding="utf-8") != expected[name]
+    ]
+    return drift
+
+
+def test_the_sync_folder_is_exactly_what_unasync_generates() -> None:
+    unasync = load_unasync()
+    expected = unasync.expected_files()
+    assert {"__init__.py", "store.py"} <= set(expected)
+    assert Path(unasync.TARGET).resolve() == (ROOT / "aecs_mongo" / "synchronous").resolve()
+    assert generated_drift(expected, unasync.TARGET) == []
+
+
+def test_the_generated_folder_check_finds_a_hand_edit(tmp_path: Path) -> None:
+    unasync = load_unasync()
+    source = "async def ping(client: AsyncMongoClient) -> None:\n    await client.admin.command('ping')\n"
+    expected = {"store.py": unasync.generate(source, "store.py"), "deletion.py": unasync.generate("", "deletion.py")}
+    assert "def ping(client: MongoClient) -> None:\n    client.admin" in expected["store.py"]
+    target = tmp_path / "synchronous"
+    target.mkdir()
+    (target / "store.py").write_text(expected["store.py"])
+    assert generated_drift(expected, target) == ["deletion.py: missing"]
+    (target / "deletion.py").write_text(expected["deletion.py"])
+    assert generated_drift(expected, target) == []
+    (target / "store.py").write_text(expected["store.py"].replace("'ping'", "'hello'"))  # a hand edit
+    (target / "extra.py").write_text("")
+    assert generated_drift(expected, target) == [
+        "extra.py: not generated (no source in asynchronous/)",
+        "store.py: not what scripts/unasync.py writes (edited by hand? run python scripts/unasync.py)",
+    ]
+
+
+# --- sizes ----------------------------------------------------------------------------------------
+
+MAX_MODULE_LINES = 900
+MAX_CLASS_LINES = 500
+
+
+def oversized(root: Path, generated: Iterable[str] = ("synchronous",)) -> list[str]:
+    """Every module over ``MAX_MODULE_LINES`` and class over ``MAX_CLASS_LINES`` lines under
+    ``root``, but in the top-level folders ``generated`` (the twins of modules checked here)."""
+    skip = set(generated)
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        if relative.parts[0] in skip:
+            continue
+        text = path.read_text(encoding="utf-8")
+        if (lines := len(text.splitlines())) > MAX_MODULE_LINES:
+            found.append(f"{relative.as_posix()}: {lines} lines (a module: {MAX_MODULE_LINES} at most)")
+        for node in ast.walk(ast.parse(text, str(path))):
+            if not isinstance(node, ast.ClassDef) or node.end_lineno is None:
+                continue
+            if (size := node.end_lineno - node.lineno + 1) > MAX_CLASS_LINES:
+                found.append(f"{relative.as_posix()}: class {node.name}: {size} lines ({MAX_CLASS_LINES} at most)")
+    return found
+
+
+@pytest.mark.xfail(strict=True, reason="asynchronous/store.py and cli.py are being split (issue 30)")
+def test_no_class_over_500_lines_and_no_module_over_900() -> None:
+    assert oversized(PACKAGE) == []
+
+
+def test_the_size_check_finds_a_long_module_and_a_long_class(tmp_path: Path) -> None:
+    tree = write_tree(
+        tmp_path,
+        {
+            "edge.py": "x = 1\n" * MAX_MODULE_LINES,
+            "long.py": "x = 1\n" * (MAX_MODULE_LINES + 1),
+            "deep/long.py": "x = 1\n" * (MAX_MODULE_LINES + 1),
+            "edge_class.py": "class Edge:\n" + "    x = 1\n" * (MAX_CLASS_LINES - 1),
+            "nested.py": "class Outer:\n    class Big:\n" + "        x = 1\n" * MAX_CLASS_LINES,
+            "synchronous/twin.py": "x = 1\n" * 2000,  # generated: its source is checked instead
+        },
+    )
+    assert oversized(tree) == [
+        "deep/long.py: 901 lines (a module: 900 at most)",
+        "long.py: 901 lines (a module: 900 at most)",
+        "nested.py: class Outer: 502 lines (500 at most)",
+        "nested.py: class Big: 501 lines (500 at most)",
+    ]
+
+
+# --- the tests themselves ---------------------------------------------------------------------------
+
+
+def imports_of_test_modules(root: Path, package: str = "tests") -> list[str]:
+    """Every import of a test module (``test_*``) by a module under ``root``."""
+    found = modules(root, package)
+    known = set(found)
+    bad = []
+    for name, path in found.items():
+        for target in sorted(imported_names(name, path, known)):
+            parts = target.split(".")
+            if parts[0].startswith("test_") or (parts[0] == package and any(p.startswith("test_") for p in parts[1:])):
+                bad.append(f"{name} imports {target}")
+    return bad
+
+
+def test_no_test_module_imports_another() -> None:
+    assert "tests.helpers.cli" in modules(TESTS, "tests")
+    assert imports_of_test_modules(TESTS) == []
+
+
+def test_the_test_import_check_finds_one(tmp_path: Path) -> None:
+    tree = write_tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "conftest.py": "from .helpers.cli import Cli\n",
+            "helpers/__init__.py": "",
+            "helpers/cli.py": "from ..test_b import thing\n",
+            "test_a.py": "from .test_b import thing\nfrom .helpers.cli import Cli\n",
+            "test_b.py": "import tests.test_a\nthing = 1\n",
+            "test_c.py": "def f() -> None:\n    from tests import test_b\n    import test_a\n",
+        },
+    )
+    assert imports_of_test_modules(tree) == [
+        "tests.helpers.cli imports tests.test_b",
+        "tests.test_a imports tests.test_b",
+        "tests.test_b imports tests.test_a",
+        "tests.test_c imports test_a",
+        "tests.test_c imports tests.test_b",
+    ]

@@ -34,6 +34,8 @@ from aecs_mongo.pure.indexes import (
 )
 from aecs_mongo.pure.queries import atlas_search_pipeline
 
+from .helpers.mongosh import find_mongosh
+
 ROOT = Path(__file__).resolve().parents[1]
 INDEXES_JS = ROOT / "indexes.js"
 GENERATOR = ROOT / "scripts" / "gen_indexes_js.py"
@@ -317,19 +319,6 @@ def test_atlas_names_do_not_clash_with_index_names() -> None:
 
 
 # --- running indexes.js with mongosh ----------------------------------------------------------
-
-
-def find_mongosh() -> str:
-    local = ROOT / "node_modules" / ".bin" / "mongosh"
-    if local.is_file() and os.access(local, os.X_OK):
-        return str(local)
-    on_path = shutil.which("mongosh")
-    if on_path:
-        return on_path
-    reason = "mongosh not found (neither node_modules/.bin/mongosh nor on PATH): run `npm install` at the repo root"
-    if os.environ.get("AECS_REQUIRE_MONGOSH") == "1":
-        pytest.fail(reason + " (AECS_REQUIRE_MONGOSH=1)")
-    pytest.skip(reason)
 
 
 def uri_with_db(uri: str, db_name: str) -> str:

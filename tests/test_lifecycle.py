@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from aecs_mongo.pure.lifecycle import DATA_COLLECTIONS, mailbox_blob_root
+from aecs_mongo.pure.lifecycle import DATA_COLLECTIONS
 
-from .factories import recomputed_threads, stored_threads
+from .helpers.factories import recomputed_threads, stored_threads
+from .helpers.lifecycle import snapshot, traces
 
 DAY = 86_400
 START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
@@ -47,33 +48,6 @@ def mailbox_mail(count: int) -> list[bytes]:
     """``count`` messages over ``count`` days in 5 threads; every third with a 2-chunk attachment."""
     big = bytes(range(256)) * 1100
     return [raw(n, day=n, thread=n % 5, attachment=big if n % 3 == 0 else b"") for n in range(count)]
-
-
-def traces(db: Any, mailbox_id: str) -> dict[str, list[Any]]:
-    """Every document of ``mailbox_id`` in EVERY collection of the database: by ``mailboxId``
-    (also in GridFS metadata), by an ``_id`` under ``<mailboxId>:``, or by a GridFS key
-    (``_id``, ``filename``, ``files_id``) under the mailbox's blob root. An ``_id`` under the
-    prefix that names another ``mailboxId`` is that mailbox's (``<mailboxId>:x`` is a mailbox too)."""
-    root, prefix = mailbox_blob_root(mailbox_id), mailbox_id + ":"
-    found: dict[str, list[Any]] = {}
-    for name in db.list_collection_names():
-        if name.startswith("system."):
-            continue
-        for doc in db[name].find():
-            keys = [str(doc.get(f, "")) for f in ("_id", "filename", "files_id")]
-            if (
-                doc.get("mailboxId") == mailbox_id
-                or (doc.get("metadata") or {}).get("mailboxId") == mailbox_id
-                or (keys[0].startswith(prefix) and doc.get("mailboxId", mailbox_id) == mailbox_id)
-                or any(k.startswith(root) for k in keys)
-            ):
-                found.setdefault(name, []).append(doc)
-    return found
-
-
-def snapshot(db: Any, mailbox_id: str) -> dict[str, list[str]]:
-    """The mailbox's documents, comparable (upload times included: nothing may be rewritten)."""
-    return {name: sorted(map(repr, docs)) for name, docs in traces(db, mailbox_id).items()}
 
 
 def fill(store: Any, db: Any, count: int) -> None:

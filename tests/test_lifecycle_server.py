@@ -12,10 +12,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import io
-import json
 import os
 import random
 import signal
@@ -26,13 +23,13 @@ import pytest
 from pymongo import MongoClient, monitoring
 
 from aecs_mongo import MessageStore, RawMessage, read_messages
-from aecs_mongo.cli import main
 from aecs_mongo.pure.explain import plan_stages
 
-from .budgets import budget
-from .children import start_worker
-from .factories import recomputed_threads, stored_threads
-from .test_lifecycle import snapshot, traces
+from .helpers.budgets import budget
+from .helpers.children import start_worker
+from .helpers.cli import Cli
+from .helpers.factories import recomputed_threads, stored_threads
+from .helpers.lifecycle import snapshot, traces
 
 pytestmark = pytest.mark.server
 
@@ -67,13 +64,6 @@ def fill(db: Any, mailbox: str, mail: list[bytes]) -> MessageStore:
     return store
 
 
-def cli(uri: str, db: Any, *argv: str) -> tuple[int, Any]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(["--uri", uri, "--db", db.name, "--json", *argv])
-    return code, json.loads(out.getvalue())
-
-
 def comparable_threads(db: Any, mailbox: str, leave_out: set[str]) -> dict[str, Any]:
     """Summaries by threadId, but those of threads with a message in ``leave_out``; where a
     member has no date its ``ts`` is the time it was processed, which differs between two
@@ -95,21 +85,20 @@ def comparable_threads(db: Any, mailbox: str, leave_out: set[str]) -> dict[str, 
     return out
 
 
-def test_round_trip_gives_back_every_raw_copy(
-    servers: Any, backend: str, db: Any, corpus: Path, tmp_path: Path
-) -> None:
-    uri = servers.uri(backend)
-    cli(uri, db, "--mailbox", "orig", "ingest", str(corpus))
+def test_round_trip_gives_back_every_raw_copy(backend: str, db: Any, cli: Cli, corpus: Path, tmp_path: Path) -> None:
+    cli("--json", "--mailbox", "orig", "ingest", str(corpus)).json()
     orig = MessageStore(db, mailbox_id="orig")
     ids = orig.message_ids()
     originals = {mid: orig.get_raw_variants(mid) for mid in ids}
     for fmt in ("mbox", "maildir", "eml"):
         out, mailbox = tmp_path / ("out.mbox" if fmt == "mbox" else fmt), f"copy-{fmt}"
-        code, exported = cli(uri, db, "--mailbox", "orig", "export", "--format", fmt, "--variants", str(out))
-        assert code == 0, exported
+        run = cli("--json", "--mailbox", "orig", "export", "--format", fmt, "--variants", str(out))
+        exported = run.json()
+        assert run.code == 0, exported
         assert exported["messages"] == len(ids) > 300 and exported["withoutRaw"] == []
-        code, ingested = cli(uri, db, "--mailbox", mailbox, "ingest", str(out))
-        assert code == 0 and ingested["failed"] == 0, ingested
+        run = cli("--json", "--mailbox", mailbox, "ingest", str(out))
+        ingested = run.json()
+        assert run.code == 0 and ingested["failed"] == 0, ingested
         expected = dict(originals)
         unterminated = 0
         if fmt == "mbox":  # mboxrd ends every message with a line break
@@ -257,24 +246,15 @@ def test_erase_killed_midway_then_rerun_completes(servers: Any, backend: str, db
     print(f"\n{backend}: {kills} erases killed mid-way, the re-run removed the last {remaining} documents")
 
 
-def text(uri: str, db: Any, *argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(["--uri", uri, "--db", db.name, *argv])
-    return code, out.getvalue()
-
-
 @pytest.mark.one_server
-def test_cli_export_expire_erase(servers: Any, backend: str, db: Any, tmp_path: Path) -> None:
-    uri = servers.uri(backend)
+def test_cli_export_expire_erase(db: Any, cli: Cli, tmp_path: Path) -> None:
     count = len(list(SAMPLES.glob("*.eml")))
-    cli(uri, db, "ingest", str(SAMPLES))
-    code, out = text(uri, db, "export", "--format", "eml", str(tmp_path / "all"))
-    assert code == 0 and out.startswith(f"exported {count} messages ({count} copies, ")
+    cli("--json", "ingest", str(SAMPLES)).json()
+    run = cli("export", "--format", "eml", str(tmp_path / "all"))
+    assert run.code == 0 and run.out.startswith(f"exported {count} messages ({count} copies, ")
     assert len(list((tmp_path / "all").glob("*.eml"))) == count
-    code, window = cli(
-        uri,
-        db,
+    run = cli(
+        "--json",
         "export",
         "--format",
         "mbox",
@@ -284,19 +264,24 @@ def test_cli_export_expire_erase(servers: Any, backend: str, db: Any, tmp_path: 
         "2026-11-05",
         str(tmp_path / "w.mbox"),
     )
-    assert code == 0 and window["messages"] == 2 and window["copies"] == 2 and (tmp_path / "w.mbox").is_file()
-    assert text(uri, db, "export", "--format", "mbox", str(tmp_path / "w.mbox")) == (1, "")  # never overwrites
-    code, dry = cli(uri, db, "expire", "--before", "2026-11-04", "--dry-run")
-    assert code == 0 and dry["dryRun"] and dry["messages"] == 4
-    assert cli(uri, db, "inbox", "--limit", "100")[1]["messages"].__len__() == count
-    code, out = text(uri, db, "expire", "--before", "2026-11-04T00:00:00+00:00")
-    assert code == 0 and out.startswith("removed 4 messages older than 2026-11-04T00:00:00Z")
-    code, old = cli(uri, db, "expire", "--older-than", "36500d")
-    assert code == 0 and old["messages"] == 0 and not old["dryRun"]
-    assert main(["--uri", uri, "--db", db.name, "expire", "--older-than", "soon"]) == 2
-    assert main(["--uri", uri, "--db", db.name, "erase"]) == 2  # --yes is required
-    code, erased = cli(uri, db, "erase", "--yes")
-    assert code == 0 and erased["messages"] == count - 4 and erased["remaining"] == 0
+    window = run.json()
+    assert run.code == 0 and window["messages"] == 2 and window["copies"] == 2 and (tmp_path / "w.mbox").is_file()
+    run = cli("export", "--format", "mbox", str(tmp_path / "w.mbox"))
+    assert (run.code, run.out) == (1, "")  # never overwrites
+    run = cli("--json", "expire", "--before", "2026-11-04", "--dry-run")
+    dry = run.json()
+    assert run.code == 0 and dry["dryRun"] and dry["messages"] == 4
+    assert cli("--json", "inbox", "--limit", "100").json()["messages"].__len__() == count
+    run = cli("expire", "--before", "2026-11-04T00:00:00+00:00")
+    assert run.code == 0 and run.out.startswith("removed 4 messages older than 2026-11-04T00:00:00Z")
+    run = cli("--json", "expire", "--older-than", "36500d")
+    old = run.json()
+    assert run.code == 0 and old["messages"] == 0 and not old["dryRun"]
+    assert cli("expire", "--older-than", "soon").code == 2
+    assert cli("erase").code == 2  # --yes is required
+    run = cli("--json", "erase", "--yes")
+    erased = run.json()
+    assert run.code == 0 and erased["messages"] == count - 4 and erased["remaining"] == 0
     assert traces(db, "default") == {}
-    code, out = text(uri, db, "erase", "--yes")
-    assert code == 0 and out.startswith("erased mailbox 'default': 0 messages, 0 blobs")
+    run = cli("erase", "--yes")
+    assert run.code == 0 and run.out.startswith("erased mailbox 'default': 0 messages, 0 blobs")

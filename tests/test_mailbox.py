@@ -45,7 +45,7 @@ from aecs_mongo.mail.pop3 import (
     download,
     migrate_from_uidl_store,
 )
-from tests.dovecot import REQUIRE_ENV, DovecotServer, dovecot_binary, free_port
+from tests.helpers.dovecot import REQUIRE_ENV, DovecotServer, dovecot_binary, free_port
 
 REQUIRED = os.environ.get(REQUIRE_ENV) == "1"
 HAVE_DBM_GNU = importlib.util.find_spec("_gdbm") is not None

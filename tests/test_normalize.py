@@ -14,7 +14,6 @@ import pytest
 
 from aecs_mongo.errors import InputTooLargeError, InvalidEmailError
 from aecs_mongo.normalize import (
-    ParsedEmail,
     clean_text,
     compute_thread_id,
     is_valid_message_id,
@@ -30,30 +29,9 @@ from aecs_mongo.normalize import (
     subject_key,
 )
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-SPEC = SHARED / "aecs-spec"
+from .helpers.normalize import PROCESSED, SPEC, parse
+
 FIXTURES = sorted((SPEC / "conformance").glob("*.json")) if (SPEC / "conformance").is_dir() else []
-PROCESSED = "2026-01-02T03:04:05Z"
-
-
-def load_validator() -> Any:
-    """The shared AECS-1 schema plus ``processing.cleanFallback``.
-
-    The shared copy is the 1.0 schema; AECS-1 1.1 (§4.6, rule 6 of §4.3.1) adds the optional
-    boolean ``processing.cleanFallback``, which this normalizer always emits.
-    """
-    jsonschema = pytest.importorskip("jsonschema")
-    path = SPEC / "normalized-email.schema.json"
-    if not path.is_file():
-        pytest.skip(f"AECS-1 schema not found at {path}")
-    schema = json.loads(path.read_text())
-    schema["$defs"]["processing"]["properties"].setdefault("cleanFallback", {"type": "boolean"})
-    return jsonschema.Draft202012Validator(schema)
-
-
-@pytest.fixture(scope="module")
-def validator() -> Any:
-    return load_validator()
 
 
 def assert_valid(validator: Any, email: dict[str, Any]) -> None:
@@ -64,10 +42,6 @@ def assert_valid(validator: Any, email: dict[str, Any]) -> None:
 def message(*headers: str, body: str = "Hello.\r\n", crlf: bool = True) -> bytes:
     sep = "\r\n" if crlf else "\n"
     return (sep.join(headers) + sep + sep + body).encode("utf-8")
-
-
-def parse(raw: bytes, **kwargs: Any) -> ParsedEmail:
-    return parse_email(raw, processed_at=PROCESSED, **kwargs)
 
 
 # --- conformance fixtures ---------------------------------------------------------------

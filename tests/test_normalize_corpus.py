@@ -18,12 +18,11 @@ import pytest
 
 from aecs_mongo.normalize import parse_email
 
-from .test_normalize import load_validator
+from .helpers.normalize import PROCESSED, load_validator
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 EML = CORPUS / "eml"
 REPO = Path(__file__).resolve().parents[1]
-PROCESSED = "2026-01-02T03:04:05Z"
 
 
 def corpus_files() -> list[Path]:

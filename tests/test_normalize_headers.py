@@ -12,17 +12,14 @@ from typing import Any
 
 import pytest
 
-from aecs_mongo.normalize import ParsedEmail, parse_date, parse_email
+from aecs_mongo.normalize import parse_date
 from aecs_mongo.normalize.header_block import repair_header_block
 from aecs_mongo.normalize.headers import decode_header_value, parse_addresses
 from aecs_mongo.normalize.message_ids import normalize_message_id, parse_references
 
-PROCESSED = "2026-01-02T03:04:05Z"
+from .helpers.normalize import parse
+
 BOM = b"\xef\xbb\xbf"
-
-
-def parse(raw: bytes) -> ParsedEmail:
-    return parse_email(raw, processed_at=PROCESSED)
 
 
 def meta(raw: bytes) -> dict[str, Any]:

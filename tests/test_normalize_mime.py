@@ -14,22 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aecs_mongo.normalize import ParsedEmail, parse_email
 from aecs_mongo.normalize.charsets import decode_bytes
 from aecs_mongo.normalize.parse import decode_base64_lenient
 
-from .test_normalize import load_validator
-
-PROCESSED = "2026-01-02T03:04:05Z"
-
-
-@pytest.fixture(scope="module")
-def validator() -> Any:
-    return load_validator()
-
-
-def parse(raw: bytes) -> ParsedEmail:
-    return parse_email(raw, processed_at=PROCESSED)
+from .helpers.normalize import parse
 
 
 def lines(*items: str | bytes, sep: bytes = b"\r\n") -> bytes:

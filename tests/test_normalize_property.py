@@ -2,7 +2,7 @@
 
 Example counts come from a Hypothesis settings profile chosen with ``AECS_NORMALIZE_PROFILE``:
 ``normalize-ci`` (2000 examples per property; the default with ``CI=true``), ``normalize-quick``
-(200; the default otherwise, see tests/budgets.py) and
+(200; the default otherwise, see tests/helpers/budgets.py) and
 ``normalize-deep`` (20000; run on demand). Profiles are applied per test, so the rest of the
 suite's Hypothesis settings are untouched.
 """
@@ -21,15 +21,15 @@ from hypothesis import strategies as st
 from aecs_mongo.errors import InputTooLargeError
 from aecs_mongo.normalize import parse_email
 
-from .budgets import BIG
-from .test_normalize import SPEC
+from .helpers.budgets import BIG
+from .helpers.normalize import aecs1_schema
 
 # CI runs the same examples every time; elsewhere they vary
 _COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "derandomize": bool(os.environ.get("CI"))}
 settings.register_profile("normalize-quick", max_examples=200, **_COMMON)  # type: ignore[arg-type]
 settings.register_profile("normalize-ci", max_examples=2000, **_COMMON)  # type: ignore[arg-type]
 settings.register_profile("normalize-deep", max_examples=20000, **_COMMON)  # type: ignore[arg-type]
-# without CI=true (tests/budgets.py) the quick profile: a contributor runs the suite many times a day
+# without CI=true (tests/helpers/budgets.py) the quick profile: a contributor runs the suite many times a day
 PROFILE = settings.get_profile(os.environ.get("AECS_NORMALIZE_PROFILE", "normalize-ci" if BIG else "normalize-quick"))
 
 _validator: Any = None
@@ -40,13 +40,8 @@ def validator() -> Any:
     if _validator is None:
         import jsonschema
 
-        path = SPEC / "normalized-email.schema.json"
-        if not path.is_file():
-            _validator = False
-        else:
-            schema = json.loads(path.read_text())
-            schema["$defs"]["processing"]["properties"].setdefault("cleanFallback", {"type": "boolean"})
-            _validator = jsonschema.Draft202012Validator(schema)
+        schema = aecs1_schema()
+        _validator = False if schema is None else jsonschema.Draft202012Validator(schema)
     return _validator
 
 

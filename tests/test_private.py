@@ -27,18 +27,15 @@ from pymongo.errors import OperationFailure
 from aecs_mongo import DataDirError
 from aecs_mongo.embedded.server import EmbeddedServer, embedded_available
 
+from .helpers.cli import aecs
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"
 OPEN_BITS = stat.S_IRWXG | stat.S_IRWXO
+#: the umask of a login shell: the commands run with it
+LOGIN_UMASK = 0o022
 
 pytestmark = pytest.mark.skipif(not embedded_available(), reason="the embedded server is not installed")
-
-
-def cli(cwd: Path, *argv: str, umask: int = 0o022) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
-    return subprocess.run(
-        [sys.executable, "-m", "aecs_mongo", *argv], cwd=cwd, env=env, capture_output=True, timeout=180, umask=umask
-    )
 
 
 def open_entries(directory: Path) -> list[str]:
@@ -97,7 +94,7 @@ def need_root() -> None:
 
 
 def test_ingest_in_a_fresh_directory_leaves_nothing_open_to_others(shared_tmp: Path) -> None:
-    result = cli(shared_tmp, "ingest", str(SAMPLES))
+    result = aecs("ingest", str(SAMPLES), cwd=shared_tmp, umask=LOGIN_UMASK)
     assert result.returncode == 0, result.stderr.decode()
     data_dir = shared_tmp / "aecs-data"
     assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
@@ -118,7 +115,7 @@ def test_ingest_in_a_fresh_directory_leaves_nothing_open_to_others(shared_tmp: P
 
 def test_a_second_os_user_cannot_read_the_data_files(shared_tmp: Path) -> None:
     need_root()
-    assert cli(shared_tmp, "ingest", str(SAMPLES)).returncode == 0
+    assert aecs("ingest", str(SAMPLES), cwd=shared_tmp, umask=LOGIN_UMASK).returncode == 0
     data_dir = shared_tmp / "aecs-data"
     control = shared_tmp / "control.txt"
     control.write_text("readable")
@@ -137,7 +134,7 @@ def test_a_second_os_user_cannot_read_the_data_files(shared_tmp: Path) -> None:
 
 
 def test_while_watch_holds_the_server_a_client_without_credentials_is_refused(shared_tmp: Path) -> None:
-    assert cli(shared_tmp, "ingest", str(SAMPLES)).returncode == 0
+    assert aecs("ingest", str(SAMPLES), cwd=shared_tmp, umask=LOGIN_UMASK).returncode == 0
     data_dir = shared_tmp / "aecs-data"
     env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
     watch = subprocess.Popen(
@@ -230,7 +227,7 @@ def test_a_directory_of_the_previous_release_is_upgraded_in_place(
 def test_the_cli_upgrades_an_old_directory_and_reads_its_mail(tmp_path: Path) -> None:
     data_dir = tmp_path / "aecs-data"
     _old_release_directory(data_dir)
-    result = cli(tmp_path, "--json", "stats")
+    result = aecs("--json", "stats", cwd=tmp_path, umask=LOGIN_UMASK)
     assert result.returncode == 0, result.stderr.decode()
     assert json.loads(result.stdout)["collections"]["messages"]["total"] == 1
     assert b"readable by other users" in result.stderr
@@ -248,7 +245,7 @@ def test_a_data_directory_of_another_user_is_refused(shared_tmp: Path) -> None:
     with pytest.raises(DataDirError, match="belongs to another user"):
         EmbeddedServer(theirs).start()
     assert list(theirs.iterdir()) == []  # nothing written into it
-    result = cli(shared_tmp, "--data-dir", str(theirs), "inbox")
+    result = aecs("--data-dir", str(theirs), "inbox", cwd=shared_tmp, umask=LOGIN_UMASK)
     assert result.returncode == 1
     assert b"belongs to another user" in result.stderr
 

@@ -21,7 +21,7 @@ from aecs_mongo.pure.explain import plan_stages, sort_provided
 from aecs_mongo.pure.keys import blob_prefix, list_id_key, message_key, strip_message_id, subject_key
 from aecs_mongo.pure.queries import decode_cursor, encode_cursor, inbox_query, participant_query
 
-from .factories import BASE_TS, email
+from .helpers.factories import BASE_TS, email
 
 
 def test_public_api_is_sorted_and_importable() -> None:

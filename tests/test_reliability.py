@@ -1,7 +1,7 @@
 """Concurrency and crash consistency on the real test server (both modes).
 
 - 8 worker processes store an overlapping set of 2,000 messages (400 without ``CI=true``, see
-  tests/budgets.py), each delivered 3 times, shuffled: every message is stored once and every
+  tests/helpers/budgets.py), each delivered 3 times, shuffled: every message is stored once and every
   thread summary equals a recomputation.
 - A child process ingesting a mailbox is killed with SIGKILL at seeded random moments until 25
   kills per mode (4 without ``CI=true``) have landed mid-ingest; re-running the ingest (and
@@ -28,10 +28,10 @@ from pymongo import MongoClient
 
 from aecs_mongo import AsyncMessageStore, MessageStore
 
-from .budgets import BIG, budget
-from .children import start_worker
-from .factories import email, recomputed_threads, stored_threads
-from .reliability_workers import VICTIM_APP, concurrent_worker, generated_mail, ingest, victim_mail
+from .helpers.budgets import BIG, budget
+from .helpers.children import start_worker
+from .helpers.factories import email, recomputed_threads, stored_threads
+from .helpers.reliability_workers import VICTIM_APP, concurrent_worker, generated_mail, ingest, victim_mail
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -213,7 +213,7 @@ def test_redelivery_right_after_writers_died_inside_their_writes(
     try:
         for n in range(3):
             child = subprocess.Popen(
-                [sys.executable, "-m", "tests.reliability_workers", "victim", uri, db.name, str(n)],
+                [sys.executable, "-m", "tests.helpers.reliability_workers", "victim", uri, db.name, str(n)],
                 cwd=ROOT,
                 stdout=subprocess.PIPE,
                 text=True,

@@ -12,7 +12,7 @@ from pymongo.errors import OperationFailure
 from aecs_mongo import MessageStore, NotFoundError
 from aecs_mongo.pure.queries import atlas_search_pipeline, snippet, vector_search_pipeline
 
-from .factories import email
+from .helpers.factories import email
 
 
 def mail(n: int, subject: str, body: str, mailbox_thread: str = "t@x") -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import gridfs
@@ -15,35 +15,13 @@ from aecs_mongo import MessageStore
 from aecs_mongo.pure.explain import plan_stages
 from aecs_mongo.pure.keys import blob_prefix, message_key
 
-from .factories import email
-from .failpoints import failpoint
+from .helpers.factories import email
+from .helpers.failpoints import failpoint
+from .helpers.monitoring import DRIVER_FIELDS, Recorder
 
 pytestmark = pytest.mark.server
 
-READ_COMMANDS = {"find", "aggregate", "count", "distinct"}
 DATA_COLLECTIONS = {"messages", "bodies", "threads", "uidls"}
-DRIVER_FIELDS = {"$db", "lsid", "$clusterTime", "$readPreference", "txnNumber", "$readConcern", "readConcern"}
-
-
-class Recorder(monitoring.CommandListener):
-    def __init__(self) -> None:
-        self.commands: list[dict[str, Any]] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if event.command_name in READ_COMMANDS:
-            self.commands.append(dict(event.command))
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-
-@pytest.fixture
-def recorded(monitored: Callable[[Recorder], MessageStore]) -> tuple[MessageStore, Recorder]:
-    recorder = Recorder()
-    return monitored(recorder), recorder
 
 
 SELECTING_FIELDS = {

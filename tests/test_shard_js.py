@@ -12,7 +12,7 @@ import pytest
 
 from aecs_mongo import MessageStore
 
-from .test_indexes_js import find_mongosh
+from .helpers.mongosh import find_mongosh
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "shard.js"

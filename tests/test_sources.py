@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from aecs_mongo import InvalidEmailError, MessageStore
-from aecs_mongo.cli import main
 from aecs_mongo.mail.sources import (
     IngestReport,
     InputFile,
@@ -25,6 +24,8 @@ from aecs_mongo.mail.sources import (
     not_mail,
     read_messages,
 )
+
+from .helpers.cli import Cli
 
 
 def message(n: int, body: bytes = b"Hello.\n") -> bytes:
@@ -242,7 +243,9 @@ def test_report_of_refused_and_unconfirmed_messages() -> None:
 
 
 @pytest.mark.server
-def test_store_iter_over_a_source_prints_the_cli_report(servers: Any, backend: str, db: Any, tmp_path: Path) -> None:
+def test_store_iter_over_a_source_prints_the_cli_report(
+    servers: Any, backend: str, db: Any, cli: Cli, tmp_path: Path
+) -> None:
     """The README example, and the same report the ``ingest`` command prints for the same inputs."""
     folder = tmp_path / "box"
     folder.mkdir()
@@ -262,17 +265,12 @@ def test_store_iter_over_a_source_prints_the_cli_report(servers: Any, backend: s
 
     other = f"aecs_src_{uuid.uuid4().hex[:12]}"
     try:
-        from contextlib import redirect_stdout
-        from io import StringIO
-
-        out = StringIO()
-        with redirect_stdout(out):
-            code = main(["--uri", servers.uri(backend), "--db", other, "ingest", *paths, "--batch-size", "2"])
-        assert code == 1
+        run = cli("--db", other, "ingest", *paths, "--batch-size", "2")  # a database of its own
+        assert run.code == 1
     finally:
         servers.client(backend).drop_database(other)
     timeless = re.compile(r" in \d+\.\d s:")
-    assert [timeless.sub(" in T s:", line) for line in out.getvalue().splitlines()] == [
+    assert [timeless.sub(" in T s:", line) for line in run.out.splitlines()] == [
         timeless.sub(" in T s:", line) for line in report.lines()
     ]
     assert report.lines()[:2] == [

@@ -10,7 +10,7 @@ import pytest
 from aecs_mongo import InvalidCursorError, InvalidEmailError, MessageStore, UnsafeFieldNameError
 from aecs_mongo.pure.keys import blob_prefix, message_key
 
-from .factories import BASE_TS, email, iso, recomputed_threads, stored_threads
+from .helpers.factories import BASE_TS, email, iso, recomputed_threads, stored_threads
 
 THREAD = "root@example.com"
 

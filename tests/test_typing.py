@@ -20,7 +20,7 @@ def mypy_strict(path: Path) -> tuple[str, int]:
 
 
 def test_correct_use_of_the_typed_api_checks_clean() -> None:
-    out, status = mypy_strict(ROOT / "tests" / "typed_usage.py")
+    out, status = mypy_strict(ROOT / "tests" / "helpers" / "typed_usage.py")
     assert status == 0, out
 
 

@@ -8,7 +8,6 @@ software that reuses Message-IDs) is kept as a variant blob under the message's 
 from __future__ import annotations
 
 import threading
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,9 @@ import pytest
 from pymongo import MongoClient
 
 from aecs_mongo import MessageStore
-from aecs_mongo.cli import main
 from aecs_mongo.pure.keys import blob_prefix, message_key
+
+from .helpers.cli import Cli
 
 
 def direct_copy(mid: str = "launch@example.com") -> bytes:
@@ -149,25 +149,21 @@ def test_concurrent_writers_delivering_variants_keep_each_once(servers: Any, bac
 
 
 @pytest.mark.server
-def test_cli_counts_variants_and_shows_each_copy(
-    servers: Any, backend: str, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
-) -> None:
+def test_cli_counts_variants_and_shows_each_copy(cli: Cli, tmp_path: Path) -> None:
     folder = tmp_path / "mail"
     folder.mkdir()
     (folder / "1-direct.eml").write_bytes(direct_copy())
     (folder / "2-list.eml").write_bytes(list_copy())
     (folder / "3-direct-again.eml").write_bytes(direct_copy())
-    name = f"aecs_cli_{uuid.uuid4().hex[:12]}"
-    base = ["--uri", servers.uri(backend), "--db", name]
-    try:
-        assert main([*base, "ingest", str(folder), "--no-progress"]) == 0
-        out = capsysbinary.readouterr().out.decode()
-        assert "1 stored, 2 already present, of them 1 kept as variants, 0 failed" in out
-        assert main([*base, "show", "launch@example.com", "--raw", "--variant", "1"]) == 0
-        assert capsysbinary.readouterr().out == list_copy()
-        assert main([*base, "show", "launch@example.com", "--raw"]) == 0
-        assert capsysbinary.readouterr().out == direct_copy()
-        assert main([*base, "show", "launch@example.com", "--raw", "--variant", "2"]) == 1
-        assert b"2 copies stored" in capsysbinary.readouterr().err
-    finally:
-        servers.client(backend).drop_database(name)
+    run = cli("ingest", str(folder), "--no-progress")
+    assert run.code == 0
+    assert "1 stored, 2 already present, of them 1 kept as variants, 0 failed" in run.out
+    run = cli("show", "launch@example.com", "--raw", "--variant", "1")
+    assert run.code == 0
+    assert run.stdout == list_copy()
+    run = cli("show", "launch@example.com", "--raw")
+    assert run.code == 0
+    assert run.stdout == direct_copy()
+    run = cli("show", "launch@example.com", "--raw", "--variant", "2")
+    assert run.code == 1
+    assert b"2 copies stored" in run.stderr

@@ -25,8 +25,8 @@ from aecs_mongo.pure.keys import doc_id, message_key, thread_key
 from aecs_mongo.pure.vectors_np import quantize_rows
 from aecs_mongo.results import SearchResults
 
-from .budgets import budget
-from .factories import email
+from .helpers.budgets import budget
+from .helpers.factories import email
 
 BACKENDS_NUMPY = pytest.mark.parametrize("path", ["numpy", "python"], indirect=True)
 
@@ -436,7 +436,7 @@ def test_expire_drops_the_block_entries_of_expired_vectors(
 ) -> None:
     import datetime as dt
 
-    from .factories import BASE_TS
+    from .helpers.factories import BASE_TS
 
     monkeypatch.setattr(vectors, "BLOCK_VECTORS", 20)
     store = make_store()
@@ -465,7 +465,7 @@ def test_expire_drops_the_block_entries_of_expired_vectors(
 def test_a_seal_cut_short_loses_nothing(db: Any, failpoints: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from pymongo.errors import PyMongoError
 
-    from .failpoints import failpoint
+    from .helpers.failpoints import failpoint
 
     monkeypatch.setattr(vectors, "BLOCK_VECTORS", 20)
     store = MessageStore(db, mailbox_id="alice")

@@ -8,20 +8,18 @@ with ``executionStats``; the documents it examined and returned must not grow wi
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pymongo import monitoring
 
 from aecs_mongo import MessageStore
 from aecs_mongo.pure import windows
 from aecs_mongo.pure.keys import thread_key
 
-from .budgets import budget
-from .factories import BASE_TS, email
+from .helpers.budgets import budget
+from .helpers.factories import BASE_TS, email
+from .helpers.monitoring import Recorder
 
-DRIVER_FIELDS = {"$db", "lsid", "$clusterTime", "$readPreference", "txnNumber", "$readConcern", "readConcern"}
 SMALL = 2000  # above windows.PLAIN_MAX: a mailbox this small is read with the plain query
 BIG = budget("AECS_WINDOWED_MAILBOX", big=20_000, small=6000)
 BUNCHED = range(200, 500)  # 300 messages in one second: Date-less mail sorted by its processedAt
@@ -35,31 +33,6 @@ def message(n: int, ts: int | None = None, body: str | None = None) -> dict[str,
     if body is not None:
         mail["content"].update(text=body, clean=body, forAI=body)
     return mail
-
-
-class Recorder(monitoring.CommandListener):
-    """The find commands sent, and how many documents the server returned for them."""
-
-    def __init__(self) -> None:
-        self.finds: list[dict[str, Any]] = []
-        self.returned = 0
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if event.command_name == "find":
-            self.finds.append({k: v for k, v in event.command.items() if k not in DRIVER_FIELDS})
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        cursor = event.reply.get("cursor") or {}
-        self.returned += len(cursor.get("firstBatch") or cursor.get("nextBatch") or [])
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-
-@pytest.fixture
-def recorded(monitored: Callable[[Recorder], MessageStore]) -> tuple[MessageStore, Recorder]:
-    recorder = Recorder()
-    return monitored(recorder), recorder
 
 
 def cost(store: MessageStore, recorder: Recorder, db: Any, read: Any) -> tuple[int, int]:

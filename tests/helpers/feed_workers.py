@@ -1,6 +1,6 @@
 """Child processes of the feed tests: a consumer and an embedding worker, killed and restarted.
 
-``python -m tests.feed_workers consume URI DB MAILBOX CONSUMER OUT``: follow the mailbox from
+``python -m tests.helpers.feed_workers consume URI DB MAILBOX CONSUMER OUT``: follow the mailbox from
 the beginning, appending each message id to OUT (flushed and fsynced before the next item is
 asked for, which acknowledges it). ``... embed URI DB MAILBOX CONSUMER LOG BATCH PAUSE``: run
 ``embed_new``; the embedding function appends every text it gets to LOG, then pauses PAUSE s.

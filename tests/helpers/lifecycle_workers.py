@@ -26,7 +26,7 @@ class AnnounceDeletes(monitoring.CommandListener):
 
 
 def erase_child() -> None:
-    """``python -m tests.lifecycle_workers URI DB MAILBOX BATCH``: say ready, wait for a line, erase."""
+    """``python -m tests.helpers.lifecycle_workers URI DB MAILBOX BATCH``: say ready, wait for a line, erase."""
     uri, db_name, mailbox, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     client: MongoClient[dict[str, Any]] = MongoClient(uri, event_listeners=[AnnounceDeletes()])
     client.admin.command("ping")

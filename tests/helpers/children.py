@@ -6,14 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def start_worker(module: str, *argv: str) -> subprocess.Popen[str]:
-    """``python -m tests.<module> argv...``: waits for its ``ready`` line (imports and connection
+    """``python -m tests.helpers.<module> argv...``: waits for its ``ready`` line (imports and connection
     done), then says ``go``, so a kill timed after this lands in the work, not in the start-up."""
     child = subprocess.Popen(
-        [sys.executable, "-m", f"tests.{module}", *argv],
+        [sys.executable, "-m", f"tests.helpers.{module}", *argv],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -69,7 +69,7 @@ def ingest(uri: str, db_name: str, mailbox: Path) -> None:
 
 
 def crash_child() -> None:
-    """``python -m tests.reliability_workers URI DB MAILBOX``: say ready, wait for a line, ingest."""
+    """``python -m tests.helpers.reliability_workers URI DB MAILBOX``: say ready, wait for a line, ingest."""
     uri, db_name, mailbox = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     client: MongoClient[dict[str, Any]] = MongoClient(uri)
     client.admin.command("ping")
@@ -91,7 +91,7 @@ def victim_mail(victim: int) -> list[dict[str, Any]]:
 
 
 def victim_child() -> None:
-    """``python -m tests.reliability_workers victim URI DB N``: store victim N's mail and say when
+    """``python -m tests.helpers.reliability_workers victim URI DB N``: store victim N's mail and say when
     the commit (or, without transactions, the thread update) is on its way to the server."""
     from pymongo import monitoring
 

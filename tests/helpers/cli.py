@@ -1,0 +1,83 @@
+"""The ``aecs-mongo`` command line as the tests run it: one in-process runner, one subprocess runner.
+
+- In this process: the ``cli`` fixture (tests/conftest.py) is ``cli(*argv) -> Result``, which runs
+  ``aecs_mongo.cli.main(["--uri", <backend>, "--db", <the test's database>, *argv])`` with stdout
+  and stderr captured. A later ``--db`` in ``argv`` names another database (the test drops it).
+- In a subprocess: ``aecs(*argv, cwd=...)`` runs ``python -m aecs_mongo argv`` without
+  ``MONGODB_URI`` (so the embedded server is used unless ``--uri`` is given).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@dataclass
+class Result:
+    """What one in-process run gave: its exit code and what it wrote (bytes, as ``--raw`` does)."""
+
+    code: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def out(self) -> str:
+        return self.stdout.decode()
+
+    @property
+    def err(self) -> str:
+        return self.stderr.decode()
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+Cli = Callable[..., Result]
+
+
+def in_process(uri: str, db_name: str, capture: pytest.CaptureFixture[bytes]) -> Cli:
+    """``run(*argv)``: ``main`` against ``uri`` and ``db_name``; ``capture`` is ``capsysbinary``."""
+
+    from aecs_mongo.cli import main
+
+    def run(*argv: str) -> Result:
+        capture.readouterr()
+        code = main(["--uri", uri, "--db", db_name, *argv])
+        captured = capture.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+def command_env(drop: Iterable[str] = ("MONGODB_URI",)) -> dict[str, str]:
+    """This process's environment without ``drop``."""
+    leave_out = set(drop)
+    return {k: v for k, v in os.environ.items() if k not in leave_out}
+
+
+def aecs(
+    *argv: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    umask: int = -1,
+    timeout: float = 180,
+) -> subprocess.CompletedProcess[bytes]:
+    """``python -m aecs_mongo argv`` in ``cwd``, output captured; ``env`` defaults to
+    ``command_env()``; ``umask`` -1 keeps this process's."""
+    return subprocess.run(
+        [sys.executable, "-m", "aecs_mongo", *argv],
+        cwd=cwd,
+        env=command_env() if env is None else env,
+        capture_output=True,
+        timeout=timeout,
+        umask=umask,
+    )
