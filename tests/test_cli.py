@@ -16,6 +16,7 @@ import sys
 import time
 import unicodedata
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 

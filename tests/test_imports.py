@@ -23,8 +23,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
-import pytest
-
 import aecs_mongo
 
 PACKAGE = Path(aecs_mongo.__file__).resolve().parent
@@ -348,7 +346,6 @@ def oversized(root: Path, generated: Iterable[str] = ("synchronous",)) -> list[s
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="asynchronous/store.py and cli.py are being split (issue 30)")
 def test_no_class_over_500_lines_and_no_module_over_900() -> None:
     assert oversized(PACKAGE) == []
 
