@@ -322,7 +322,12 @@ def _run(args: argparse.Namespace) -> int:
         client: MongoClient[dict[str, Any]] = MongoClient(uri, serverSelectionTimeoutMS=10_000)
         try:
             db = client[args.db]
-            store = MessageStore(db, mailbox_id=args.mailbox, owner_addresses=getattr(args, "owner", None) or ())
+            store = MessageStore(
+                db,
+                mailbox_id=args.mailbox,
+                owner_addresses=getattr(args, "owner", None) or (),
+                durable=not getattr(args, "fast", False),
+            )
             handler: Handler = command.handlers()[command.name]
             if command.indexes:
                 store.ensure_indexes()

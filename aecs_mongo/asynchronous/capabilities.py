@@ -11,12 +11,32 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pymongo import WriteConcern
 from pymongo.errors import OperationFailure
 
 from ..pure import vectors
 from .context import AsyncStoreContext, log, resolve, to_list
 
-__all__ = ["atlas_vectors", "learn_limit_behaviour", "text_index", "transactions"]
+__all__ = [
+    "atlas_vectors",
+    "completion_concern",
+    "learn_limit_behaviour",
+    "replica_set",
+    "text_index",
+    "transactions",
+]
+
+
+async def replica_set(ctx: AsyncStoreContext) -> bool:
+    """A replica set or a sharded cluster (``hello``), as opposed to a standalone server."""
+    caps = ctx.capabilities
+    if caps.replica_set is None:
+        if not caps.server_commands:
+            caps.replica_set = False
+        else:
+            hello = await ctx.db.client.admin.command("hello")
+            caps.replica_set = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
+    return caps.replica_set
 
 
 async def transactions(ctx: AsyncStoreContext) -> bool:
@@ -24,14 +44,26 @@ async def transactions(ctx: AsyncStoreContext) -> bool:
     the store was made with ``transactions=`` set)."""
     caps = ctx.capabilities
     if caps.transactions is None:
-        if ctx.settings.transactions is not None:
-            caps.transactions = ctx.settings.transactions
-        elif not caps.server_commands:
-            caps.transactions = False
-        else:
-            hello = await ctx.db.client.admin.command("hello")
-            caps.transactions = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
+        chosen = ctx.settings.transactions
+        caps.transactions = chosen if chosen is not None else await replica_set(ctx)
     return caps.transactions
+
+
+async def completion_concern(ctx: AsyncStoreContext) -> WriteConcern | None:
+    """The write concern of the write that completes a batch, or None to leave the database's.
+
+    A durable store (the default) whose database has the server's default write concern asks
+    for the journal on that one write: ``{w: "majority", j: true}`` on a replica set or a
+    sharded cluster, ``{j: true}`` on a standalone server. The journal is sequential, so that
+    acknowledgement covers every earlier write of the batch. A write concern the user set on
+    their client or database is theirs and is left alone; so is ``durable=False`` (re-runnable
+    bulk imports: an acknowledgement then means applied, not yet on disk).
+    """
+    if not ctx.settings.durable or not ctx.capabilities.write_concerns:
+        return None
+    if not ctx.db.write_concern.is_server_default:
+        return None
+    return WriteConcern(w="majority", j=True) if await replica_set(ctx) else WriteConcern(j=True)
 
 
 async def text_index(ctx: AsyncStoreContext) -> bool:

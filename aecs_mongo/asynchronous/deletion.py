@@ -17,7 +17,7 @@ from ..pure.documents import fold_thread_summary
 from ..pure.indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
 from ..pure.keys import blob_prefix, doc_id, message_key
 from ..pure.lifecycle import DataCollection, EraseReport, ExpireReport
-from . import embeddings
+from . import capabilities, embeddings
 from .context import AsyncStoreContext, log
 
 __all__ = ["AsyncDeleter", "delete", "erase_mailbox", "expire"]
@@ -27,7 +27,9 @@ _SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "mess
 
 class AsyncDeleter:
     """Removes messages from every tier of one mailbox, batch by batch, and tallies what it
-    removed per collection. ``dry_run``: counts what it would remove and writes nothing."""
+    removed per collection. ``dry_run``: counts what it would remove and writes nothing.
+    ``concern``: the durable write concern of the statement that completes each batch (the
+    ``messages`` delete), or None (``capabilities.completion_concern``)."""
 
     def __init__(
         self,
@@ -35,8 +37,10 @@ class AsyncDeleter:
         *,
         dry_run: bool = False,
         on_progress: Callable[[Mapping[str, int]], None] | None = None,
+        concern: Any = None,
     ) -> None:
         self.ctx = ctx
+        self.concern = concern
         self.db = ctx.db
         self.mailbox_id = ctx.mailbox_id
         self.dry_run = dry_run
@@ -47,9 +51,10 @@ class AsyncDeleter:
         self._recomputed: set[str] = set()
         self.on_progress = on_progress
 
-    async def _remove(self, name: str, selector: Mapping[str, Any]) -> int:
-        """Delete (or, in a dry run, count) what ``selector`` matches; a long ``$in`` in parts."""
-        collection = self.db[name]
+    async def _remove(self, name: str, selector: Mapping[str, Any], *, completes: bool = False) -> int:
+        """Delete (or, in a dry run, count) what ``selector`` matches; a long ``$in`` in parts.
+        ``completes``: the statement that completes a batch (under the durable write concern)."""
+        collection = self.ctx.completing(self.db[name], self.concern) if completes else self.db[name]
         count = 0
         for part in lifecycle.split_in(selector):
             if self.dry_run:
@@ -94,7 +99,7 @@ class AsyncDeleter:
             else:
                 await self._remove(collection.name, {"mailboxId": self.mailbox_id, "messageKey": {"$in": mkeys}})
         await self._remove_blobs(messages, by_prefix)
-        await self._remove("messages", self.ctx.by_ids(ids))
+        await self._remove("messages", self.ctx.by_ids(ids), completes=True)
 
     async def _remove_blobs(self, messages: Sequence[Mapping[str, Any]], by_prefix: bool) -> None:
         files, chunks = (c.name for c in self.collections if c.scope == "blob")
@@ -187,7 +192,7 @@ class AsyncDeleter:
 async def delete(ctx: AsyncStoreContext, message_id: str) -> bool:
     """``store.delete``: one message from every tier, its thread recomputed; False if absent
     (what an interrupted store of it left is cleared all the same)."""
-    deleter = AsyncDeleter(ctx)
+    deleter = AsyncDeleter(ctx, concern=await capabilities.completion_concern(ctx))
     message = await ctx.messages.find_one(ctx.by_id(ctx.id_for(message_id)), lifecycle.MESSAGE_FIELDS)
     if message is None:
         await deleter.remove_leftovers(message_key(message_id))
@@ -209,7 +214,8 @@ async def expire(
     selector = lifecycle.expire_filter(ctx.mailbox_id, before)
     lifecycle.check_batch_size(batch_size)
     keep_from_ts = selector["ts"]["$lt"]
-    deleter = AsyncDeleter(ctx, dry_run=dry_run, on_progress=on_progress)
+    concern = None if dry_run else await capabilities.completion_concern(ctx)
+    deleter = AsyncDeleter(ctx, dry_run=dry_run, on_progress=on_progress, concern=concern)
     found = ctx.db["messages"].find(selector, lifecycle.MESSAGE_FIELDS).hint("aecs_messages_inbox")
     batch: list[dict[str, Any]] = []
     async for message in found.batch_size(batch_size):
@@ -233,6 +239,7 @@ async def expire(
         if compacted["blocksRemoved"]:
             report.removed[BLOCKS_COLLECTION] = compacted["blocksRemoved"]
         log.debug("expire in mailbox %r: %d vector block entries dropped", ctx.mailbox_id, compacted["entriesDropped"])
+        await ctx.journal_barrier(concern)  # the blocks' rewrite came after the last journaled delete
     return report
 
 
@@ -244,6 +251,7 @@ async def erase_mailbox(
     lifecycle.check_batch_size(batch_size)
     deleter = AsyncDeleter(ctx, on_progress=on_progress)
     report = EraseReport(ctx.mailbox_id)
+    concern = await capabilities.completion_concern(ctx)
     for attempt in range(1, lifecycle.MAX_ERASE_PASSES + 1):
         report.passes = attempt
         removed = 0
@@ -256,5 +264,9 @@ async def erase_mailbox(
         messages = ctx.db["messages"]
         report.remaining = int(await messages.count_documents({"mailboxId": ctx.mailbox_id}))
     report.removed = deleter.removed
+    if any(deleter.removed.values()):
+        # the sweeps' statements went out unjournaled (the last could be any collection's): one
+        # journaled write after the final pass makes every one of them durable
+        await ctx.journal_barrier(concern)
     report.seconds = monotonic() - started
     return report

@@ -121,24 +121,29 @@ async def read_ids(
 
 
 async def write(ctx: AsyncStoreContext, pairs: Sequence[tuple[Mapping[str, Any], Sequence[float]]]) -> int:
-    """Writes the vectors of ``(message, checked vector)`` pairs (unsealed); seals a block when
-    one is due. Returns how many were written."""
+    """Writes the vectors of ``(message, checked vector)`` pairs (unsealed), in one bulk under
+    the durable write concern; seals a block when one is due (then one barrier makes the seal's
+    writes durable too). Returns how many were written."""
+    concern = await capabilities.completion_concern(ctx)
     documents = vectors.vector_documents(ctx.mailbox_id, pairs)
-    await ctx.write_each(ctx.vectors, [(ctx.upsert_key(d["_id"]), d) for d in documents], replace=True)
-    await _seal_if_due(ctx, len(documents))
+    collection = ctx.completing(ctx.vectors, concern)
+    await ctx.write_each(collection, [(ctx.upsert_key(d["_id"]), d) for d in documents], replace=True)
+    if await _seal_if_due(ctx, len(documents)):
+        await ctx.journal_barrier(concern)
     return len(documents)
 
 
-async def _seal_if_due(ctx: AsyncStoreContext, written: int) -> None:
+async def _seal_if_due(ctx: AsyncStoreContext, written: int) -> int:
     """Seals when a block's worth is unsealed, checked every ``SEAL_CHECK_EVERY`` vectors written
     (a store starts with its count there, so its first write checks)."""
     ctx.vector_writes += written
     if not written or ctx.vector_writes < vectors.SEAL_CHECK_EVERY:
-        return
+        return 0
     ctx.vector_writes = 0
     selector = vectors.unsealed_selector(ctx.mailbox_id)
     if await ctx.vectors.count_documents(selector, limit=vectors.BLOCK_VECTORS) >= vectors.BLOCK_VECTORS:
-        await seal(ctx)
+        return await seal(ctx)
+    return 0
 
 
 async def seal(ctx: AsyncStoreContext, *, partial: bool = False) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import NotFoundError
 from ..pure import queries
 from ..pure.keys import check_str, doc_id, strip_message_id
-from . import blobstore, writing
+from . import blobstore, capabilities, writing
 from .context import AsyncStoreContext, to_list
 
 __all__ = [
@@ -50,14 +50,15 @@ async def add(ctx: AsyncStoreContext, uidl: str, raw_bytes: bytes) -> str:
     if not isinstance(raw_bytes, (bytes, bytearray, memoryview)):
         raise TypeError(f"raw_bytes must be bytes, not {type(raw_bytes).__name__}")
     (result,) = await writing.write_batch(ctx, [writing.build(ctx, bytes(raw_bytes), None, uidl)])
-    await record_uidl(ctx, uidl, result.message_id, result.message_key)
+    await record_uidl(ctx, uidl, result.message_id, result.message_key, await capabilities.completion_concern(ctx))
     return result.message_id
 
 
-async def record_uidl(ctx: AsyncStoreContext, uidl: str, message_id: str, mkey: str) -> bool:
-    """Record a downloaded UIDL (first record wins); True when this call created it."""
+async def record_uidl(ctx: AsyncStoreContext, uidl: str, message_id: str, mkey: str, concern: Any = None) -> bool:
+    """Record a downloaded UIDL (first record wins), under ``concern`` where one is given (the
+    durable write concern); True when this call created it."""
     selector, update = uidl_upsert(ctx, uidl, message_id, mkey)
-    outcome = await ctx.uidls.update_one(selector, update, upsert=True)
+    outcome = await ctx.completing(ctx.uidls, concern).update_one(selector, update, upsert=True)
     return outcome.upserted_id is not None
 
 

@@ -56,6 +56,8 @@ async def ensure_indexes(ctx: AsyncStoreContext, atlas: bool, num_dimensions: in
         report.created.append(spec.name)
     if atlas:
         await _ensure_search_indexes(ctx, report, num_dimensions)
+    if report.created:  # an index reported created survives a crash of the server
+        await ctx.journal_barrier(await capabilities.completion_concern(ctx))
     return report
 
 
@@ -191,6 +193,7 @@ async def reindex(ctx: AsyncStoreContext) -> dict[str, int]:
     report["vectorsSealed"] = await embeddings.seal(ctx, partial=True)
     # after the sealing, so the entries it made dead go now (an unsealed vector's are kept)
     report["vectorEntriesDropped"] = (await embeddings.compact(ctx))["entriesDropped"]
+    await ctx.journal_barrier(await capabilities.completion_concern(ctx))
     return report
 
 

@@ -40,6 +40,11 @@ class AsyncMessageStore:
     ``sharded=True`` on a cluster sharded by ``scripts/shard.js``: point reads then carry the
     shard key and reach one shard. ``retry_seconds``: how long a batch's transaction retries
     transient errors (write conflicts, failovers, a crashed writer's open transaction).
+    ``durable`` (default True): a write, batch or deletion returns only once the server's
+    journal holds it (``j: true`` on the write that completes it, majority on a replica set),
+    unless the client or database carries a write concern of its own, which is then used as
+    it is. ``durable=False`` is for bulk imports that can be re-run: an acknowledgement then
+    means applied, and a crash of the server soon after can lose it.
     """
 
     mailbox_id = Setting[str]()
@@ -52,6 +57,7 @@ class AsyncMessageStore:
     vector_engine = Setting[str](writable=True)
     scan_limit = Setting["int | None"](writable=True)
     retry_seconds = Setting[float](writable=True)
+    durable = Setting[bool](writable=True)
 
     def __init__(
         self,
@@ -68,6 +74,7 @@ class AsyncMessageStore:
         shared_view: bool = False,
         sharded: bool = False,
         retry_seconds: float = 120.0,
+        durable: bool = True,
     ) -> None:
         settings = StoreSettings.checked(
             mailbox_id,
@@ -81,6 +88,7 @@ class AsyncMessageStore:
             shared_view=shared_view,
             sharded=sharded,
             retry_seconds=retry_seconds,
+            durable=durable,
         )
         self._context = AsyncStoreContext(db, settings, Capabilities.of_database(db))
         self.db = db

@@ -133,7 +133,11 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
     One ``_id $in`` find first tells the batch's new messages from copies of stored ones: only
     new messages upload blobs (a copy keeps nothing but its raw bytes, as a variant), so the
     end state does not depend on where batches begin, and the blob upload needs no lookup.
+    The batch returns only once its last write is durable (``capabilities.completion_concern``):
+    that write is journaled, or, where the batch wrote nothing new (every message already
+    stored, as in a re-delivery), one barrier write is.
     """
+    concern = await capabilities.completion_concern(ctx)
     first: dict[str, MessageDocuments] = {}
     for docs in batch:
         first.setdefault(docs.message["_id"], docs)
@@ -144,41 +148,47 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
     if not unique:
         created: set[str] = set()
     elif await capabilities.transactions(ctx):
-        created = await _commit_in_transaction(ctx, unique)
+        created = await _commit_in_transaction(ctx, unique, concern)
     else:
         # no transactions: the insert is the commit point; a crash after it leaves the
         # thread summary short by one until reindex() (README, "Recovery")
         await insert_ignoring_duplicates(ctx.bodies, [d.body for d in unique])
         rejected = await insert_ignoring_duplicates(ctx.messages, [d.message for d in unique])
         inserted = [d for i, d in enumerate(unique) if i not in rejected]
-        await _fold_many(ctx, [d.message for d in inserted])
+        await _fold_many(ctx, [d.message for d in inserted], concern)
         created = {d.message["_id"] for d in inserted}
+    # a transaction's commit, or the last thread write of one without, was journaled
+    journaled = bool(created)
     fresh = []
     for docs in batch:
         fresh.append(docs.message["_id"] in created)
         created.discard(docs.message["_id"])  # a repeat within the batch is "already stored"
     # a repeat within the batch, and every copy of a stored message, may be other bytes
-    variants = await _keep_variants(ctx, [d for d, new in zip(batch, fresh, strict=True) if not new])
+    variants, wrote = await _keep_variants(ctx, [d for d, new in zip(batch, fresh, strict=True) if not new])
+    if wrote or not journaled:
+        await ctx.journal_barrier(concern)
     return [
         StoreResult(d.message_id, d.message_key, d.thread_id, d.thread_key, new, id(d) in variants)
         for d, new in zip(batch, fresh, strict=True)
     ]
 
 
-async def _keep_variants(ctx: AsyncStoreContext, copies: Sequence[MessageDocuments]) -> set[int]:
+async def _keep_variants(ctx: AsyncStoreContext, copies: Sequence[MessageDocuments]) -> tuple[set[int], bool]:
     """Keep the raw bytes of each copy of a stored message that differ from every copy kept
     (compared by SHA-256), as a blob under the message's prefix and a ``variants`` record on it.
 
-    Blob first, then the hash added to ``variantHashes`` (the commit point: atomic and
-    idempotent, so the same bytes again or from a concurrent writer add nothing), then the
-    copy's record (size, time, UIDL) appended to ``variants`` by the writer that added it.
-    Returns ``id()`` of the copies kept. Costs nothing for mail without duplicates.
+    Blob first, then the hash added to ``variantHashes`` (the claim: atomic and idempotent, so
+    the same bytes again or from a concurrent writer add nothing), then the copy's record (size,
+    time, UIDL) pushed to ``variants`` unless a record of that hash is there (so exactly one
+    writer records it, and a re-delivery completes a claim that a crash left without its
+    record). Returns ``id()`` of the copies this call recorded, and whether it wrote anything
+    (the caller then makes it durable). Costs nothing for mail without duplicates.
     """
     copies = [d for d in copies if d.message.get("rawSha256")]
     if not copies:
-        return set()
+        return set(), False
     ids = list({d.message["_id"] for d in copies})
-    fields = {"rawSha256": 1, "variantHashes": 1, "blobPrefix": 1, "blobs": 1, "messageKey": 1}
+    fields = {"rawSha256": 1, "variantHashes": 1, "variants.sha256": 1, "blobPrefix": 1, "blobs": 1, "messageKey": 1}
     stored = {m["_id"]: m async for m in ctx.messages.find(ctx.by_ids(ids), fields)}
     known: dict[str, set[str]] = {}
     todo: list[tuple[MessageDocuments, Mapping[str, Any], Blob]] = []
@@ -187,7 +197,7 @@ async def _keep_variants(ctx: AsyncStoreContext, copies: Sequence[MessageDocumen
         if message is None:  # deleted meanwhile: nothing to keep it beside
             continue
         if message["_id"] not in known:
-            known[message["_id"]] = await blobstore.kept_hashes(ctx, message)
+            known[message["_id"]] = await blobstore.recorded_hashes(ctx, message)
         sha = docs.message["rawSha256"]
         if sha in known[message["_id"]]:
             continue
@@ -195,27 +205,24 @@ async def _keep_variants(ctx: AsyncStoreContext, copies: Sequence[MessageDocumen
         raw = next(b.data for b in docs.blobs if b.key.endswith("/raw.eml"))
         todo.append((docs, message, Blob(variant_blob_key(message["blobPrefix"], sha), raw, "message/rfc822")))
     if not todo:
-        return set()
+        return set(), False
     await blobstore.put_blobs(ctx, [(blob, message["messageKey"]) for _, message, blob in todo])
-    kept: list[tuple[MessageDocuments, Mapping[str, Any], dict[str, Any]]] = []
+    claims = [(ctx.by_id(m["_id"]), {"$addToSet": {"variantHashes": d.message["rawSha256"]}}) for d, m, _ in todo]
+    await ctx.write_each(ctx.messages, claims)
+    now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
+    kept: set[int] = set()
     for docs, message, blob in todo:
         sha = docs.message["rawSha256"]
-        # the hash is the commit point: $addToSet is atomic on every server (a conditional
-        # pipeline update is not, on the test server), so exactly one writer claims a copy
-        claim = await ctx.messages.update_one(ctx.by_id(message["_id"]), {"$addToSet": {"variantHashes": sha}})
-        if claim.modified_count:
-            record = {
-                "sha256": sha,
-                "size": len(blob.data),
-                "receivedAt": _dt.datetime.now(_dt.UTC).replace(microsecond=0),
-                "uidl": docs.message.get("uidl"),
-                "blobKey": blob.key,
-            }
-            kept.append((docs, message, record))
+        record = {"sha256": sha, "size": len(blob.data), "receivedAt": now, "uidl": docs.message.get("uidl")}
+        record["blobKey"] = blob.key
+        # one statement a copy: its filter (no record of this hash yet) is what makes it exactly once
+        pushed = await ctx.messages.update_one(
+            {**ctx.by_id(message["_id"]), "variants.sha256": {"$ne": sha}}, {"$push": {"variants": record}}
+        )
+        if pushed.modified_count:
+            kept.add(id(docs))
             log.debug("kept other bytes of %s as a variant (%s)", docs.message_id, sha[:12])
-    # the records of the copies this writer claimed, in one round trip
-    await ctx.write_each(ctx.messages, [(ctx.by_id(m["_id"]), {"$push": {"variants": r}}) for _, m, r in kept])
-    return {id(docs) for docs, _, _ in kept}
+    return kept, True
 
 
 # --- the transaction (replica sets, sharded clusters, Atlas) ---------------------------------------
@@ -232,7 +239,7 @@ def _is_transient(exc: PyMongoError) -> bool:
 
 
 async def _commit_in_transaction(
-    ctx: AsyncStoreContext, unique: Sequence[MessageDocuments], deadline: float | None = None
+    ctx: AsyncStoreContext, unique: Sequence[MessageDocuments], concern: Any, deadline: float | None = None
 ) -> set[str]:
     """Body, message and thread summary of each new message in one transaction (C.4).
 
@@ -243,29 +250,30 @@ async def _commit_in_transaction(
     ``with_transaction``); an unknown commit result retries the commit. A batch that keeps
     conflicting (``_TXN_ATTEMPTS`` times) is split in halves that share what is left of the
     budget: a smaller transaction touches fewer thread summaries, and atomicity is per
-    message anyway. Other errors raise at once. Returns the ``_id`` of every message created.
+    message anyway. Other errors raise at once. The commit is under ``concern`` (the durable
+    write concern) where one is given. Returns the ``_id`` of every message created.
     """
     if deadline is None:
         deadline = monotonic() + ctx.settings.retry_seconds
     try:
-        return await _transaction_with_retries(ctx, unique, deadline)
+        return await _transaction_with_retries(ctx, unique, concern, deadline)
     except PyMongoError as exc:
         if len(unique) == 1 or not _is_transient(exc) or monotonic() >= deadline:
             raise
     half = len(unique) // 2
-    created = await _commit_in_transaction(ctx, unique[:half], deadline)
-    return created | await _commit_in_transaction(ctx, unique[half:], deadline)
+    created = await _commit_in_transaction(ctx, unique[:half], concern, deadline)
+    return created | await _commit_in_transaction(ctx, unique[half:], concern, deadline)
 
 
 async def _transaction_with_retries(
-    ctx: AsyncStoreContext, unique: Sequence[MessageDocuments], deadline: float
+    ctx: AsyncStoreContext, unique: Sequence[MessageDocuments], concern: Any, deadline: float
 ) -> set[str]:
     session = await resolve(ctx.db.client.start_session())
     async with session:
         attempt = 0
         while True:
             attempt += 1
-            await resolve(session.start_transaction(write_concern=ctx.db.write_concern))
+            await resolve(session.start_transaction(write_concern=concern or ctx.db.write_concern))
             try:
                 created = await _transaction_writes(ctx, unique, session, recheck=attempt > 1)
                 await _commit(session, deadline)
@@ -344,41 +352,41 @@ async def _fold_in_transaction(ctx: AsyncStoreContext, messages: Sequence[Mappin
 # --- without a transaction (standalone servers) -------------------------------------------------
 
 
-async def _fold_many(ctx: AsyncStoreContext, messages: Sequence[Mapping[str, Any]]) -> None:
+async def _fold_many(ctx: AsyncStoreContext, messages: Sequence[Mapping[str, Any]], concern: Any) -> None:
     """Merge newly inserted messages into their threads without a transaction: a thread the
     batch starts is inserted whole (one unordered insert); a stored one, or one a concurrent
     writer inserted first, gets one atomic pipeline merge (``summary_merge_update``) per thread.
-    Where the driver has no bulk of pipeline updates (the unit tier), one update per thread."""
+    Where the driver has no bulk of pipeline updates (the unit tier), one update per thread.
+    The thread writes are the batch's last: under ``concern``."""
+    threads = ctx.completing(ctx.threads, concern)
     summaries = thread_summaries(messages)
     bulk = ctx.capabilities.bulk_writes
     if bulk and summaries:
         ids = [s["_id"] for s in summaries]
         stored = {t["_id"] async for t in ctx.threads.find(ctx.by_ids(ids), {"_id": 1})}
         fresh = [s for s in summaries if s["_id"] not in stored]
-        taken = await insert_ignoring_duplicates(ctx.threads, fresh)
+        taken = await insert_ignoring_duplicates(threads, fresh)
         summaries = [s for s in summaries if s["_id"] in stored] + [fresh[i] for i in sorted(taken)]
     updates = [summary_merge_update(s, sharded=ctx.sharded) for s in summaries]
     if len(updates) <= 1 or not bulk:
         for selector, pipeline in updates:
-            await _fold_into_thread(ctx, selector, pipeline)
+            await _fold_into_thread(threads, selector, pipeline)
         return
     try:
-        await ctx.threads.bulk_write([UpdateOne(*update, upsert=True) for update in updates], ordered=True)
+        await threads.bulk_write([UpdateOne(*update, upsert=True) for update in updates], ordered=True)
     except BulkWriteError as exc:
         if not only_duplicates(exc):
             raise
         # a concurrent writer created a thread first: redo the failed op and the ones after it
         failed = exc.details["writeErrors"][0]["index"]
         for selector, pipeline in updates[failed:]:
-            await _fold_into_thread(ctx, selector, pipeline)
+            await _fold_into_thread(threads, selector, pipeline)
 
 
-async def _fold_into_thread(
-    ctx: AsyncStoreContext, selector: Mapping[str, Any], pipeline: Sequence[Mapping[str, Any]]
-) -> None:
+async def _fold_into_thread(threads: Any, selector: Mapping[str, Any], pipeline: Sequence[Mapping[str, Any]]) -> None:
     for attempt in range(_THREAD_UPSERT_RETRIES):
         try:
-            await ctx.threads.update_one(selector, pipeline, upsert=True)
+            await threads.update_one(selector, pipeline, upsert=True)
             return
         except DuplicateKeyError:
             # two writers upserted the same new thread at once; the loser retries as an update

@@ -120,6 +120,12 @@ def ingest(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")
     p.add_argument(
+        "--fast",
+        action="store_true",
+        help="do not wait for the server's journal after each batch (durable=False): faster, but a crash of"
+        " the server soon after can lose what was reported stored; for imports you can run again",
+    )
+    p.add_argument(
         "--owner",
         action="append",
         default=[],

@@ -96,7 +96,8 @@ class EmbeddedServer:
     on its first start: SecantusDB creates users only while authentication is off, so that start
     runs once without it, creates the user, removes any other user, stops and starts again with
     ``--auth``. ``sync_on_commit=True`` makes the server fsync its log on every commit.
-    ``auth=False`` is for throw-away servers only.
+    ``auth=False`` is for throw-away servers only. ``port``: listen there instead of on a free
+    port (a server started again on its data directory keeps its address).
     """
 
     def __init__(
@@ -109,8 +110,10 @@ class EmbeddedServer:
         startup_timeout: float = 30.0,
         auth: bool = True,
         sync_on_commit: bool = False,
+        port: int | None = None,
     ) -> None:
         self.standalone = standalone
+        self.requested_port = port
         self.test_commands = test_commands
         self.host = host
         self.startup_timeout = startup_timeout
@@ -194,7 +197,7 @@ class EmbeddedServer:
 
     def _launch(self, *, auth: bool) -> None:
         assert self._log is not None
-        self.port = _free_port(self.host)
+        self.port = self.requested_port or _free_port(self.host)
         parent = os.getpid()  # the server's watch thread ends it when this process is gone
         args = [sys.executable, "-c", _LAUNCHER, str(parent), str(ORPHAN_GRACE_SECONDS)]
         args += self.server_args(self.port, auth=auth)
@@ -285,6 +288,14 @@ class EmbeddedServer:
         if self._log is None or not self._log.exists():
             return ""
         return "\n".join(self._log.read_text(errors="replace").splitlines()[-lines:])
+
+    def kill(self) -> None:
+        """End the server process with SIGKILL, as a crash would (no clean shutdown, no
+        checkpoint); ``start`` starts it again on the same data directory and port."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc = None
 
     def stop(self, *, remove_tmp: bool = True) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 10 s) and remove a temporary data dir."""

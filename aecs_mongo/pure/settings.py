@@ -58,6 +58,7 @@ class StoreSettings:
     shared_view: bool = False
     sharded: bool = False
     retry_seconds: float = 120.0
+    durable: bool = True
 
     @classmethod
     def checked(cls, mailbox_id: object, owner_addresses: Iterable[str] = (), **options: Any) -> StoreSettings:
@@ -80,6 +81,7 @@ class StoreSettings:
         settings.retry_seconds = float(seconds)
         settings.shared_view = bool(settings.shared_view)
         settings.sharded = bool(settings.sharded)
+        settings.durable = bool(settings.durable)
         return settings
 
     # the engines are attributes a caller may set later: checked again before each use
@@ -105,7 +107,10 @@ class Capabilities:
     """
 
     unit_tier: bool = False
-    #: a replica set or a sharded cluster: each batch in one transaction
+    #: a replica set or a sharded cluster (``hello``): majority writes, change streams
+    replica_set: bool | None = None
+    #: each batch in one transaction (a replica set or a sharded cluster, unless the store was
+    #: made with ``transactions=``)
     transactions: bool | None = None
     #: ``aecs_bodies_search`` exists (the server took the text index)
     text_index: bool | None = None

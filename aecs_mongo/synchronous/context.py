@@ -162,6 +162,20 @@ class StoreContext:
         outcome = collection.bulk_write([op(s, d, upsert=upsert) for s, d in writes], ordered=False)
         return int(outcome.upserted_count)
 
+    @staticmethod
+    def completing(collection: Any, concern: Any) -> Any:
+        """``collection`` for the write that completes a batch: with ``concern`` (the durable
+        write concern of ``capabilities.completion_concern``), or as it is when that is None."""
+        return collection if concern is None else collection.with_options(write_concern=concern)
+
+    def journal_barrier(self, concern: Any) -> None:
+        """Make every write acknowledged so far durable when the batch's own last write was not
+        journaled (it wrote nothing new): one write that matches nothing, under ``concern``,
+        which the server acknowledges once its journal holds everything before it."""
+        if concern is not None:
+            marker = self.by_id(f"{self.mailbox_id}:journal-barrier")  # never a message's _id
+            self.completing(self.messages, concern).update_one(marker, {"$set": {"never": True}})
+
     def get_blob(self, key: str) -> bytes | None:
         """One GridFS blob's bytes by its key (the file ``_id``), or None."""
         file_doc = self.files.find_one({"_id": key})

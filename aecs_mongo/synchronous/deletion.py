@@ -19,7 +19,7 @@ from ..pure.documents import fold_thread_summary
 from ..pure.indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
 from ..pure.keys import blob_prefix, doc_id, message_key
 from ..pure.lifecycle import DataCollection, EraseReport, ExpireReport
-from . import embeddings
+from . import capabilities, embeddings
 from .context import StoreContext, log
 
 __all__ = ["Deleter", "delete", "erase_mailbox", "expire"]
@@ -29,7 +29,9 @@ _SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "mess
 
 class Deleter:
     """Removes messages from every tier of one mailbox, batch by batch, and tallies what it
-    removed per collection. ``dry_run``: counts what it would remove and writes nothing."""
+    removed per collection. ``dry_run``: counts what it would remove and writes nothing.
+    ``concern``: the durable write concern of the statement that completes each batch (the
+    ``messages`` delete), or None (``capabilities.completion_concern``)."""
 
     def __init__(
         self,
@@ -37,8 +39,10 @@ class Deleter:
         *,
         dry_run: bool = False,
         on_progress: Callable[[Mapping[str, int]], None] | None = None,
+        concern: Any = None,
     ) -> None:
         self.ctx = ctx
+        self.concern = concern
         self.db = ctx.db
         self.mailbox_id = ctx.mailbox_id
         self.dry_run = dry_run
@@ -49,9 +53,10 @@ class Deleter:
         self._recomputed: set[str] = set()
         self.on_progress = on_progress
 
-    def _remove(self, name: str, selector: Mapping[str, Any]) -> int:
-        """Delete (or, in a dry run, count) what ``selector`` matches; a long ``$in`` in parts."""
-        collection = self.db[name]
+    def _remove(self, name: str, selector: Mapping[str, Any], *, completes: bool = False) -> int:
+        """Delete (or, in a dry run, count) what ``selector`` matches; a long ``$in`` in parts.
+        ``completes``: the statement that completes a batch (under the durable write concern)."""
+        collection = self.ctx.completing(self.db[name], self.concern) if completes else self.db[name]
         count = 0
         for part in lifecycle.split_in(selector):
             if self.dry_run:
@@ -96,7 +101,7 @@ class Deleter:
             else:
                 self._remove(collection.name, {"mailboxId": self.mailbox_id, "messageKey": {"$in": mkeys}})
         self._remove_blobs(messages, by_prefix)
-        self._remove("messages", self.ctx.by_ids(ids))
+        self._remove("messages", self.ctx.by_ids(ids), completes=True)
 
     def _remove_blobs(self, messages: Sequence[Mapping[str, Any]], by_prefix: bool) -> None:
         files, chunks = (c.name for c in self.collections if c.scope == "blob")
@@ -189,7 +194,7 @@ class Deleter:
 def delete(ctx: StoreContext, message_id: str) -> bool:
     """``store.delete``: one message from every tier, its thread recomputed; False if absent
     (what an interrupted store of it left is cleared all the same)."""
-    deleter = Deleter(ctx)
+    deleter = Deleter(ctx, concern=capabilities.completion_concern(ctx))
     message = ctx.messages.find_one(ctx.by_id(ctx.id_for(message_id)), lifecycle.MESSAGE_FIELDS)
     if message is None:
         deleter.remove_leftovers(message_key(message_id))
@@ -211,7 +216,8 @@ def expire(
     selector = lifecycle.expire_filter(ctx.mailbox_id, before)
     lifecycle.check_batch_size(batch_size)
     keep_from_ts = selector["ts"]["$lt"]
-    deleter = Deleter(ctx, dry_run=dry_run, on_progress=on_progress)
+    concern = None if dry_run else capabilities.completion_concern(ctx)
+    deleter = Deleter(ctx, dry_run=dry_run, on_progress=on_progress, concern=concern)
     found = ctx.db["messages"].find(selector, lifecycle.MESSAGE_FIELDS).hint("aecs_messages_inbox")
     batch: list[dict[str, Any]] = []
     for message in found.batch_size(batch_size):
@@ -235,6 +241,7 @@ def expire(
         if compacted["blocksRemoved"]:
             report.removed[BLOCKS_COLLECTION] = compacted["blocksRemoved"]
         log.debug("expire in mailbox %r: %d vector block entries dropped", ctx.mailbox_id, compacted["entriesDropped"])
+        ctx.journal_barrier(concern)  # the blocks' rewrite came after the last journaled delete
     return report
 
 
@@ -246,6 +253,7 @@ def erase_mailbox(
     lifecycle.check_batch_size(batch_size)
     deleter = Deleter(ctx, on_progress=on_progress)
     report = EraseReport(ctx.mailbox_id)
+    concern = capabilities.completion_concern(ctx)
     for attempt in range(1, lifecycle.MAX_ERASE_PASSES + 1):
         report.passes = attempt
         removed = 0
@@ -258,5 +266,9 @@ def erase_mailbox(
         messages = ctx.db["messages"]
         report.remaining = int(messages.count_documents({"mailboxId": ctx.mailbox_id}))
     report.removed = deleter.removed
+    if any(deleter.removed.values()):
+        # the sweeps' statements went out unjournaled (the last could be any collection's): one
+        # journaled write after the final pass makes every one of them durable
+        ctx.journal_barrier(concern)
     report.seconds = monotonic() - started
     return report

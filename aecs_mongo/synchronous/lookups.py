@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import NotFoundError
 from ..pure import queries
 from ..pure.keys import check_str, doc_id, strip_message_id
-from . import blobstore, writing
+from . import blobstore, capabilities, writing
 from .context import StoreContext, to_list
 
 __all__ = [
@@ -52,14 +52,15 @@ def add(ctx: StoreContext, uidl: str, raw_bytes: bytes) -> str:
     if not isinstance(raw_bytes, (bytes, bytearray, memoryview)):
         raise TypeError(f"raw_bytes must be bytes, not {type(raw_bytes).__name__}")
     (result,) = writing.write_batch(ctx, [writing.build(ctx, bytes(raw_bytes), None, uidl)])
-    record_uidl(ctx, uidl, result.message_id, result.message_key)
+    record_uidl(ctx, uidl, result.message_id, result.message_key, capabilities.completion_concern(ctx))
     return result.message_id
 
 
-def record_uidl(ctx: StoreContext, uidl: str, message_id: str, mkey: str) -> bool:
-    """Record a downloaded UIDL (first record wins); True when this call created it."""
+def record_uidl(ctx: StoreContext, uidl: str, message_id: str, mkey: str, concern: Any = None) -> bool:
+    """Record a downloaded UIDL (first record wins), under ``concern`` where one is given (the
+    durable write concern); True when this call created it."""
     selector, update = uidl_upsert(ctx, uidl, message_id, mkey)
-    outcome = ctx.uidls.update_one(selector, update, upsert=True)
+    outcome = ctx.completing(ctx.uidls, concern).update_one(selector, update, upsert=True)
     return outcome.upserted_id is not None
 
 

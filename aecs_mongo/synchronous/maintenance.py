@@ -58,6 +58,8 @@ def ensure_indexes(ctx: StoreContext, atlas: bool, num_dimensions: int) -> Index
         report.created.append(spec.name)
     if atlas:
         _ensure_search_indexes(ctx, report, num_dimensions)
+    if report.created:  # an index reported created survives a crash of the server
+        ctx.journal_barrier(capabilities.completion_concern(ctx))
     return report
 
 
@@ -193,6 +195,7 @@ def reindex(ctx: StoreContext) -> dict[str, int]:
     report["vectorsSealed"] = embeddings.seal(ctx, partial=True)
     # after the sealing, so the entries it made dead go now (an unsealed vector's are kept)
     report["vectorEntriesDropped"] = (embeddings.compact(ctx))["entriesDropped"]
+    ctx.journal_barrier(capabilities.completion_concern(ctx))
     return report
 
 
