@@ -32,6 +32,10 @@ Sections (each prints a table; everything also goes to a JSON file):
 - imap (``--sections imap``, not in the default list: it needs Dovecot): ``imap.sync`` of real
   mail from a local Dovecot over IMAPS vs a bare imaplib client fetching the same UIDs and
   storing nothing, and vs ``store_many`` of the served bytes from memory.
+- durability: ``store_many`` of real mail (1k and 10k messages, batches of 100) by a durable
+  store (the default: the write that completes each batch waits for the journal) and by one made
+  with ``durable=False``, alternating, on the run's server mode: messages/s of each and the
+  price of durability (durable time / fast time). Run it once per ``--mode``.
 - normalize: messages/s and MB/s over ``../shared/corpus/eml`` vs the bare stdlib parse (the
   floor), and vs postal-mime under node (the JavaScript parser of the AECS-1 reference).
 - vectors: at 10k and 100k vectors of 768 dimensions (``--vector-sizes``, ``--vector-dims``) in
@@ -230,6 +234,37 @@ def bench_ingest(client: MongoClient[Doc], count: int, rounds: int, transactions
         "store_many_ratio": med["base_many"] / med["store_many"],
         "store_many_msgs_per_s": len(raws) / med["store_many"],
     }
+
+
+def bench_durability(client: MongoClient[Doc], sizes: list[int], rounds: int, transactions: bool) -> list[Doc]:
+    """``store_many`` with and without durable acknowledgements, the same mail, alternating."""
+    rows = []
+    for size in sizes:
+        raws = real_mail(size)
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for r in range(rounds):
+            for durable in (True, False) if r % 2 == 0 else (False, True):
+                name = f"aecs_bench_durability_{int(durable)}_{r}"
+                client.drop_database(name)
+                store = MessageStore(client[name], mailbox_id="bench", transactions=transactions, durable=durable)
+                store.ensure_indexes()
+                times[durable].append(timed(lambda store=store, raws=raws: store.store_many(raws, batch_size=100)))
+                client.drop_database(name)
+        durable_s, fast_s = statistics.median(times[True]), statistics.median(times[False])
+        rows.append(
+            {
+                "messages": len(raws),
+                "MB": round(sum(map(len, raws)) / 1e6, 1),
+                "transactions": transactions,
+                "rounds": rounds,
+                "durable_s": durable_s,
+                "fast_s": fast_s,
+                "durable_msgs_per_s": len(raws) / durable_s,
+                "fast_msgs_per_s": len(raws) / fast_s,
+                "price": durable_s / fast_s,
+            }
+        )
+    return rows
 
 
 # --- floor: the final documents inserted by the raw driver -----------------------------------
@@ -1170,6 +1205,25 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
                 ],
             )
         )
+    if "durability" in args.sections:
+        txn_capable = bool(client.admin.command("hello").get("setName"))
+        report["durability"] = bench_durability(client, args.durability_sizes, args.ingest_rounds, txn_capable)
+        print("\n== durability: store_many durable (the default) vs durable=False (price = durable / fast time)")
+        print(
+            table(
+                report["durability"],
+                [
+                    "messages",
+                    "MB",
+                    "transactions",
+                    "durable_s",
+                    "fast_s",
+                    "durable_msgs_per_s",
+                    "fast_msgs_per_s",
+                    "price",
+                ],
+            )
+        )
     if "floor" in args.sections:
         txn_capable = bool(client.admin.command("hello").get("setName"))
         report["floor"] = bench_floor(client, args.floor_messages, args.ingest_rounds, txn_capable)
@@ -1359,9 +1413,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor-messages", type=int, default=1500, help="floor: messages per workload")
     parser.add_argument(
         "--sections",
-        default="ingest,floor,reads,reindex,normalize,memory,scaling,lifecycle,cli",
+        default="ingest,durability,floor,reads,reindex,normalize,memory,scaling,lifecycle,cli",
         type=lambda s: s.split(","),
     )
+    parser.add_argument("--durability-sizes", default="1000,10000", type=lambda s: [int(x) for x in s.split(",")])
     parser.add_argument("--reindex-sizes", default="1000,10000", type=lambda s: [int(x) for x in s.split(",")])
     parser.add_argument(
         "--memory-mb",

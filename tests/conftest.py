@@ -32,6 +32,7 @@ import inspect
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -273,3 +274,18 @@ def store(make_store: Callable[..., Any]) -> Any:
 def validator() -> Any:
     """The AECS-1 schema validator of the normalizer tests (tests/helpers/normalize.py)."""
     return load_validator()
+
+
+@pytest.fixture(params=["rs", "standalone"])
+def killable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EmbeddedServer]:
+    """A server of the test's own (each embedded mode that is requested), on a fixed port, that
+    the test may kill (``kill()``: SIGKILL) and start again on the same data directory."""
+    from aecs_mongo.embedded.server import _free_port
+
+    mode = str(request.param)
+    if mode not in enabled_backends(request.config):
+        pytest.skip(f"the {mode} backend is not requested")
+    server = EmbeddedServer(tmp_path / "data", standalone=mode == "standalone", port=_free_port("127.0.0.1"))
+    server.start()
+    yield server
+    server.stop()

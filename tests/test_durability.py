@@ -1,0 +1,136 @@
+"""Durable acknowledgements (issue 33): which writes ask for the journal, and which do not.
+
+The store's default is durable: the write that completes a batch (a transaction's commit, the
+thread writes without one, the last delete of a deletion batch, a vector bulk) carries
+``{j: true}`` (``{w: "majority", j: true}`` on a replica set), one per batch, not one per
+document; a batch that wrote nothing new ends with one barrier write. A write concern the user
+set is used as it is; ``durable=False`` adds none. What a kill of the server does with these
+acknowledgements is tests/test_server_kill.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pymongo import MongoClient, WriteConcern, monitoring
+
+from aecs_mongo import MessageStore
+
+from .helpers.factories import email
+
+pytestmark = pytest.mark.server
+
+_WRITES = {"insert", "update", "delete", "findAndModify", "commitTransaction"}
+
+
+class Writes(monitoring.CommandListener):
+    """The write concern of every write command, in order."""
+
+    def __init__(self) -> None:
+        self.concerns: list[Any] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name in _WRITES:
+            self.concerns.append(event.command.get("writeConcern"))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+@pytest.fixture
+def watched(servers: Any, backend: str, db: Any) -> Iterator[tuple[Writes, MongoClient[dict[str, Any]]]]:
+    writes = Writes()
+    client: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[writes])
+    MessageStore(client[db.name], mailbox_id="alice").ensure_indexes()
+    writes.concerns.clear()
+    yield writes, client
+    client.close()
+
+
+def journaled(backend: str) -> dict[str, Any]:
+    return {"w": "majority", "j": True} if backend == "rs" else {"j": True}
+
+
+def test_a_batch_asks_for_the_journal_once_on_its_last_write(
+    watched: tuple[Writes, Any], backend: str, db: Any
+) -> None:
+    writes, client = watched
+    store = MessageStore(client[db.name], mailbox_id="alice")
+    store.store_many([email(n, thread=f"t{n % 7}@x") for n in range(100)], batch_size=50)
+    durable = [i for i, c in enumerate(writes.concerns) if c == journaled(backend)]
+    assert len(durable) <= 4  # two batches: the commit (or the thread writes) of each
+    assert writes.concerns[-1] == journaled(backend)
+    assert all(c in (None, journaled(backend)) for c in writes.concerns)
+    assert len(writes.concerns) > 2 * len(durable)  # the blobs, bodies and messages do not pay
+
+    writes.concerns.clear()  # a re-delivery writes nothing new: one barrier makes it durable
+    assert not any(r.inserted for r in store.store_many([email(n) for n in range(50)], batch_size=50))
+    assert writes.concerns == [journaled(backend)]
+
+    writes.concerns.clear()
+    assert store.delete("m3@example.com")
+    assert writes.concerns[-1] == journaled(backend) and writes.concerns.count(journaled(backend)) == 1
+
+    writes.concerns.clear()
+    store.set_embeddings({"m1@example.com": [0.1, 0.2], "m2@example.com": [0.3, 0.4]})
+    assert writes.concerns == [journaled(backend)]  # one bulk, journaled
+
+
+def test_durable_false_and_the_users_own_write_concern_are_left_alone(
+    watched: tuple[Writes, Any], backend: str, db: Any
+) -> None:
+    writes, client = watched
+    fast = MessageStore(client[db.name], mailbox_id="alice", durable=False)
+    fast.store_many([email(n) for n in range(30)], batch_size=10)
+    fast.store_many([email(n) for n in range(10)], batch_size=10)  # nothing new: no barrier either
+    fast.delete("m1@example.com")
+    assert writes.concerns and all(c is None for c in writes.concerns)
+
+    writes.concerns.clear()
+    own = client[db.name].with_options(write_concern=WriteConcern(w=1, j=False))
+    MessageStore(own, mailbox_id="alice").store_many([email(n) for n in range(30, 40)])
+    assert writes.concerns and all(c in ({"w": 1, "j": False}, None) for c in writes.concerns)
+    assert {"w": 1, "j": False} in writes.concerns
+
+
+class _Switchable(Writes):
+    """A listener registered for the whole process (pymongo has no unregister): it records only
+    while ``on``."""
+
+    on = False
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if self.on:
+            super().started(event)
+
+
+_GLOBAL = _Switchable()
+monitoring.register(_GLOBAL)
+
+
+def test_ingest_fast_waits_for_no_journal(servers: Any, backend: str, db: Any) -> None:
+    from aecs_mongo.cli import main
+
+    samples = str(Path(__file__).resolve().parents[1] / "samples" / "mailbox")
+    uri = servers.uri(backend)
+    _GLOBAL.concerns.clear()
+    _GLOBAL.on = True
+    try:
+        assert main(["--uri", uri, "--db", db.name, "--mailbox", "fast", "ingest", "--fast", samples]) == 0
+        fast = list(_GLOBAL.concerns)
+        _GLOBAL.concerns.clear()
+        assert main(["--uri", uri, "--db", db.name, "--mailbox", "durable", "ingest", samples]) == 0
+        durable = list(_GLOBAL.concerns)
+    finally:
+        _GLOBAL.on = False
+    assert fast and journaled(backend) not in fast
+    assert durable[-1] == journaled(backend)  # one batch of 8: its last write
+    assert (
+        db.messages.count_documents({"mailboxId": "fast"}) == db.messages.count_documents({"mailboxId": "durable"}) > 0
+    )
