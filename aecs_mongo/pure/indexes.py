@@ -65,7 +65,7 @@ INDEXES: tuple[IndexSpec, ...] = (
     # the exact vector search off Atlas (aecs_mongo.vectors): the unsealed vectors, and the blocks
     IndexSpec("vectors", "aecs_vectors_unsealed", (("mailboxId", 1), ("block", 1))),
     IndexSpec("vector_blocks", "aecs_vector_blocks_mailbox", (("mailboxId", 1), ("seq", -1))),
-    # the IMAP sync (aecs_mongo.imap): where each message was seen, and each folder's position
+    # the IMAP sync (aecs_mongo.mail.imap): where each message was seen, and each folder's position
     IndexSpec("imap_sources", "aecs_imap_sources_message", (("mailboxId", 1), ("messageKey", 1))),
     IndexSpec(
         "imap_sources",
