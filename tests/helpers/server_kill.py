@@ -1,0 +1,139 @@
+"""What the server-kill tests share (tests/test_server_kill*.py): the corpus they store, the
+worker run under kills and its clean twin, and the collection-by-collection comparison."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pymongo import MongoClient
+
+from aecs_mongo import MessageStore, normalize
+from aecs_mongo.embedded.server import EmbeddedServer
+
+from .budgets import budget
+from .children import start_worker
+from .paths import SHARED
+from .server_kill_workers import MAILBOX
+
+CORPUS = SHARED / "corpus" / "eml"
+KILLS = budget("AECS_SERVER_KILLS", big=4, small=2)
+ROUNDS = budget("AECS_SERVER_KILL_ROUNDS", big=2, small=1)
+#: messages stored under kills (0: the whole corpus, ROUNDS times), and stored before a deletion
+STORED = budget("AECS_SERVER_KILL_MESSAGES", big=0, small=150)
+DELETED = budget("AECS_SERVER_KILL_DELETIONS", big=100, small=60)
+_MESSAGE_ID = re.compile(rb"^message-id:", re.IGNORECASE | re.MULTILINE)
+
+
+def corpus_files(tmp_path: Path) -> list[Path]:
+    """The corpus's dated messages (the sort key of undated mail is the time it is stored, which
+    no two runs share), ROUNDS times: each round's copy under Message-IDs of its own."""
+    if not CORPUS.is_dir():
+        pytest.skip("needs ../shared/corpus")
+    dated = [p for p in sorted(CORPUS.glob("*.eml")) if normalize(p.read_bytes())["metadata"].get("timestamp")]
+    files = list(dated)
+    for round_ in range(1, ROUNDS):
+        folder = tmp_path / f"round{round_}"
+        folder.mkdir()
+        for path in dated:
+            raw = _MESSAGE_ID.sub(b"X-Earlier-Message-ID:", path.read_bytes())
+            tag = hashlib.sha256(raw).hexdigest()[:20]
+            copy = folder / path.name
+            copy.write_bytes(f"Message-ID: <r{round_}.{tag}@kill.test>\r\n".encode() + raw)
+            files.append(copy)
+    return files
+
+
+def run_with_kills(
+    server: EmbeddedServer, job: str, db_name: str, work: Path, *extra: str, kills: int, seed: int
+) -> tuple[list[dict[str, Any]], int]:
+    """Run ``job`` in a worker while the server is SIGKILLed ``kills`` times at random moments,
+    then once more right after the worker's last acknowledgement. Returns the acknowledgements
+    and how many kills landed while the worker was working."""
+    acks = work / f"{job}-{db_name}.acks"
+    worker = start_worker("server_kill_workers", job, server.uri, db_name, str(acks), *extra)
+    rng = random.Random(seed)
+    landed = 0
+    for _ in range(kills):
+        time.sleep(rng.uniform(0.2, 1.5))
+        if worker.poll() is not None:
+            break
+        server.kill()
+        landed += 1
+        time.sleep(rng.uniform(0.0, 0.4))
+        server.start()
+    out, _ = worker.communicate(timeout=900)
+    assert worker.returncode == 0, out
+    server.kill()  # right after the last acknowledgement: it must hold
+    server.start()
+    return [json.loads(line) for line in acks.read_text().splitlines()], landed
+
+
+def run_clean(server: EmbeddedServer, job: str, db_name: str, work: Path, *extra: str) -> None:
+    acks = work / f"{job}-{db_name}.acks"
+    worker = start_worker("server_kill_workers", job, server.uri, db_name, str(acks), *extra)
+    out, _ = worker.communicate(timeout=900)
+    assert worker.returncode == 0, out
+
+
+def snapshot(db: Any) -> dict[str, Any]:
+    """Every collection of the database, comparable between two runs of the same work: without
+    the times of the run (``processedAt``, a variant's ``receivedAt`` and ``delivery`` id, an
+    upload's date) and
+    without the vector bookkeeping that depends on when blocks were sealed (each vector's bytes
+    are kept). Blobs as the bytes of their chunks, in order; chunks of no file are listed."""
+    messages = {}
+    for m in db.messages.find():
+        m.pop("processedAt", None)
+        for variant in m.get("variants") or ():
+            variant.pop("receivedAt", None)
+            variant.pop("delivery", None)
+        messages[m["_id"]] = m
+    files = {f["_id"]: {k: v for k, v in f.items() if k != "uploadDate"} for f in db["aecs.files"].find()}
+    chunks: dict[str, list[Any]] = {}
+    for c in db["aecs.chunks"].find().sort([("files_id", 1), ("n", 1)]):
+        chunks.setdefault(c["files_id"], []).append(c)
+    blobs = {key: b"".join(bytes(c["data"]) for c in parts) for key, parts in chunks.items() if key in files}
+    gaps = {key for key, parts in chunks.items() if [c["n"] for c in parts] != list(range(len(parts)))}
+    short = {key for key, f in files.items() if len(blobs.get(key, b"")) != f["length"]}
+    return {
+        "messages": messages,
+        "bodies": {b["_id"]: b for b in db.bodies.find()},
+        "threads": {t["_id"]: t for t in db.threads.find()},
+        "uidls": {u["_id"]: u for u in db.uidls.find()},
+        "files": files,
+        "blobs": blobs,
+        "chunks without a file": sorted(set(chunks) - set(files)),
+        "files with missing or extra chunks": sorted(gaps | short),
+        "vectors": {v["_id"]: bytes(v["embedding"]) for v in db.vectors.find()},
+    }
+
+
+def assert_same(killed: dict[str, Any], clean: dict[str, Any]) -> None:
+    assert killed["chunks without a file"] == [] and killed["files with missing or extra chunks"] == []
+    for name, expected in clean.items():
+        if not isinstance(expected, dict):
+            continue
+        got = killed[name]
+        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+        assert not missing and not extra, (name, missing[:3], extra[:3])
+        for key, want in expected.items():
+            if got[key] == want:
+                continue
+            if not isinstance(want, dict):
+                raise AssertionError(f"{name} {key}: {len(got[key])} bytes, {len(want)} in the clean run")
+            fields = sorted(f for f in set(want) | set(got[key]) if want.get(f) != got[key].get(f))
+            raise AssertionError(f"{name} {key}: {[(f, got[key].get(f), want.get(f)) for f in fields]} (killed, clean)")
+
+
+def prepared(server: EmbeddedServer, *names: str) -> MongoClient[dict[str, Any]]:
+    client: MongoClient[dict[str, Any]] = MongoClient(server.uri)
+    for name in names:
+        MessageStore(client[name], mailbox_id=MAILBOX).ensure_indexes()
+    return client
