@@ -28,6 +28,7 @@ from ..pure.documents import (
     summary_merge_update,
     thread_summaries,
     variant_blob_key,
+    variant_record_update,
 )
 from ..pure.keys import check_str
 from ..pure.settings import check_limit
@@ -127,12 +128,24 @@ async def store_iter(
         prefetch.close()
 
 
+#: what the batch's lookup reads of a stored message: enough to keep a copy of it as a variant
+_STORED_FIELDS = {
+    "rawSha256": 1,
+    "variantHashes": 1,
+    "variants.sha256": 1,
+    "blobPrefix": 1,
+    "blobs": 1,
+    "messageKey": 1,
+}
+
+
 async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments]) -> list[StoreResult]:
     """C.4 order, batched: blobs, bodies, messages (one unordered insert), thread updates.
 
     One ``_id $in`` find first tells the batch's new messages from copies of stored ones: only
     new messages upload blobs (a copy keeps nothing but its raw bytes, as a variant), so the
     end state does not depend on where batches begin, and the blob upload needs no lookup.
+    The same find reads what keeping a copy as a variant needs of each stored message.
     The batch returns only once its last write is durable (``capabilities.completion_concern``):
     that write is journaled, or, where the batch wrote nothing new (every message already
     stored, as in a re-delivery), one barrier write is.
@@ -142,7 +155,7 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
     for docs in batch:
         first.setdefault(docs.message["_id"], docs)
     ids = list(first)
-    stored = {m["_id"] async for m in ctx.messages.find(ctx.by_ids(ids), {"_id": 1})}
+    stored = {m["_id"]: m async for m in ctx.messages.find(ctx.by_ids(ids), _STORED_FIELDS)}
     unique = [d for d in first.values() if d.message["_id"] not in stored]
     await blobstore.put_blobs(ctx, [(blob, d.message_key) for d in unique for blob in d.blobs], absent=True)
     if not unique:
@@ -159,12 +172,15 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
         created = {d.message["_id"] for d in inserted}
     # a transaction's commit, or the last thread write of one without, was journaled
     journaled = bool(created)
+    # each stored message as the batch found it, or as it inserted it
+    stored.update((d.message["_id"], d.message) for d in unique if d.message["_id"] in created)
     fresh = []
     for docs in batch:
         fresh.append(docs.message["_id"] in created)
         created.discard(docs.message["_id"])  # a repeat within the batch is "already stored"
     # a repeat within the batch, and every copy of a stored message, may be other bytes
-    variants, wrote = await _keep_variants(ctx, [d for d, new in zip(batch, fresh, strict=True) if not new])
+    copies = [d for d, new in zip(batch, fresh, strict=True) if not new]
+    variants, wrote = await _keep_variants(ctx, copies, stored)
     if wrote or not journaled:
         await ctx.journal_barrier(concern)
     return [
@@ -173,23 +189,26 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
     ]
 
 
-async def _keep_variants(ctx: AsyncStoreContext, copies: Sequence[MessageDocuments]) -> tuple[set[int], bool]:
+async def _keep_variants(
+    ctx: AsyncStoreContext, copies: Sequence[MessageDocuments], stored: dict[str, Mapping[str, Any]]
+) -> tuple[set[int], bool]:
     """Keep the raw bytes of each copy of a stored message that differ from every copy kept
     (compared by SHA-256), as a blob under the message's prefix and a ``variants`` record on it.
 
-    Blob first, then the hash added to ``variantHashes`` (the claim: atomic and idempotent, so
-    the same bytes again or from a concurrent writer add nothing), then the copy's record (size,
-    time, UIDL) pushed to ``variants`` unless a record of that hash is there (so exactly one
-    writer records it, and a re-delivery completes a claim that a crash left without its
-    record). Returns ``id()`` of the copies this call recorded, and whether it wrote anything
-    (the caller then makes it durable). Costs nothing for mail without duplicates.
+    ``stored``: what the batch knows of the stored messages (its lookup, and what it inserted);
+    a message it does not know (a concurrent writer inserted it first) is read here. Blobs
+    first (one upload for the batch), then one atomic update per copy that records it unless a
+    record of its hash is there (``variant_record_update``): so the same bytes again, or from a
+    concurrent writer, add nothing, and exactly one writer records them. Returns ``id()`` of the
+    copies this call recorded, and whether it wrote anything (the caller then makes it
+    durable). Costs nothing for mail without duplicates.
     """
     copies = [d for d in copies if d.message.get("rawSha256")]
     if not copies:
         return set(), False
-    ids = list({d.message["_id"] for d in copies})
-    fields = {"rawSha256": 1, "variantHashes": 1, "variants.sha256": 1, "blobPrefix": 1, "blobs": 1, "messageKey": 1}
-    stored = {m["_id"]: m async for m in ctx.messages.find(ctx.by_ids(ids), fields)}
+    unknown = list({d.message["_id"] for d in copies if d.message["_id"] not in stored})
+    if unknown:
+        stored = {**stored, **{m["_id"]: m async for m in ctx.messages.find(ctx.by_ids(unknown), _STORED_FIELDS)}}
     known: dict[str, set[str]] = {}
     todo: list[tuple[MessageDocuments, Mapping[str, Any], Blob]] = []
     for docs in copies:
@@ -206,19 +225,17 @@ async def _keep_variants(ctx: AsyncStoreContext, copies: Sequence[MessageDocumen
         todo.append((docs, message, Blob(variant_blob_key(message["blobPrefix"], sha), raw, "message/rfc822")))
     if not todo:
         return set(), False
-    await blobstore.put_blobs(ctx, [(blob, message["messageKey"]) for _, message, blob in todo])
-    claims = [(ctx.by_id(m["_id"]), {"$addToSet": {"variantHashes": d.message["rawSha256"]}}) for d, m, _ in todo]
-    await ctx.write_each(ctx.messages, claims)
+    # none of these is expected to be there (its hash is not recorded); one that is (a
+    # concurrent writer's, or an upload a crash cut short) is found and completed there
+    await blobstore.put_blobs(ctx, [(blob, message["messageKey"]) for _, message, blob in todo], absent=True)
     now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     kept: set[int] = set()
     for docs, message, blob in todo:
         sha = docs.message["rawSha256"]
         record = {"sha256": sha, "size": len(blob.data), "receivedAt": now, "uidl": docs.message.get("uidl")}
         record["blobKey"] = blob.key
-        # one statement a copy: its filter (no record of this hash yet) is what makes it exactly once
-        pushed = await ctx.messages.update_one(
-            {**ctx.by_id(message["_id"]), "variants.sha256": {"$ne": sha}}, {"$push": {"variants": record}}
-        )
+        # one statement a copy: whether it modified the message says whether this call recorded it
+        pushed = await ctx.messages.update_one(ctx.by_id(message["_id"]), variant_record_update(record))
         if pushed.modified_count:
             kept.add(id(docs))
             log.debug("kept other bytes of %s as a variant (%s)", docs.message_id, sha[:12])
