@@ -180,8 +180,8 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
         created.discard(docs.message["_id"])  # a repeat within the batch is "already stored"
     # a repeat within the batch, and every copy of a stored message, may be other bytes
     copies = [d for d, new in zip(batch, fresh, strict=True) if not new]
-    variants, wrote = await _keep_variants(ctx, copies, stored)
-    if wrote or not journaled:
+    variants, wrote = await _keep_variants(ctx, copies, stored, concern)
+    if not wrote and not journaled:
         await ctx.journal_barrier(concern)
     return [
         StoreResult(d.message_id, d.message_key, d.thread_id, d.thread_key, new, id(d) in variants)
@@ -190,7 +190,7 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
 
 
 async def _keep_variants(
-    ctx: AsyncStoreContext, copies: Sequence[MessageDocuments], stored: dict[str, Mapping[str, Any]]
+    ctx: AsyncStoreContext, copies: Sequence[MessageDocuments], stored: dict[str, Mapping[str, Any]], concern: Any
 ) -> tuple[set[int], bool]:
     """Keep the raw bytes of each copy of a stored message that differ from every copy kept
     (compared by SHA-256), as a blob under the message's prefix and a ``variants`` record on it.
@@ -200,8 +200,9 @@ async def _keep_variants(
     first (one upload for the batch), then one atomic update per copy that records it unless a
     record of its hash is there (``variant_record_update``): so the same bytes again, or from a
     concurrent writer, add nothing, and exactly one writer records them. Returns ``id()`` of the
-    copies this call recorded, and whether it wrote anything (the caller then makes it
-    durable). Costs nothing for mail without duplicates.
+    copies this call recorded, and whether it wrote: then its last update was under ``concern``
+    (the journal holds it, and every write of the batch before it, as a barrier would).
+    Costs nothing for mail without duplicates.
     """
     copies = [d for d in copies if d.message.get("rawSha256")]
     if not copies:
@@ -230,12 +231,13 @@ async def _keep_variants(
     await blobstore.put_blobs(ctx, [(blob, message["messageKey"]) for _, message, blob in todo], absent=True)
     now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     kept: set[int] = set()
-    for docs, message, blob in todo:
+    for n, (docs, message, blob) in enumerate(todo, 1):
         sha = docs.message["rawSha256"]
         record = {"sha256": sha, "size": len(blob.data), "receivedAt": now, "uidl": docs.message.get("uidl")}
         record["blobKey"] = blob.key
         # one statement a copy: whether it modified the message says whether this call recorded it
-        pushed = await ctx.messages.update_one(ctx.by_id(message["_id"]), variant_record_update(record))
+        messages = ctx.completing(ctx.messages, concern) if n == len(todo) else ctx.messages
+        pushed = await messages.update_one(ctx.by_id(message["_id"]), variant_record_update(record))
         if pushed.modified_count:
             kept.add(id(docs))
             log.debug("kept other bytes of %s as a variant (%s)", docs.message_id, sha[:12])

@@ -182,8 +182,8 @@ def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[St
         created.discard(docs.message["_id"])  # a repeat within the batch is "already stored"
     # a repeat within the batch, and every copy of a stored message, may be other bytes
     copies = [d for d, new in zip(batch, fresh, strict=True) if not new]
-    variants, wrote = _keep_variants(ctx, copies, stored)
-    if wrote or not journaled:
+    variants, wrote = _keep_variants(ctx, copies, stored, concern)
+    if not wrote and not journaled:
         ctx.journal_barrier(concern)
     return [
         StoreResult(d.message_id, d.message_key, d.thread_id, d.thread_key, new, id(d) in variants)
@@ -192,7 +192,7 @@ def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[St
 
 
 def _keep_variants(
-    ctx: StoreContext, copies: Sequence[MessageDocuments], stored: dict[str, Mapping[str, Any]]
+    ctx: StoreContext, copies: Sequence[MessageDocuments], stored: dict[str, Mapping[str, Any]], concern: Any
 ) -> tuple[set[int], bool]:
     """Keep the raw bytes of each copy of a stored message that differ from every copy kept
     (compared by SHA-256), as a blob under the message's prefix and a ``variants`` record on it.
@@ -202,8 +202,9 @@ def _keep_variants(
     first (one upload for the batch), then one atomic update per copy that records it unless a
     record of its hash is there (``variant_record_update``): so the same bytes again, or from a
     concurrent writer, add nothing, and exactly one writer records them. Returns ``id()`` of the
-    copies this call recorded, and whether it wrote anything (the caller then makes it
-    durable). Costs nothing for mail without duplicates.
+    copies this call recorded, and whether it wrote: then its last update was under ``concern``
+    (the journal holds it, and every write of the batch before it, as a barrier would).
+    Costs nothing for mail without duplicates.
     """
     copies = [d for d in copies if d.message.get("rawSha256")]
     if not copies:
@@ -232,12 +233,13 @@ def _keep_variants(
     blobstore.put_blobs(ctx, [(blob, message["messageKey"]) for _, message, blob in todo], absent=True)
     now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     kept: set[int] = set()
-    for docs, message, blob in todo:
+    for n, (docs, message, blob) in enumerate(todo, 1):
         sha = docs.message["rawSha256"]
         record = {"sha256": sha, "size": len(blob.data), "receivedAt": now, "uidl": docs.message.get("uidl")}
         record["blobKey"] = blob.key
         # one statement a copy: whether it modified the message says whether this call recorded it
-        pushed = ctx.messages.update_one(ctx.by_id(message["_id"]), variant_record_update(record))
+        messages = ctx.completing(ctx.messages, concern) if n == len(todo) else ctx.messages
+        pushed = messages.update_one(ctx.by_id(message["_id"]), variant_record_update(record))
         if pushed.modified_count:
             kept.add(id(docs))
             log.debug("kept other bytes of %s as a variant (%s)", docs.message_id, sha[:12])
