@@ -172,6 +172,8 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
         created = {d.message["_id"] for d in inserted}
     # a transaction's commit, or the last thread write of one without, was journaled
     journaled = bool(created)
+    if created:
+        ctx.samples.clear()  # the mailbox's sample for windowed reads no longer stands for it
     # each stored message as the batch found it, or as it inserted it
     stored.update((d.message["_id"], d.message) for d in unique if d.message["_id"] in created)
     fresh = []

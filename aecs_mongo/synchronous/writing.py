@@ -174,6 +174,8 @@ def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[St
         created = {d.message["_id"] for d in inserted}
     # a transaction's commit, or the last thread write of one without, was journaled
     journaled = bool(created)
+    if created:
+        ctx.samples.clear()  # the mailbox's sample for windowed reads no longer stands for it
     # each stored message as the batch found it, or as it inserted it
     stored.update((d.message["_id"], d.message) for d in unique if d.message["_id"] in created)
     fresh = []
