@@ -18,6 +18,7 @@ import pytest
 from pymongo import MongoClient, WriteConcern, monitoring
 
 from aecs_mongo import MessageStore
+from aecs_mongo.pure.keys import message_key
 
 from .helpers.factories import email
 
@@ -31,10 +32,14 @@ class Writes(monitoring.CommandListener):
 
     def __init__(self) -> None:
         self.concerns: list[Any] = []
+        #: the filter of each update command's first statement (None for other writes)
+        self.targets: list[Any] = []
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         if event.command_name in _WRITES:
             self.concerns.append(event.command.get("writeConcern"))
+            updates = event.command.get("updates") or [{}]
+            self.targets.append(updates[0].get("q"))
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
         pass
@@ -80,6 +85,38 @@ def test_a_batch_asks_for_the_journal_once_on_its_last_write(
     writes.concerns.clear()
     store.set_embeddings({"m1@example.com": [0.1, 0.2], "m2@example.com": [0.3, 0.4]})
     assert writes.concerns == [journaled(backend)]  # one bulk, journaled
+
+
+def _raw(n: int, note: str = "") -> bytes:
+    return (
+        f"From: a@example.com\r\nTo: b@example.com\r\nSubject: s{n}\r\nMessage-ID: <v{n}@example.com>\r\n"
+        f"Date: Mon, 29 Jun 2026 09:00:00 +0000\r\n\r\nbody {n}{note}\r\n"
+    ).encode()
+
+
+def test_a_batch_that_keeps_variants_journals_its_last_variant_write(
+    watched: tuple[Writes, Any], backend: str, db: Any
+) -> None:
+    """Copies of stored messages with other bytes are the batch's last writes: the last of them
+    asks for the journal (so no barrier follows), and only the last."""
+    writes, client = watched
+    store = MessageStore(client[db.name], mailbox_id="alice")
+    store.store_many([_raw(n) for n in range(3)])
+    last_variant = {"_id": f"alice:{message_key('v2@example.com')}"}
+    writes.concerns.clear()
+    writes.targets.clear()
+    results = store.store_many([_raw(n, " (the list's copy)") for n in range(3)] + [_raw(9)])
+    assert [r.outcome for r in results] == ["variant", "variant", "variant", "stored"]
+    assert writes.concerns[-1] == journaled(backend) and writes.targets[-1] == last_variant  # no barrier
+    assert writes.concerns.count(journaled(backend)) <= 2  # the new message's commit, the last variant
+    assert len(writes.concerns) >= 5  # blobs, message, three variant records: those do not pay
+
+    writes.concerns.clear()  # only variants: their last record is the batch's one durable write
+    writes.targets.clear()
+    results = store.store_many([_raw(n, " (a third copy)") for n in range(3)])
+    assert [r.outcome for r in results] == ["variant", "variant", "variant"]
+    assert writes.concerns.count(journaled(backend)) == 1 and writes.concerns[-1] == journaled(backend)
+    assert writes.targets[-1] == last_variant
 
 
 def test_durable_false_and_the_users_own_write_concern_are_left_alone(

@@ -154,3 +154,37 @@ def test_windowed_pages_equal_the_plain_query(db: Any, backend: str, monkeypatch
     assert store.list_messages(since=BASE_TS - BUNCHED.start * 37, limit=1000).messages[-1]["ts"] == (
         BASE_TS - BUNCHED.start * 37
     )  # since is inclusive (the server drops the bound of $gte on a descending index field)
+
+
+@pytest.mark.server
+def test_a_selective_read_or_a_small_one_is_one_query(recorded: tuple[MessageStore, Recorder], db: Any) -> None:
+    """Above windows.PLAIN_MAX messages, a read the mailbox's sample says matches few (a rare
+    correspondent, a conversation list of few threads) is the plain query alone: one find, once
+    the sample is taken; the store keeps the sample for the reads after it, and takes it again
+    once it stored mail itself."""
+    store, recorder = recorded
+    size = 1500  # above windows.PLAIN_MAX, and sampled at 1/16 (the sample depends on the keys alone)
+    mail = [message(n) for n in range(size)]
+    for n in range(0, size, 150):  # ten messages with a rare correspondent
+        mail[n]["metadata"]["cc"] = [{"name": None, "email": "rare@x"}]
+    store.store_many(mail, batch_size=500)
+    store.with_participant("p3@x", limit=5)  # takes the sample
+    assert store.stats()["windowedReads"] is True
+    sampled = [f for f in recorder.finds if "specVersion" in f["filter"]]
+    assert sampled[-1]["filter"]["messageKey"] == {"$lt": windows.key_between("", 1 / 16)}
+    for read in (lambda: store.with_participant("rare@x", limit=50), lambda: store.list_threads(limit=20)):
+        recorder.finds.clear()
+        page = read()
+        assert len(recorder.finds) == 1, recorder.finds  # the plain query, the sample kept
+        assert "ts" not in recorder.finds[0]["filter"] and "lastTs" not in recorder.finds[0]["filter"]
+        assert page.messages if hasattr(page, "messages") else page.threads
+    rare = [m["messageId"] for m in store.with_participant("rare@x", limit=50).messages]
+    assert sorted(rare) == sorted(f"m{n}@example.com" for n in range(0, size, 150))
+    recorder.finds.clear()
+    store.list_messages(limit=50)  # the whole mailbox: windows, and no sample taken again
+    assert not any("specVersion" in f["filter"] for f in recorder.finds)
+    assert len(recorder.finds) > 1 and all("ts" in f["filter"] for f in recorder.finds)
+    store.store(message(size))
+    recorder.finds.clear()
+    store.with_participant("rare@x", limit=50)  # the store wrote mail: the sample is taken again
+    assert any("specVersion" in f["filter"] for f in recorder.finds)

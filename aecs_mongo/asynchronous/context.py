@@ -82,11 +82,17 @@ class AsyncStoreContext:
     """One mailbox of one database, as the concern modules reach it.
 
     ``settings`` and ``capabilities`` are shared with every clone (``rebind``) so that what one
-    learns about the server, or says once in the log, holds for all of them.
+    learns about the server, or says once in the log, holds for all of them (the mailbox's
+    sample for windowed reads too).
     """
 
     def __init__(
-        self, db: Any, settings: StoreSettings, capabilities: Capabilities, said: set[str] | None = None
+        self,
+        db: Any,
+        settings: StoreSettings,
+        capabilities: Capabilities,
+        said: set[str] | None = None,
+        samples: dict[str, Any] | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -94,6 +100,8 @@ class AsyncStoreContext:
         self.mailbox_id = settings.mailbox_id
         self.sharded = settings.sharded
         self._said = set() if said is None else said
+        #: the mailbox's sample for windowed reads, with when it was taken (``paging.mailbox_sample``)
+        self.samples: dict[str, Any] = {} if samples is None else samples
         self.messages = db["messages"]
         self.bodies = db["bodies"]
         self.threads = db["threads"]
@@ -109,7 +117,7 @@ class AsyncStoreContext:
     def rebind(self, db: Any) -> AsyncStoreContext:
         """The same mailbox, settings and capabilities over another handle of the database
         (``with_write_concern``)."""
-        return AsyncStoreContext(db, self.settings, self.capabilities, self._said)
+        return AsyncStoreContext(db, self.settings, self.capabilities, self._said, self.samples)
 
     def first_time(self, condition: str) -> bool:
         """True the first time this store meets ``condition``: what the library logs about normal

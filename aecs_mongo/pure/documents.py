@@ -76,6 +76,7 @@ __all__ = [
     "to_normalized_email",
     "validate_email",
     "variant_blob_key",
+    "variant_record_update",
 ]
 
 #: MongoDB's document limit (16 MiB): the one size the store refuses a message for.
@@ -612,6 +613,32 @@ def derived_fields(message: Mapping[str, Any], body: Mapping[str, Any] | None) -
 def variant_blob_key(blob_prefix: str, sha256: str) -> str:
     """Where another copy's bytes are kept: under the message's prefix, so ``delete`` takes it."""
     return f"{blob_prefix}variants/{sha256}.eml"
+
+
+def variant_record_update(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pipeline that records one copy (``record``, whose ``sha256`` names its bytes) on the
+    stored message, unless a record of those bytes is there: the record is appended to
+    ``variants`` and its hash to ``variantHashes`` (unless a claim that a crash left without its
+    record holds it already). One atomic statement, so of concurrent writers of the same bytes
+    exactly one records them: the one whose update modified the document. Its filter is the
+    ``_id`` alone (``AsyncStoreContext.by_id``), which every server answers by index.
+    """
+    sha = {"$literal": record["sha256"]}
+    # (``$filter``, not ``"$variants.sha256"``: SecantusDB 0.7 resolves that path to [] in an expression)
+    same = {"$filter": {"input": {"$ifNull": ["$variants", []]}, "cond": {"$eq": ["$$this.sha256", sha]}}}
+    recorded = {"$gt": [{"$size": same}, 0]}
+    hashes = {"$ifNull": ["$variantHashes", []]}
+    claimed = {"$in": [sha, hashes]}
+    with_hash = {"$cond": [claimed, "$variantHashes", {"$concatArrays": [hashes, {"$literal": [record["sha256"]]}]}]}
+    with_record = {"$concatArrays": [{"$ifNull": ["$variants", []]}, {"$literal": [dict(record)]}]}
+    return [
+        {
+            "$set": {
+                "variantHashes": {"$cond": [recorded, "$variantHashes", with_hash]},
+                "variants": {"$cond": [recorded, "$variants", with_record]},
+            }
+        }
+    ]
 
 
 # --- thread summaries ------------------------------------------------------------------------

@@ -356,9 +356,11 @@ def snippet(text: str | None, query: str, width: int = 160) -> str:
 
 __all__ += [
     "PROBE_PROJECTION",
+    "SAMPLE_PROJECTION",
     "SEARCH_WINDOW_PROJECTION",
     "residual_match",
     "sample_filter",
+    "sample_match",
     "scan_matches",
     "search_pattern",
     "windowed_read",
@@ -369,6 +371,35 @@ __all__ += [
 PROBE_PROJECTION: dict[str, int] = {"_id": 1}
 #: What the scan search reads of ``messages`` per window (the hot subject is matched there).
 SEARCH_WINDOW_PROJECTION: dict[str, int] = {"_id": 1, "messageId": 1, "subject": 1, "ts": 1, "messageKey": 1}
+
+
+#: What the sample reads of each sampled message: its sort key and the equality fields of the
+#: message reads (``sample_match``), so the sample also says about how many messages a read matches.
+SAMPLE_PROJECTION: dict[str, int] = {"_id": 0, "ts": 1, "participants": 1, "from.email": 1, "threadKey": 1}
+_SAMPLED = ("participants", "from.email", "threadKey")
+
+
+def sample_match(query: KeysetQuery, row: Mapping[str, Any]) -> bool:
+    """Whether a sampled message (``SAMPLE_PROJECTION``) may match ``query``: its equalities (a
+    value, or an array holding it) and its ``ts`` bounds; a condition the sample cannot judge
+    (a field it does not read, an operator) counts as a match, so the estimate stays an upper one."""
+    if query.collection != "messages":
+        return True
+    for path, value in query.base.items():
+        if path == "mailboxId" or path.startswith("$"):
+            continue
+        if path == query.ts_field and isinstance(value, Mapping):
+            ts = row.get(path)
+            if not isinstance(ts, int) or not _in_bounds(ts, value):
+                return False
+        elif path in _SAMPLED and not isinstance(value, Mapping) and value not in _values(row, path):
+            return False
+    return True
+
+
+def _in_bounds(ts: int, bounds: Mapping[str, Any]) -> bool:
+    checks = {"$gt": ts.__gt__, "$gte": ts.__ge__, "$lt": ts.__lt__, "$lte": ts.__le__}
+    return all(checks[op](bound) if op in checks else True for op, bound in bounds.items())
 
 
 def sample_filter(mailbox_id: str, spec_version: str, fraction: float) -> dict[str, Any]:

@@ -35,10 +35,13 @@ from typing import Any
 __all__ = [
     "KEY_DIGITS",
     "PLAIN_MAX",
+    "PLAIN_MAX_THREADS",
     "SAMPLE_ENOUGH",
     "SAMPLE_FRACTIONS",
+    "SAMPLE_TTL",
     "Window",
     "WindowedRead",
+    "estimated_matches",
     "key_between",
     "merge_filter",
     "walk",
@@ -73,6 +76,27 @@ SAMPLE_ENOUGH = 8
 #: A read known to match at most this many documents (a thread, by its summary's messageCount)
 #: costs little even where the server reads the whole match: the plain query serves it.
 PLAIN_MAX = 1000
+#: The same for the conversation list, in thread summaries: a summary is a tenth of a message
+#: document, so reading all of them costs less than the windows that would find a page of them
+#: up to about this many (the mailbox's message count bounds it: a thread holds one at least).
+PLAIN_MAX_THREADS = 4 * PLAIN_MAX
+#: Sampled matches added before the sample's count is scaled up to the mailbox (``estimated_matches``):
+#: an upper bound (no match in the sample still allows about this many per sampled fraction).
+_SAMPLE_SLACK = 4
+#: How long a store keeps a mailbox's sample (seconds) unless it writes or deletes mail itself:
+#: it is a hint for choosing and sizing windows, never the answer, so mail another writer
+#: stores meanwhile changes what a read costs, not the rows it returns.
+SAMPLE_TTL = 60.0
+
+
+def estimated_matches(hits: int, fraction: float) -> float:
+    """An upper estimate of the messages a read matches, from ``hits`` of its matches in a
+    uniform sample of ``fraction`` of the mailbox (exact for the whole mailbox)."""
+    if fraction >= 1:
+        return float(hits)
+    if fraction <= 0:
+        return math.inf
+    return (hits + _SAMPLE_SLACK) / fraction
 
 
 @dataclass(frozen=True)

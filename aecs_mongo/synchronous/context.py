@@ -84,11 +84,17 @@ class StoreContext:
     """One mailbox of one database, as the concern modules reach it.
 
     ``settings`` and ``capabilities`` are shared with every clone (``rebind``) so that what one
-    learns about the server, or says once in the log, holds for all of them.
+    learns about the server, or says once in the log, holds for all of them (the mailbox's
+    sample for windowed reads too).
     """
 
     def __init__(
-        self, db: Any, settings: StoreSettings, capabilities: Capabilities, said: set[str] | None = None
+        self,
+        db: Any,
+        settings: StoreSettings,
+        capabilities: Capabilities,
+        said: set[str] | None = None,
+        samples: dict[str, Any] | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -96,6 +102,8 @@ class StoreContext:
         self.mailbox_id = settings.mailbox_id
         self.sharded = settings.sharded
         self._said = set() if said is None else said
+        #: the mailbox's sample for windowed reads, with when it was taken (``paging.mailbox_sample``)
+        self.samples: dict[str, Any] = {} if samples is None else samples
         self.messages = db["messages"]
         self.bodies = db["bodies"]
         self.threads = db["threads"]
@@ -111,7 +119,7 @@ class StoreContext:
     def rebind(self, db: Any) -> StoreContext:
         """The same mailbox, settings and capabilities over another handle of the database
         (``with_write_concern``)."""
-        return StoreContext(db, self.settings, self.capabilities, self._said)
+        return StoreContext(db, self.settings, self.capabilities, self._said, self.samples)
 
     def first_time(self, condition: str) -> bool:
         """True the first time this store meets ``condition``: what the library logs about normal

@@ -63,6 +63,8 @@ class Deleter:
                 count += int(collection.count_documents(part))
             else:
                 count += int((collection.delete_many(part)).deleted_count)
+        if count and not self.dry_run:
+            self.ctx.samples.clear()  # the mailbox's sample for windowed reads no longer stands for it
         self.removed[name] = self.removed.get(name, 0) + count
         if self.on_progress is not None:
             self.on_progress(self.removed)

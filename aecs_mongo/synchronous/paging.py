@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from collections.abc import Callable, Mapping
+from time import monotonic
 from typing import Any
 
 from ..pure import queries, windows
@@ -22,7 +23,7 @@ from ..pure.settings import check_limit
 from . import capabilities
 from .context import StoreContext, resolve, to_list
 
-__all__ = ["page", "sorted_rows", "thread_size", "walk_windows", "windowed_read"]
+__all__ = ["mailbox_sample", "page", "sorted_rows", "thread_size", "walk_windows", "windowed_read"]
 
 
 def page(
@@ -54,7 +55,8 @@ def sorted_rows(
 ) -> list[dict[str, Any]]:
     """The first ``need`` rows of a keyset read after ``after``: the plain query where the
     server stops at the limit or the read matches at most ``windows.PLAIN_MAX`` documents
-    (``size``, where known), else bounded ``ts`` windows (``windows.py``), same rows."""
+    (``size``, where known; else as the mailbox's sample estimates it), else bounded ``ts``
+    windows (``windows.py``), same rows."""
     if ctx.capabilities.stops_at_limit:
         found = ctx.db[query.collection].find(queries.keyset_filter(query, after), projection)
         found = found.sort(query.sort).limit(need)
@@ -63,8 +65,13 @@ def sorted_rows(
     # mailbox's entries) and scans the collection for a top-level $or: flat filters only.
     small = size is not None and size <= windows.PLAIN_MAX
     read = windowed_read(ctx, query, sample=not small)
-    if read.hint_fraction and len(read.hint) / read.hint_fraction <= windows.PLAIN_MAX:
-        small = True  # a small mailbox: reading all of the range costs little
+    if not small:
+        # what the sample says the read matches: few (a small mailbox, a selective filter) and
+        # reading all of them costs less than the windows that would find them
+        sampled, fraction = mailbox_sample(ctx)
+        hits = sum(queries.sample_match(query, row) for row in sampled)
+        plain_max = windows.PLAIN_MAX_THREADS if query.collection == "threads" else windows.PLAIN_MAX
+        small = windows.estimated_matches(hits, fraction) <= plain_max
     rows: list[dict[str, Any]] = []
 
     def take(batch: list[dict[str, Any]]) -> bool:
@@ -128,21 +135,33 @@ def walk_windows(
 def windowed_read(
     ctx: StoreContext, query: queries.KeysetQuery, sample: bool = True
 ) -> windows.WindowedRead:
-    """The read as ``windows.walk`` takes it, with a uniform sample of the mailbox's ``ts``
-    (where its mail is, and about how much there is): the messages whose key falls in the first
-    fraction of the key space, on ``aecs_messages_spec_version`` (a bounded key range there), the
-    fraction growing until the sample holds enough (mail under another spec version is left
-    out: a hint only)."""
-    from ..normalize.parse import SPEC_VERSION
-
+    """The read as ``windows.walk`` takes it, with the ``ts`` of the mailbox's sample
+    (``mailbox_sample``): where its mail is, and about how much there is."""
     read = queries.windowed_read(query, ctx.mailbox_id, int(_dt.datetime.now(_dt.UTC).timestamp()))
     if not sample:
         return read
-    found: list[int] = []
+    sampled, fraction = mailbox_sample(ctx)
+    return dataclasses.replace(read, hint=tuple(sorted(int(r["ts"]) for r in sampled)), hint_fraction=fraction)
+
+
+def mailbox_sample(ctx: StoreContext) -> tuple[list[dict[str, Any]], float]:
+    """A uniform sample of the mailbox's messages (``queries.SAMPLE_PROJECTION``) and the fraction
+    of the mailbox it is: the messages whose key falls in the first fraction of the key space, on
+    ``aecs_messages_spec_version`` (a bounded key range there), the fraction growing until the
+    sample holds enough (mail under another spec version is left out: a hint only). Kept by the
+    store for ``windows.SAMPLE_TTL`` seconds, so a run of reads samples once."""
+    from ..normalize.parse import SPEC_VERSION
+
+    now = monotonic()
+    kept = ctx.samples.get(SPEC_VERSION)
+    if kept is not None and now - kept[0] < windows.SAMPLE_TTL:
+        return kept[1], kept[2]
+    found: list[dict[str, Any]] = []
     fraction = windows.SAMPLE_FRACTIONS[0]
     for fraction in windows.SAMPLE_FRACTIONS:
         selector = queries.sample_filter(ctx.mailbox_id, SPEC_VERSION, fraction)
-        found = sorted([int(r["ts"]) for r in ctx.messages.find(selector, {"_id": 0, "ts": 1})])
+        found = to_list(ctx.messages.find(selector, queries.SAMPLE_PROJECTION))
         if len(found) >= windows.SAMPLE_ENOUGH:
             break
-    return dataclasses.replace(read, hint=tuple(found), hint_fraction=fraction)
+    ctx.samples[SPEC_VERSION] = (now, found, fraction)
+    return found, fraction

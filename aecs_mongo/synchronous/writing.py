@@ -18,7 +18,6 @@ from collections.abc import Iterator, Callable, Iterable, Mapping, Sequence
 from time import monotonic
 from typing import Any
 
-from bson import ObjectId
 from pymongo import ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
@@ -31,6 +30,7 @@ from ..pure.documents import (
     summary_merge_update,
     thread_summaries,
     variant_blob_key,
+    variant_record_update,
 )
 from ..pure.keys import check_str
 from ..pure.settings import check_limit
@@ -130,12 +130,24 @@ def store_iter(
         prefetch.close()
 
 
+#: what the batch's lookup reads of a stored message: enough to keep a copy of it as a variant
+_STORED_FIELDS = {
+    "rawSha256": 1,
+    "variantHashes": 1,
+    "variants.sha256": 1,
+    "blobPrefix": 1,
+    "blobs": 1,
+    "messageKey": 1,
+}
+
+
 def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[StoreResult]:
     """C.4 order, batched: blobs, bodies, messages (one unordered insert), thread updates.
 
     One ``_id $in`` find first tells the batch's new messages from copies of stored ones: only
     new messages upload blobs (a copy keeps nothing but its raw bytes, as a variant), so the
     end state does not depend on where batches begin, and the blob upload needs no lookup.
+    The same find reads what keeping a copy as a variant needs of each stored message.
     The batch returns only once its last write is durable (``capabilities.completion_concern``):
     that write is journaled, or, where the batch wrote nothing new (every message already
     stored, as in a re-delivery), one barrier write is.
@@ -145,7 +157,7 @@ def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[St
     for docs in batch:
         first.setdefault(docs.message["_id"], docs)
     ids = list(first)
-    stored = {m["_id"] for m in ctx.messages.find(ctx.by_ids(ids), {"_id": 1})}
+    stored = {m["_id"]: m for m in ctx.messages.find(ctx.by_ids(ids), _STORED_FIELDS)}
     unique = [d for d in first.values() if d.message["_id"] not in stored]
     blobstore.put_blobs(ctx, [(blob, d.message_key) for d in unique for blob in d.blobs], absent=True)
     if not unique:
@@ -162,13 +174,18 @@ def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[St
         created = {d.message["_id"] for d in inserted}
     # a transaction's commit, or the last thread write of one without, was journaled
     journaled = bool(created)
+    if created:
+        ctx.samples.clear()  # the mailbox's sample for windowed reads no longer stands for it
+    # each stored message as the batch found it, or as it inserted it
+    stored.update((d.message["_id"], d.message) for d in unique if d.message["_id"] in created)
     fresh = []
     for docs in batch:
         fresh.append(docs.message["_id"] in created)
         created.discard(docs.message["_id"])  # a repeat within the batch is "already stored"
     # a repeat within the batch, and every copy of a stored message, may be other bytes
-    variants, wrote = _keep_variants(ctx, [d for d, new in zip(batch, fresh, strict=True) if not new])
-    if wrote or not journaled:
+    copies = [d for d, new in zip(batch, fresh, strict=True) if not new]
+    variants, wrote = _keep_variants(ctx, copies, stored, concern)
+    if not wrote and not journaled:
         ctx.journal_barrier(concern)
     return [
         StoreResult(d.message_id, d.message_key, d.thread_id, d.thread_key, new, id(d) in variants)
@@ -176,76 +193,58 @@ def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[St
     ]
 
 
-def _keep_variants(ctx: StoreContext, copies: Sequence[MessageDocuments]) -> tuple[set[int], bool]:
+def _keep_variants(
+    ctx: StoreContext, copies: Sequence[MessageDocuments], stored: dict[str, Mapping[str, Any]], concern: Any
+) -> tuple[set[int], bool]:
     """Keep the raw bytes of each copy of a stored message that differ from every copy kept
     (compared by SHA-256), as a blob under the message's prefix and a ``variants`` record on it.
 
-    In this order, each statement by ``_id`` and batched: the blobs; each copy's record pushed
-    to ``variants`` with a ``delivery`` id of its own; one read of those messages, where the
-    first record of each hash wins (pushes are appended atomically, so every writer that reads
-    after its own push agrees on the first) and the other writers pull theirs; then the hash
-    added to ``variantHashes`` (``$addToSet``: idempotent), which makes the copy listed. A crash
-    anywhere in between is completed by the next delivery of those bytes, as a clean delivery
-    would end: a record without its hash gets the hash, a hash without its record (a release
-    that claimed first) gets a record. Returns ``id()`` of the copies whose record won here, and
-    whether anything was written (the caller then makes it durable). Costs nothing for mail
-    without duplicates.
+    ``stored``: what the batch knows of the stored messages (its lookup, and what it inserted);
+    a message it does not know (a concurrent writer inserted it first) is read here. Blobs
+    first (one upload for the batch), then one atomic update per copy that records it unless a
+    record of its hash is there (``variant_record_update``): so the same bytes again, or from a
+    concurrent writer, add nothing, and exactly one writer records them. Returns ``id()`` of the
+    copies this call recorded, and whether it wrote: then its last update was under ``concern``
+    (the journal holds it, and every write of the batch before it, as a barrier would).
+    Costs nothing for mail without duplicates.
     """
     copies = [d for d in copies if d.message.get("rawSha256")]
     if not copies:
         return set(), False
-    ids = list({d.message["_id"] for d in copies})
-    fields = {"rawSha256": 1, "variantHashes": 1, "variants.sha256": 1, "blobPrefix": 1, "blobs": 1, "messageKey": 1}
-    stored = {m["_id"]: m for m in ctx.messages.find(ctx.by_ids(ids), fields)}
-    done: dict[str, set[str]] = {}
-    todo: list[tuple[MessageDocuments, Mapping[str, Any], Blob, bool]] = []
+    unknown = list({d.message["_id"] for d in copies if d.message["_id"] not in stored})
+    if unknown:
+        stored = {**stored, **{m["_id"]: m for m in ctx.messages.find(ctx.by_ids(unknown), _STORED_FIELDS)}}
+    known: dict[str, set[str]] = {}
+    todo: list[tuple[MessageDocuments, Mapping[str, Any], Blob]] = []
     for docs in copies:
         message = stored.get(docs.message["_id"])
         if message is None:  # deleted meanwhile: nothing to keep it beside
             continue
-        if message["_id"] not in done:
-            done[message["_id"]] = blobstore.kept_hashes(ctx, message)
+        if message["_id"] not in known:
+            known[message["_id"]] = blobstore.recorded_hashes(ctx, message)
         sha = docs.message["rawSha256"]
-        if sha in done[message["_id"]]:
+        if sha in known[message["_id"]]:
             continue
-        done[message["_id"]].add(sha)
+        known[message["_id"]].add(sha)
         raw = next(b.data for b in docs.blobs if b.key.endswith("/raw.eml"))
-        recorded = any(v.get("sha256") == sha for v in message.get("variants") or ())
-        todo.append(
-            (docs, message, Blob(variant_blob_key(message["blobPrefix"], sha), raw, "message/rfc822"), recorded)
-        )
+        todo.append((docs, message, Blob(variant_blob_key(message["blobPrefix"], sha), raw, "message/rfc822")))
     if not todo:
         return set(), False
-    blobstore.put_blobs(ctx, [(blob, message["messageKey"]) for _, message, blob, _ in todo])
+    # none of these is expected to be there (its hash is not recorded); one that is (a
+    # concurrent writer's, or an upload a crash cut short) is found and completed there
+    blobstore.put_blobs(ctx, [(blob, message["messageKey"]) for _, message, blob in todo], absent=True)
     now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
-    mine: dict[Any, MessageDocuments] = {}  # delivery id -> the copy it records
-    pushes = []
-    for docs, message, blob, recorded in todo:
-        if recorded:  # a record without its hash (a crash before the hash): the hash only
-            continue
-        delivery = ObjectId()
-        mine[delivery] = docs
-        record = {"sha256": docs.message["rawSha256"], "size": len(blob.data), "receivedAt": now}
-        record |= {"uidl": docs.message.get("uidl"), "blobKey": blob.key, "delivery": delivery}
-        pushes.append((ctx.by_id(message["_id"]), {"$push": {"variants": record}}))
     kept: set[int] = set()
-    if pushes:
-        ctx.write_each(ctx.messages, pushes)
-        pushed = list({selector["_id"] for selector, _ in pushes})
-        first: dict[tuple[str, str], Any] = {}
-        for message in ctx.messages.find(ctx.by_ids(pushed), {"variants": 1}):
-            for variant in message.get("variants") or ():
-                first.setdefault((message["_id"], variant.get("sha256")), variant.get("delivery"))
-        losers = []
-        for delivery, docs in mine.items():
-            if first.get((docs.message["_id"], docs.message["rawSha256"])) == delivery:
-                kept.add(id(docs))
-                log.debug("kept other bytes of %s as a variant (%s)", docs.message_id, docs.message["rawSha256"][:12])
-            else:  # a concurrent writer recorded the same bytes first
-                losers.append((ctx.by_id(docs.message["_id"]), {"$pull": {"variants": {"delivery": delivery}}}))
-        ctx.write_each(ctx.messages, losers)
-    claims = [(ctx.by_id(m["_id"]), {"$addToSet": {"variantHashes": d.message["rawSha256"]}}) for d, m, _, _ in todo]
-    ctx.write_each(ctx.messages, claims)
+    for n, (docs, message, blob) in enumerate(todo, 1):
+        sha = docs.message["rawSha256"]
+        record = {"sha256": sha, "size": len(blob.data), "receivedAt": now, "uidl": docs.message.get("uidl")}
+        record["blobKey"] = blob.key
+        # one statement a copy: whether it modified the message says whether this call recorded it
+        messages = ctx.completing(ctx.messages, concern) if n == len(todo) else ctx.messages
+        pushed = messages.update_one(ctx.by_id(message["_id"]), variant_record_update(record))
+        if pushed.modified_count:
+            kept.add(id(docs))
+            log.debug("kept other bytes of %s as a variant (%s)", docs.message_id, sha[:12])
     return kept, True
 
 

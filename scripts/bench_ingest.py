@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""``aecs-mongo ingest`` of a Maildir beside ``notmuch new`` and ``mu index`` of the same Maildir.
+
+The ingest section of ``scripts/bench.py`` (``--sections ingest``) calls :func:`bench_mail_tools`;
+run alone it prints the same table::
+
+    python scripts/bench_ingest.py --sizes 1000,10000 --rounds 3
+
+For each size one Maildir of real mail is written (the corpus, ``../shared/corpus/eml``, repeated
+with fresh Message-IDs by ``gen_mbox.messages``: raw bytes, HTML and attachments, and the corpus's
+own second copies of a Message-ID, which ours keeps as variants and notmuch as a second file name),
+read once so the page cache holds it for every tool, then each round runs the three tools one
+after the other, in a rotated order, each from nothing: ours on the embedded default (no
+``--uri``: a fresh data directory whose server is started first, untimed, as
+``aecs-mongo server start`` or the first command of a session starts it; its start is reported
+apart), notmuch with a fresh database beside the Maildir (``database.path``), mu with a fresh
+``--muhome`` (``mu init`` and ``mu index`` both timed). A tool that is not installed is left
+out (Debian: ``apt-get install notmuch maildir-utils``). messages/s = files in the Maildir /
+wall seconds of the command (the interpreter's start included for ours); medians of the rounds.
+
+One more, untimed run of ours in this process counts what the server is asked per batch: commands,
+and documents written per message (command monitoring).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import io
+import itertools
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import gen_mbox  # noqa: E402
+
+Doc = dict[str, Any]
+TOOLS = ("aecs-mongo", "notmuch", "mu")
+
+
+def write_maildir(path: Path, count: int) -> int:
+    """A Maildir of ``count`` real messages in ``cur/``; returns its size in bytes."""
+    source = gen_mbox.CORPUS if gen_mbox.CORPUS.is_dir() else gen_mbox.SAMPLES
+    for sub in ("cur", "new", "tmp"):
+        (path / sub).mkdir(parents=True, exist_ok=True)
+    size = 0
+    for i, raw in enumerate(itertools.islice(gen_mbox.messages(64, source=source), count)):
+        (path / "cur" / f"{1_700_000_000 + i}.{i}.bench:2,S").write_bytes(raw)
+        size += len(raw)
+    return size
+
+
+def _read_all(path: Path) -> None:
+    """Read every file once: each tool then finds the Maildir in the page cache."""
+    for file in sorted((path / "cur").iterdir()):
+        file.read_bytes()
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "AECS_KEEP_SERVER")}
+
+
+def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def run_ours(maildir: Path, work: Path) -> tuple[float, float]:
+    """(ingest seconds, server start seconds) of ``aecs-mongo ingest`` on the embedded default."""
+    data = work / "aecs-data"
+    cli = [sys.executable, "-m", "aecs_mongo", "--data-dir", str(data)]
+    env = _env()
+    try:
+        start = _timed([*cli, "server", "start"], env, work)
+        return _timed([*cli, "ingest", "--no-progress", str(maildir)], env, work), start
+    finally:
+        subprocess.run([*cli, "server", "stop"], env=env, cwd=work, capture_output=True)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def run_notmuch(maildir: Path, work: Path) -> float:
+    database = work / "notmuch-db"
+    config = work / "notmuch-config"
+    config.write_text(
+        f"[database]\npath={database}\nmail_root={maildir}\n[user]\nname=Bench\nprimary_email=bench@example.com\n"
+        "[new]\ntags=unread;inbox;\n[maildir]\nsynchronize_flags=false\n"
+    )
+    env = {**_env(), "NOTMUCH_CONFIG": str(config)}
+    database.mkdir()
+    try:
+        return _timed(["notmuch", "new", "--quiet"], env, work)
+    finally:
+        shutil.rmtree(database, ignore_errors=True)
+
+
+def run_mu(maildir: Path, work: Path) -> float:
+    home = work / "mu-home"
+    env = _env()
+    try:
+        init = _timed(["mu", "init", "--quiet", f"--muhome={home}", f"--maildir={maildir}"], env, work)
+        return init + _timed(["mu", "index", "--quiet", f"--muhome={home}"], env, work)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+class _Counts:
+    """What the command line sent while counting (``count_statements``)."""
+
+    active = False
+    commands: ClassVar[collections.Counter[str]] = collections.Counter()
+    written: ClassVar[collections.Counter[str]] = collections.Counter()
+
+
+def _listen() -> None:
+    """Register the counting listener once per process (monitoring cannot unregister one):
+    clients made after it report to it, and it counts only while ``_Counts.active``."""
+    from pymongo import monitoring
+
+    if getattr(_listen, "done", False):
+        return
+
+    class Listener(monitoring.CommandListener):
+        def started(self, event: monitoring.CommandStartedEvent) -> None:
+            if not _Counts.active:
+                return
+            name = event.command_name
+            target = event.command.get(name)
+            _Counts.commands[name] += 1
+            if name in ("insert", "update") and isinstance(target, str):
+                batch = event.command.get("documents") or event.command.get("updates") or ()
+                _Counts.written[target] += len(batch)
+
+        def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+            pass
+
+        def failed(self, event: monitoring.CommandFailedEvent) -> None:
+            pass
+
+    monitoring.register(Listener())
+    _listen.done = True  # type: ignore[attr-defined]
+
+
+_SETUP = {"createIndexes", "listIndexes", "hello", "isMaster", "ismaster", "saslStart", "saslContinue"}
+_SETUP |= {"connectionStatus", "endSessions", "buildInfo", "ping"}
+
+
+def count_statements(maildir: Path, batch_size: int = 100) -> Doc:
+    """Commands per batch and documents written per message of one ``aecs-mongo ingest``, run in
+    this process on a throw-away embedded server (the default replica set), counted by command
+    monitoring (untimed). Set-up commands (indexes, the handshake) are left out of the batches'."""
+    from aecs_mongo import cli
+    from aecs_mongo.embedded.server import EmbeddedServer
+
+    _listen()
+    messages = sum(1 for _ in (maildir / "cur").iterdir())
+    _Counts.commands.clear()
+    _Counts.written.clear()
+    with EmbeddedServer() as server:
+        _Counts.active = True
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                argv = ["--uri", server.uri, "ingest", "--no-progress", "--batch-size", str(batch_size)]
+                cli.main([*argv, str(maildir)])
+        finally:
+            _Counts.active = False
+    batches = -(-messages // batch_size)
+    per_batch = sum(n for name, n in _Counts.commands.items() if name not in _SETUP) / batches
+    return {
+        "commandsPerBatch": round(per_batch, 1),
+        "documentsPerMessage": round(sum(_Counts.written.values()) / messages, 2),
+        "commands": dict(_Counts.commands),
+        "written": dict(_Counts.written),
+    }
+
+
+def bench_mail_tools(sizes: list[int], rounds: int) -> list[Doc]:
+    """The table's rows: one per size, every installed tool's median messages/s."""
+    installed = ["aecs-mongo"] + [tool for tool in TOOLS[1:] if shutil.which(tool)]
+    rows: list[Doc] = []
+    for size in sizes:
+        with tempfile.TemporaryDirectory(prefix="aecs-bench-ingest-") as tmp:
+            work = Path(tmp)
+            maildir = work / "Maildir"
+            nbytes = write_maildir(maildir, size)
+            _read_all(maildir)
+            times: dict[str, list[float]] = {tool: [] for tool in installed}
+            starts: list[float] = []
+            for r in range(rounds):
+                order = installed[r % len(installed) :] + installed[: r % len(installed)]
+                for tool in order:
+                    if tool == "aecs-mongo":
+                        seconds, start = run_ours(maildir, work)
+                        starts.append(start)
+                    elif tool == "notmuch":
+                        seconds = run_notmuch(maildir, work)
+                    else:
+                        seconds = run_mu(maildir, work)
+                    times[tool].append(seconds)
+                    print(f"  ingest {size}: {tool} round {r + 1}: {size / seconds:.0f} msgs/s", flush=True)
+            counted = count_statements(maildir)
+        row: Doc = {"messages": size, "MB": round(nbytes / 1e6, 1), "rounds": rounds}
+        for tool in TOOLS:
+            if tool in times:
+                median = statistics.median(times[tool])
+                row[f"{tool}_s"] = round(median, 2)
+                row[f"{tool}_msgs_per_s"] = round(size / median)
+                row[f"{tool}_rounds"] = [round(size / t) for t in times[tool]]
+            else:
+                row[f"{tool}_msgs_per_s"] = "not installed"
+        if "notmuch" in times:
+            ours, notmuch = statistics.median(times["aecs-mongo"]), statistics.median(times["notmuch"])
+            row["ours_vs_notmuch"] = round(notmuch / ours, 2)
+        row["server_start_s"] = round(statistics.median(starts), 1)
+        row["commandsPerBatch"] = counted["commandsPerBatch"]
+        row["documentsPerMessage"] = counted["documentsPerMessage"]
+        row["load"] = os.getloadavg()[0]
+        rows.append(row)
+        print("  ingest", json.dumps(row), flush=True)
+    return rows
+
+
+COLUMNS = [
+    "messages",
+    "MB",
+    "aecs-mongo_msgs_per_s",
+    "notmuch_msgs_per_s",
+    "mu_msgs_per_s",
+    "ours_vs_notmuch",
+    "server_start_s",
+    "commandsPerBatch",
+    "documentsPerMessage",
+    "load",
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1000,10000", type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", default=None, help="also write the rows here")
+    args = parser.parse_args(argv)
+    from bench import table
+
+    rows = bench_mail_tools(args.sizes, args.rounds)
+    print(table(rows, COLUMNS))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
