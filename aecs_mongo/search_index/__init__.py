@@ -281,8 +281,9 @@ class MailboxIndex:
 
     def state(self) -> IndexState | None:
         """Where the mailbox's index stands; None when it was never built (or was dropped)."""
-        if self.index.mailbox_number(self.mailbox_id, create=False) is None:
-            self._n = None
+        # looked up each time: another process may have dropped (and remade) the mailbox's tables
+        self._n = self.index.mailbox_number(self.mailbox_id, create=False)
+        if self._n is None:
             return None
         with self.index.read() as conn:
             row = conn.execute("SELECT mode, token FROM mailboxes WHERE n = ?", (self.n,)).fetchone()
