@@ -46,7 +46,16 @@ from ..search_index import MailboxIndex, Record
 from . import capabilities
 from .context import AsyncStoreContext, log, resolve
 
-__all__ = ["after_delete", "after_erase", "after_reparse", "after_write", "current", "load_records", "rebuild"]
+__all__ = [
+    "after_delete",
+    "after_erase",
+    "after_reparse",
+    "after_write",
+    "current",
+    "html_text",
+    "load_records",
+    "rebuild",
+]
 
 _APPLY_EVERY = 1000  # stream events applied (and the position saved) at least this often
 _LOAD_BATCH = 100
@@ -64,7 +73,8 @@ _MESSAGE_FIELDS = {
 _BODY_FIELDS = {"raw": 0, "forAI": 0, "mailboxId": 0}
 
 
-def _html_to_text(html: str) -> str:
+def html_text(html: str) -> str:
+    """The normalizer's text of an HTML body (imported on first use, as the normalizer is)."""
     from ..normalize.html_text import html_to_text
 
     return html_to_text(html)
@@ -92,7 +102,7 @@ def record_of(docs: MessageDocuments) -> Record:
             html = blob.data.decode("utf-8", "replace")
         elif blob.key.endswith("/body.json") and body.get("spill"):
             body.update(json.loads(blob.data.decode("utf-8")))
-    columns = search_columns(docs.message, body, html, _html_to_text)
+    columns = search_columns(docs.message, body, html, html_text)
     return Record(docs.message_key, int(docs.message["ts"]), docs.thread_key, columns)
 
 
@@ -119,7 +129,7 @@ async def load_records(ctx: AsyncStoreContext, keys: Sequence[str]) -> tuple[lis
                 body.update(json.loads(data[body["spill"]].decode("utf-8")))
             raw_html = data.get(message["blobPrefix"] + "body.html")
             html = None if raw_html is None else raw_html.decode("utf-8", "replace")
-            columns = search_columns(message, body, html, _html_to_text)
+            columns = search_columns(message, body, html, html_text)
             records.append(Record(key, int(message["ts"]), str(message["threadKey"]), columns))
     return records, gone
 

@@ -26,6 +26,7 @@ from ..pure.search_compile import (
     mongo_pipeline,
     post_match,
     search_columns,
+    search_keyset,
     text_search,
 )
 from ..pure.search_query import Node
@@ -74,12 +75,6 @@ async def engine_for(ctx: AsyncStoreContext, tree: Node | None = None) -> str:
     return engine
 
 
-def _keyset(ctx: AsyncStoreContext, tree: Node, engine: str) -> queries.KeysetQuery:
-    """The cursor's keyset query: a search newest first, of this mailbox, query and engine."""
-    fingerprint = queries._fingerprint(ctx.mailbox_id, "search", {"q": search_query.to_text(tree), "e": engine})
-    return queries.KeysetQuery("messages", {}, "ts", "messageKey", True, None, fingerprint)
-
-
 async def search(
     ctx: AsyncStoreContext,
     query: str,
@@ -95,7 +90,7 @@ async def search(
     engine = await engine_for(ctx, tree)
     if tree is None:
         return SearchResults(engine=engine)
-    keyset = _keyset(ctx, tree, engine)
+    keyset = search_keyset(ctx.mailbox_id, tree, engine)
     if cursor is not None and sort != "date":
         raise ValueError("a cursor pages a search newest first (sort='date'); best-first results come in one page")
     after = queries.decode_cursor(keyset, cursor, ctx.mailbox_id)
@@ -227,10 +222,8 @@ async def _local(
     plan = _plan(ctx, index, tree, now)
     results = _Results("local")
     before: int | None = None
-    if after is not None:
-        with index.index.read() as conn:
-            row = conn.execute(f"SELECT rowid FROM {index.docs} WHERE key = ?", (bytes.fromhex(after[1]),)).fetchone()
-        before = int(row[0]) if row is not None else rowid_for(after[0], after[1])
+    if after is not None:  # the row of the cursor's message (or where it would be, if gone since)
+        before = index.rowid_of(after[1]) or rowid_for(after[0], after[1])
     ranked = sort == "relevance"
     seen = 0
     while len(results) < limit:
@@ -403,7 +396,7 @@ async def _match_window(
         if body.get("spill"):
             second.append(message)  # the text is in body.json: read with the HTML below
             continue
-        columns = search_columns(message, body, None, indexing._html_to_text)
+        columns = search_columns(message, body, None, indexing.html_text)
         answers[message["_id"]] = (test(message, columns), columns)
         if reads_html and "body.html" in (message.get("blobs") or ()):
             second.append(message)

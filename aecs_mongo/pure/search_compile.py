@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import collections
 import datetime as _dt
+import hashlib
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .indexes import ATLAS_SEARCH_INDEX
-from .search_query import COLUMNS, And, Date, Node, Not, Or, Phrase, Thread, Word, date_range
+from .queries import KeysetQuery
+from .search_query import COLUMNS, And, Date, Node, Not, Or, Phrase, Thread, Word, date_range, to_text
 
 __all__ = [
     "ATLAS_PATHS",
@@ -40,6 +43,7 @@ __all__ = [
     "mongo_pipeline",
     "post_match",
     "search_columns",
+    "search_keyset",
     "split_message_terms",
     "stream_key",
     "text_search",
@@ -60,6 +64,15 @@ def check_sort(sort: object) -> str:
     if sort not in SEARCH_SORTS:
         raise ValueError(f"sort must be one of {', '.join(SEARCH_SORTS)}")
     return sort
+
+
+def search_keyset(mailbox_id: str, node: Node, engine: str) -> KeysetQuery:
+    """The keyset of a search's cursor: newest first on ``(ts, messageKey)``, fingerprinted by
+    the mailbox, the query (as ``to_text`` prints it) and the engine, so a cursor of another
+    mailbox, query or engine is an ``InvalidCursorError``."""
+    payload = json.dumps([mailbox_id, "search", to_text(node), engine]).encode("utf-8", "surrogatepass")
+    fingerprint = hashlib.sha256(payload).hexdigest()[:16]
+    return KeysetQuery("messages", {}, "ts", "messageKey", True, None, fingerprint)
 
 
 # --- a message's text columns --------------------------------------------------------------------

@@ -357,6 +357,12 @@ class MailboxIndex:
                 found.update(bytes(k).hex() for (k,) in rows)
         return found
 
+    def rowid_of(self, key: str) -> int | None:
+        """The row of one message (None: not indexed)."""
+        with self.index.read() as conn:
+            row = conn.execute(f"SELECT rowid FROM {self.docs} WHERE key = ?", (bytes.fromhex(key),)).fetchone()
+        return None if row is None else int(row[0])
+
     def keys(self) -> set[str]:
         """Every key indexed (hex)."""
         with self.index.read() as conn:
