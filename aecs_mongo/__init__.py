@@ -18,6 +18,8 @@ from .errors import (
     MailboxConnectionError,
     MailboxError,
     NotFoundError,
+    SearchIndexError,
+    SearchQueryError,
     ServerFeatureError,
     UnsafeFieldNameError,
 )
@@ -87,6 +89,8 @@ __all__ = [
     "Processing",
     "RawMessage",
     "SearchHit",
+    "SearchIndexError",
+    "SearchQueryError",
     "SearchResults",
     "SemanticHit",
     "ServerFeatureError",

@@ -49,7 +49,7 @@ from .commands.base import (
     note,
     stdout,
 )
-from .errors import AecsMongoError
+from .errors import AecsMongoError, SearchQueryError
 
 __all__ = ["build_parser", "command_names", "main"]
 
@@ -115,13 +115,19 @@ _COMMANDS = (
         "ingest", "store .eml files, directories, Maildir folders and mbox files", options.ingest, _ingest, indexes=True
     ),
     Command("inbox", "a page of messages, newest first", options.inbox, _reading),
-    Command("threads", "a page of conversations, most recent activity first", options.page, _reading),
+    Command("threads", "a page of conversations, most recent activity first", options.threads, _reading),
     Command("thread", "a thread as LLM context: newest N, oldest first, with positions", options.thread, _reading),
     Command("show", "one message (--raw: exact bytes, --html: the HTML body)", options.show, _reading),
     Command("with", "mail to or from one address, newest first", options.with_, _reading),
     Command("replies", "messages that reply to (or reference) a Message-ID", options.message_id, _reading),
     Command("find", "message ids by header value (seed 003 lookups), oldest first", options.find, _reading),
-    Command("search", "full-text search over message bodies", options.search, _reading),
+    Command(
+        "search",
+        'messages matching a query (words, "phrases", OR, NOT, from:, date:...), newest first',
+        options.search,
+        _reading,
+    ),
+    Command("count", "how many messages match a query", options.count, _reading),
     Command("delete", "delete a message from every tier", options.message_id, _lifecycle),
     Command(
         "export",
@@ -200,6 +206,13 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         metavar="DURATION",
         help="keep the embedded server running in the background this long after the last command"
         " (90s, 5m, 1h; 0: stop it with the command; default: $AECS_KEEP_SERVER or 5m)",
+    )
+    group.add_argument(
+        "--search-index",
+        default=default(None),
+        metavar="PATH",
+        help="the local search index file, or 'none' (default: in --data-dir for the embedded server; in"
+        " ~/.cache/aecs-mongo for --uri when the server has no text index)",
     )
     group.add_argument(
         "--json", action="store_true", default=default(False), help="print one JSON document instead of text"
@@ -306,6 +319,33 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
         yield uri
 
 
+def _search_index(args: argparse.Namespace, db: Any) -> Path | None:
+    """The local search index the command keeps (DESIGN: automatic for the embedded default, in
+    its data directory; for ``--uri`` without a text index, one per deployment and database in
+    the user's cache directory; ``--search-index`` names another file, or ``none``)."""
+    chosen = getattr(args, "search_index", None)
+    if chosen is not None:
+        return None if chosen == "none" else Path(chosen).expanduser().resolve()
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.db)
+    if not args.uri:
+        return Path(args.data_dir).resolve() / "search" / f"{name}.sqlite"
+    if "aecs_bodies_search" in {ix["name"] for ix in db.bodies.list_indexes()}:
+        return None  # the server's $text index serves search
+    import hashlib
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aecs-mongo" / "search"
+    where = hashlib.sha256(f"{_deployment(args.uri)}\n{args.db}".encode()).hexdigest()[:16]
+    return cache / f"{name}-{where}.sqlite"
+
+
+def _deployment(uri: str) -> str:
+    """The hosts of a MongoDB URI (its scheme and host list, without credentials or options):
+    the same deployment gives the same name whoever connects."""
+    scheme, _, rest = uri.partition("://")
+    hosts = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
+    return scheme + "://" + ",".join(sorted(hosts.lower().split(",")))
+
+
 def _run(args: argparse.Namespace) -> int:
     command: Command = args.entry
     if command.handlers is None:  # 'server': the embedded server itself, no store
@@ -327,6 +367,7 @@ def _run(args: argparse.Namespace) -> int:
                 mailbox_id=args.mailbox,
                 owner_addresses=getattr(args, "owner", None) or (),
                 durable=not getattr(args, "fast", False),
+                search_index=_search_index(args, db),
             )
             handler: Handler = command.handlers()[command.name]
             if command.indexes:
@@ -345,6 +386,8 @@ def _run(args: argparse.Namespace) -> int:
             raise CliError(f"database: {message}") from None
         except PyMongoError as exc:
             raise CliError(f"database: {exc}") from None
+        except SearchQueryError as exc:
+            raise CliError(f"query: {exc}", EXIT_USAGE) from None
         except AecsMongoError as exc:
             raise CliError(str(exc)) from None
         finally:

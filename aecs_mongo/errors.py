@@ -11,9 +11,13 @@ cursor) rather than the driver's or the server's. Argument type mistakes are pla
     │   └── UnsafeFieldNameError    an x_ field name MongoDB cannot store ($, dot, NUL)
     ├── DocumentTooLargeError       a message MongoDB cannot hold (over 16 MiB; names the field)
     ├── InvalidCursorError          a pagination cursor that is malformed, forged or foreign
+    ├── SearchQueryError            a search query that does not parse (says where), or that the
+    │                               chosen engine cannot express
     ├── NotFoundError               an operation that needs a stored message that is absent
     ├── ServerFeatureError          the server lacks something required (change streams, the embedded server)
     ├── DataDirError                the embedded server's data directory cannot be kept private (not ours)
+    ├── SearchIndexError            the local search index file cannot be used (not private, not ours,
+    │                               damaged, or following another database)
     ├── MailboxError                the POP3 or IMAP server, or the old GDBM store, failed as a whole
     │   ├── MailboxConnectionError  unreachable, TLS failed or refused (no STARTTLS), connection dropped
     │   └── MailboxAuthError        user name or password refused
@@ -59,6 +63,19 @@ class InvalidCursorError(AecsMongoError, ValueError):
     """A pagination cursor that was not produced by this store for this mailbox and query."""
 
 
+class SearchQueryError(AecsMongoError, ValueError):
+    """A search query that does not parse, or that the store's chosen engine cannot express.
+
+    ``position``: the character offset (0-based) in ``query`` where the problem is, or None when
+    it is not about one place (an engine that cannot express the query).
+    """
+
+    def __init__(self, message: str, *, position: int | None = None, query: str = "") -> None:
+        super().__init__(message)
+        self.position = position
+        self.query = query
+
+
 class NotFoundError(AecsMongoError, LookupError):
     """The operation needs a stored message that is not there."""
 
@@ -70,6 +87,11 @@ class ServerFeatureError(AecsMongoError):
 class DataDirError(AecsMongoError):
     """The embedded server's data directory cannot be kept private: it belongs to another user,
     its modes cannot be changed, or its credentials file is open to others or damaged."""
+
+
+class SearchIndexError(AecsMongoError):
+    """The local search index file cannot be used: it belongs to another user or is not a file,
+    it is damaged (remove it: the next search rebuilds it), or it follows another database."""
 
 
 class MailboxError(AecsMongoError):

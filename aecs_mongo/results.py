@@ -107,22 +107,31 @@ class DispatchReport:
 
 
 class SearchResults(list[HitT], Generic[HitT]):
-    """Hits of ``search`` or ``semantic_search``, best first, and how much was looked at.
+    """Hits of ``search`` or ``semantic_search`` (newest first, or best first), and how much was
+    looked at.
 
     A list of the usual hit dicts, so code that iterates the hits keeps working. ``complete`` is
     False only when an explicit cap (``scan_limit``) stopped the engine before it had looked at
     every candidate: a better hit may exist. ``examined``: candidates the engine looked at
     (bodies or vectors; 0 where an index answered and does not say). ``engine``: which engine
-    answered (``atlas``, ``text``, ``scan``, ``exact``...).
+    answered (``atlas``, ``text``, ``local``, ``scan``, ``exact``...). ``next_cursor``: pass it
+    back (``search(..., cursor=)``) for the next page of a search newest first; None on the last.
     """
 
     def __init__(
-        self, hits: list[HitT] | None = None, *, complete: bool = True, examined: int = 0, engine: str = ""
+        self,
+        hits: list[HitT] | None = None,
+        *,
+        complete: bool = True,
+        examined: int = 0,
+        engine: str = "",
+        next_cursor: str | None = None,
     ) -> None:
         super().__init__(hits or [])
         self.complete = complete
         self.examined = examined
         self.engine = engine
+        self.next_cursor = next_cursor
 
 
 # --- the IMAP sync (aecs_mongo.mail.imap) ------------------------------------------------------------

@@ -164,9 +164,11 @@ class ThreadSummary(TypedDict):
 
 
 class SearchHit(TypedDict):
-    """One result of ``search``, best first (newest first for the scan)."""
+    """One result of ``search``: newest first, or best first with ``sort="relevance"``
+    (``score``: the engine's, higher is better; None where it does not rank)."""
 
     messageId: str
+    threadId: str
     subject: str | None
     ts: int
     snippet: str

@@ -29,6 +29,11 @@ Sections (each prints a table; everything also goes to a JSON file):
   ``expire`` at the median date and ``erase_mailbox`` of the rest: time, statements, and the ratio
   to ``delete()`` one by one (timed on a sample, the only way before them).
 - memory: peak RSS of ``aecs-mongo ingest`` on generated mboxes of 20 and 200 MB.
+- search (``--sections search``, not in the default list): the local search index beside notmuch
+  on the same Maildir of real mail at 1k, 10k and 100k messages (``--search-sizes``), a rare
+  word, a phrase, a ``from:``, a ``date:`` and a count of a common word; in process, through the
+  command line (its Python start-up beside it), and the scan at the small sizes; the ingest rate
+  with and without the index, and the index size per raw MB (``scripts/bench_search.py``).
 - imap (``--sections imap``, not in the default list: it needs Dovecot): ``imap.sync`` of real
   mail from a local Dovecot over IMAPS vs a bare imaplib client fetching the same UIDs and
   storing nothing, and vs ``store_many`` of the served bytes from memory.
@@ -1342,6 +1347,16 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
         report["memory"] = bench_memory(uri, args.memory_mb)
         print("\n== memory (peak RSS of the ingest process; it must not grow with the mbox)")
         print(table(report["memory"], ["mboxMB", "stored", "failed", "wallSeconds", "peakRssMB", "baselinePeakRssMB"]))
+    if "search" in args.sections:
+        import bench_search
+
+        report["search"] = bench_search.run(
+            client, uri, args.search_sizes, args.search_rounds, args.search_ingest, args.search_scan_max
+        )
+        print("\n== search: the local index beside notmuch (median ms; cli: the whole command; cli_start: --help)")
+        print(table([report["search"]["ingest"]], ["messages", "without_msgs_per_s", "with_msgs_per_s", "ratio"]))
+        columns = ["size", "query", "hits", "ours_ms", "cli_ms", "cli_start_ms", "notmuch_hits", "notmuch_ms"]
+        print(table(report["search"]["rows"], [*columns, "scan_ms", "raw_MB", "index_MB", "ingest_s", "notmuch_new_s"]))
     if "imap" in args.sections:
         txn_capable = bool(client.admin.command("hello").get("setName"))
         report["imap"] = bench_imap(client, args.imap_messages, args.ingest_rounds, txn_capable)
@@ -1449,6 +1464,10 @@ def main(argv: list[str] | None = None) -> int:
         help="lifecycle: mailbox sizes (each is ingested first: 100k takes several minutes)",
     )
     parser.add_argument("--delete-sample", type=int, default=200, help="lifecycle: delete() calls timed one by one")
+    parser.add_argument("--search-sizes", default="1000,10000,100000", type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--search-rounds", type=int, default=7, help="search: rounds per query (median)")
+    parser.add_argument("--search-ingest", type=int, default=2000, help="search: messages per ingest round")
+    parser.add_argument("--search-scan-max", type=int, default=10_000, help="search: the scan up to this size")
     parser.add_argument("--json", default="bench-results.json", help="where to write the JSON report")
     parser.add_argument(
         "--corpus", type=Path, default=gen_mbox.CORPUS, help=f"the real-mail corpus (default: {gen_mbox.CORPUS})"

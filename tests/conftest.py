@@ -16,8 +16,9 @@ they check does not depend on the deployment) on the first server backend reques
 
 Commands run by the tests (``aecs-mongo`` subprocesses and ``main()``) get ``AECS_KEEP_SERVER=0``
 (set for the session below): the embedded server stops with each command, as before the shared
-background server existed, so no test leaves a server running. Tests of the shared server
-(tests/test_background.py) ask for one explicitly and stop it themselves. The ``cli`` fixture
+background server existed, so no test leaves a server running; and ``XDG_CACHE_HOME`` names a
+temporary directory, where the command line keeps the local search index of a ``--uri`` server.
+Tests of the shared server (tests/test_background.py) ask for one explicitly and stop it themselves. The ``cli`` fixture
 runs the command line in this process on the test's database (tests/helpers/cli.py).
 
 Store tests (those using ``make_store``/``store``) also run once per store flavor: the sync
@@ -134,6 +135,19 @@ def _commands_stop_their_server() -> Iterator[None]:
         os.environ.pop("AECS_KEEP_SERVER", None)
     else:
         os.environ["AECS_KEEP_SERVER"] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _search_indexes_in_a_temporary_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The command line keeps the local search index of a ``--uri`` deployment in the user's
+    cache directory: for the tests, a temporary one (``XDG_CACHE_HOME``), never ``~/.cache``."""
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
 
 
 @pytest.fixture(scope="session")

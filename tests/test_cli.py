@@ -641,9 +641,10 @@ def test_progress_line_on_a_terminal_only(servers: Any, backend: str, tmp_path: 
 
 @pytest.mark.server
 def test_search_progress_on_a_terminal_and_its_count_in_json(servers: Any, backend: str, tmp_path: Path) -> None:
+    """The scan's progress (a command without the local index: --search-index none)."""
     env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
     name = f"aecs_cli_{uuid.uuid4().hex[:12]}"
-    base = ["--uri", servers.uri(backend), "--db", name]
+    base = ["--uri", servers.uri(backend), "--db", name, "--search-index", "none"]
     for argv in ([*base, "ingest", str(SAMPLES), "--no-progress"], [*base, "search", "Thursday"]):
         proc, reader = _on_a_terminal(argv, env, tmp_path)
         shown = _read_until(reader, None, timeout=120)

@@ -33,7 +33,8 @@ from aecs_mongo.pure.indexes import (
     atlas_vector_index,
     index_specs,
 )
-from aecs_mongo.pure.queries import atlas_search_pipeline
+from aecs_mongo.pure.search_compile import atlas_search
+from aecs_mongo.pure.search_query import Word
 
 from .helpers.mongosh import find_mongosh
 
@@ -257,7 +258,7 @@ def test_atlas_search_index_shape() -> None:
         "mailboxId": {"type": "token"},
     }
     # every path the $search pipeline queries or filters on is mapped, with the right type
-    stage = atlas_search_pipeline("alice", "q", 5)[0]["$search"]
+    stage = atlas_search(Word("q"), "alice").text
     assert stage["index"] == spec.name
     for path in stage["compound"]["must"][0]["text"]["path"]:
         assert mappings["fields"][path]["type"] == "string"

@@ -1,4 +1,5 @@
-"""search(): the bounded fallback and $text on real servers; Atlas and vector pipelines by shape."""
+"""search(): the scan and $text on real servers; Atlas and vector pipelines by shape (tests/test_search_engines.py:
+every engine on the corpus, the local index)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from typing import Any
 import pytest
 from pymongo.errors import OperationFailure
 
-from aecs_mongo import MessageStore, NotFoundError
-from aecs_mongo.pure.queries import atlas_search_pipeline, snippet, vector_search_pipeline
+from aecs_mongo import MessageStore, NotFoundError, SearchQueryError
+from aecs_mongo.pure.queries import vector_search_pipeline
+from aecs_mongo.pure.search_compile import atlas_search
+from aecs_mongo.pure.search_query import Date, parse
 
 from .helpers.factories import email
 
@@ -21,23 +24,29 @@ def mail(n: int, subject: str, body: str, mailbox_thread: str = "t@x") -> dict[s
     return e
 
 
-def test_fallback_search_finds_literal_case_insensitive(make_store: Any, caplog: Any) -> None:
+def test_the_scan_matches_words_case_and_accent_folded(make_store: Any, caplog: Any) -> None:
     s = make_store("alice", search_engine="scan")
-    s.store(mail(1, "Quarterly Planning", "meet on Thursday about the budget"))
+    s.store(mail(1, "Quarterly Planning", "meet on Thursday in Köln about the budget"))
     s.store(mail(2, "Lunch", "the BUDGET (draft) is attached: a+b=c"))
-    s.store(mail(3, "Other", "nothing to see"))
+    s.store(mail(3, "Other", "nothing to see, storages only"))
     make_store("bob", search_engine="scan").store(mail(4, "budget", "budget in another mailbox"))
     with caplog.at_level(logging.INFO, logger="aecs_mongo"):
         hits = s.search("Budget")
     assert "not an index" in caplog.text
     assert hits.complete and hits.engine == "scan" and hits.examined == 3
-    assert {h["messageId"] for h in hits} == {"m1@example.com", "m2@example.com"}
-    assert all(set(h) >= {"messageId", "subject", "ts", "snippet"} for h in hits)
+    assert [h["messageId"] for h in hits] == ["m2@example.com", "m1@example.com"]  # newest first
+    assert all(set(h) >= {"messageId", "threadId", "subject", "ts", "snippet"} for h in hits)
     assert "budget" in hits[0]["snippet"].lower()
     assert [h["messageId"] for h in s.search("planning")] == ["m1@example.com"]  # subject counts
-    assert [h["messageId"] for h in s.search("a+b=c")] == ["m2@example.com"]  # regex characters are literal
-    assert s.search(".*") == [] and s.search("(draft") != []
-    assert s.search("   ") == []
+    assert [h["messageId"] for h in s.search("koln")] == ["m1@example.com"]  # accents folded
+    assert [h["messageId"] for h in s.search("a+b=c")] == ["m2@example.com"]  # a phrase of words a b c
+    assert s.search("storage") == []  # words, not substrings
+    assert [h["messageId"] for h in s.search("storage*")] == ["m3@example.com"]
+    assert [h["messageId"] for h in s.search("budget NOT draft")] == ["m1@example.com"]
+    assert s.count("budget OR nothing") == 3
+    assert s.search("   ") == [] and s.count("") == 0
+    with pytest.raises(SearchQueryError, match="at position 0"):
+        s.search("(draft")
     with pytest.raises(TypeError):
         s.search({"$regex": ".*"})
 
@@ -75,22 +84,36 @@ def test_text_engine_where_the_server_has_text_indexes(make_store: Any, db: Any,
     s.store(mail(2, "Budget", "budget budget budget"))
     s.store(mail(3, "Other", "nothing"))
     make_store("bob", search_engine="text").store(mail(4, "budget", "budget"))
-    hits = s.search("budget")
+    hits = s.search("budget", sort="relevance")
     assert [h["messageId"] for h in hits] == ["m2@example.com", "m1@example.com"]  # by relevance
-    assert hits[0]["score"] > hits[1]["score"]
+    assert hits[0]["score"] > hits[1]["score"] and hits.engine == "text"
+    assert [h["messageId"] for h in s.search("budget")] == ["m2@example.com", "m1@example.com"]  # newest first
+    assert s.count("budget") == 2 and s.count("budget -storage") == 1
+    # what $text cannot express is refused when $text was asked for by name...
+    with pytest.raises(SearchQueryError, match="prefix"):
+        s.search("budg*")
+    # ... and answered by the scan under auto
+    auto = make_store("alice")
+    assert [h["messageId"] for h in auto.search("budg*")] == ["m2@example.com", "m1@example.com"]
+    assert auto.search("budg*").engine == "scan" and auto.search("budget").engine == "text"
 
 
 def test_atlas_and_vector_pipelines_have_the_documented_shape() -> None:
-    search = atlas_search_pipeline("alice", 'budget "draft" $where', 5)
-    stage = search[0]["$search"]
+    refused = atlas_search(parse("budget from:bob"), "alice")  # type: ignore[arg-type]
+    assert refused.text is None and refused.reason is not None and "from:" in refused.reason  # not in the Atlas index
+    compiled = atlas_search(parse('budget "draft plan" -köln budg* date:2024..'), "alice")  # type: ignore[arg-type]
+    stage = compiled.text
     assert stage["index"] == "aecs_bodies_atlas"
     assert stage["compound"]["filter"] == [{"equals": {"path": "mailboxId", "value": "alice"}}]
-    assert stage["compound"]["must"][0]["text"] == {"query": 'budget "draft" $where', "path": ["subject", "clean"]}
-    assert search[1] == {"$limit": 5}
+    must = stage["compound"]["must"]
+    assert must[0] == {"text": {"query": "budget", "path": ["subject", "clean"]}}
+    assert must[1] == {"phrase": {"query": "draft plan", "path": ["subject", "clean"]}}
+    assert must[2]["compound"]["mustNot"] == [{"text": {"query": "köln", "path": ["subject", "clean"]}}]
+    assert must[3] == {"wildcard": {"query": "budg*", "path": ["subject", "clean"], "allowAnalyzedField": True}}
+    assert compiled.post == [Date("2024", None)]  # checked on the message after the $lookup
     vector = vector_search_pipeline("alice", [0.1, 0.2], 3, thread_key="k")[0]["$vectorSearch"]
     assert vector["filter"] == {"mailboxId": {"$eq": "alice"}, "threadKey": {"$eq": "k"}}
     assert vector["limit"] == 3 and vector["numCandidates"] >= 30 and vector["path"] == "embedding"
-    assert snippet("x " * 200 + "the Needle here", "needle").startswith("…")
 
 
 def test_embeddings_are_kept_per_message_and_deleted_with_it(store: MessageStore, db: Any) -> None:

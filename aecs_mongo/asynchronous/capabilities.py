@@ -19,6 +19,7 @@ from .context import AsyncStoreContext, log, resolve, to_list
 
 __all__ = [
     "atlas_vectors",
+    "change_streams",
     "completion_concern",
     "learn_limit_behaviour",
     "replica_set",
@@ -37,6 +38,11 @@ async def replica_set(ctx: AsyncStoreContext) -> bool:
             hello = await ctx.db.client.admin.command("hello")
             caps.replica_set = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
     return caps.replica_set
+
+
+async def change_streams(ctx: AsyncStoreContext) -> bool:
+    """Change streams on ``messages``: a replica set or a sharded cluster (never the unit tier)."""
+    return ctx.capabilities.change_streams_possible and await replica_set(ctx)
 
 
 async def transactions(ctx: AsyncStoreContext) -> bool:

@@ -21,6 +21,7 @@ from ..pure import blobs, vectors
 from ..pure.indexes import BARRIER_COLLECTION, BLOCKS_COLLECTION, VECTORS_COLLECTION
 from ..pure.keys import doc_id, message_key
 from ..pure.settings import Capabilities, StoreSettings
+from ..search_index import SearchIndex
 
 __all__ = [
     "AsyncStoreContext",
@@ -83,7 +84,8 @@ class AsyncStoreContext:
 
     ``settings`` and ``capabilities`` are shared with every clone (``rebind``) so that what one
     learns about the server, or says once in the log, holds for all of them (the mailbox's
-    sample for windowed reads too).
+    sample for windowed reads too); so is the local search index (``search_index``: None unless
+    the store was given one; opened on first use).
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class AsyncStoreContext:
         capabilities: Capabilities,
         said: set[str] | None = None,
         samples: dict[str, Any] | None = None,
+        search_index: SearchIndex | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -113,11 +116,14 @@ class AsyncStoreContext:
         self.chunks = db[f"{settings.bucket_name}.chunks"]
         #: vectors written since the last check for a block to seal (the first write checks)
         self.vector_writes = vectors.SEAL_CHECK_EVERY
+        if search_index is None and settings.search_index is not None:
+            search_index = SearchIndex(settings.search_index)
+        self.search_index = search_index
 
     def rebind(self, db: Any) -> AsyncStoreContext:
         """The same mailbox, settings and capabilities over another handle of the database
         (``with_write_concern``)."""
-        return AsyncStoreContext(db, self.settings, self.capabilities, self._said, self.samples)
+        return AsyncStoreContext(db, self.settings, self.capabilities, self._said, self.samples, self.search_index)
 
     def first_time(self, condition: str) -> bool:
         """True the first time this store meets ``condition``: what the library logs about normal

@@ -1,137 +1,190 @@
-"""Search: one entry point (``search``) in front of every engine.
+"""Search: one entry point (``search``, ``count``) in front of every engine.
 
-The store calls ``search`` once; it picks the engine (``search_engine``: Atlas Search,
-``$text`` on ``aecs_bodies_search``, or the scan where neither exists), runs it, and shapes the
-hits the same way whatever engine found them. Each engine is one function below.
+The query is parsed once (``pure/search_query.py``) and the same tree goes to the engine the
+store picks (``engine_for``): Atlas Search, ``$text`` on ``aecs_bodies_search``, the local index
+(``search_index=``, kept up by ``indexing.py``) or the scan, which reads every message and
+matches the tree here. Each engine is one pair of functions below; the hits are shaped the same
+way whatever engine found them: newest first (``sort="date"``, keyset cursors) or best first
+(``sort="relevance"``, where the engine ranks), each with a snippet around the words it matched,
+and every hit checked against the stored ``messages`` (a body left by an interrupted store, or an
+index entry of mail deleted since, is never returned).
 """
 
 from __future__ import annotations
 
-import re
+import datetime as _dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..pure import queries
-from ..pure.documents import HOT_TEXT_CHARS
-from ..pure.keys import check_str
+from ..errors import SearchQueryError
+from ..pure import queries, search_query
+from ..pure.keys import doc_id, thread_key
+from ..pure.search_compile import (
+    MongoSearch,
+    atlas_search,
+    check_sort,
+    mongo_pipeline,
+    post_match,
+    search_columns,
+    search_keyset,
+    text_search,
+)
+from ..pure.search_query import Node
 from ..pure.settings import check_limit
 from ..results import SearchResults
+from ..search_index import MailboxIndex
+from ..search_index.fts import compile_plan, rowid_for
 from ..types import SearchHit
-from . import capabilities, paging
+from . import capabilities, indexing, paging
 from .context import AsyncStoreContext, log, resolve, to_list
 
-__all__ = ["engine_for", "messages_of", "search"]
+__all__ = ["count", "engine_for", "messages_of", "search"]
 
-Hits = tuple[list[dict[str, Any]], int, bool]  # (body hits, messages examined, complete)
+#: The columns a snippet is taken from, in order (bcc only outside a shared view).
+_SNIPPET_COLUMNS = ("clean", "subject", "rest", "html", "sender", "recipients", "attachments", "bcc")
+_HIT_FIELDS = {"messageId": 1, "threadId": 1, "subject": 1, "ts": 1, "messageKey": 1}
+_SCAN_MESSAGE_FIELDS = {**queries.SEARCH_WINDOW_PROJECTION, "threadId": 1, "threadKey": 1, "from": 1}
+_SCAN_MESSAGE_FIELDS |= {"attachments": 1, "blobs": 1, "blobPrefix": 1}
 
 
-async def engine_for(ctx: AsyncStoreContext) -> str:
-    """The engine ``search`` uses: the store's ``search_engine``, or for ``auto`` the text index
-    where the server holds one, else the scan."""
+def _thread_key_of(thread_id: str) -> str:
+    return thread_key(thread_id)
+
+
+async def engine_for(ctx: AsyncStoreContext, tree: Node | None = None) -> str:
+    """The engine for ``tree`` (None: for a query each engine can express): the store's
+    ``search_engine``, or for ``auto`` the local index where the store has one, else ``$text``
+    where the server holds the text index and the query fits it, else the scan. An engine named
+    by ``search_engine`` that cannot express the query is a ``SearchQueryError``."""
     engine = ctx.settings.checked_search_engine()
     if engine == "auto":
-        engine = "text" if await capabilities.text_index(ctx) else "scan"
+        if ctx.search_index is not None:
+            return "local"
+        if await capabilities.text_index(ctx) and (tree is None or text_search(tree).text is not None):
+            return "text"
+        return "scan"
+    if engine == "local" and ctx.search_index is None:
+        raise ValueError("search_engine='local' needs search_index= (the index file)")
+    if tree is not None and engine in ("text", "atlas"):
+        compiled = text_search(tree) if engine == "text" else atlas_search(tree, ctx.mailbox_id)
+        if compiled.text is None:
+            raise SearchQueryError(
+                f"{compiled.reason}; with search_engine='auto' the store answers it with the local index or the scan",
+                query=search_query.to_text(tree),
+            )
     return engine
 
 
 async def search(
-    ctx: AsyncStoreContext, query: str, limit: int, progress: Callable[[int], None] | None
+    ctx: AsyncStoreContext,
+    query: str,
+    limit: int,
+    progress: Callable[[int], None] | None,
+    sort: str = "date",
+    cursor: str | None = None,
 ) -> SearchResults[SearchHit]:
-    """``store.search``: the engine's hits as messageId, subject, ts, snippet, score."""
-    check_str(query, "query")
+    """``store.search``: the hits of ``query`` (``SearchHit``), newest first or best first."""
     check_limit(limit)
-    engine = await engine_for(ctx)
-    if not query.strip():
+    sort = check_sort(sort)
+    tree = search_query.parse(query)
+    engine = await engine_for(ctx, tree)
+    if tree is None:
         return SearchResults(engine=engine)
-    if engine == "atlas":
-        hits, examined, complete = await _atlas(ctx, query, limit)
-    elif engine == "text":
-        hits, examined, complete = await _text(ctx, query, limit)
+    keyset = search_keyset(ctx.mailbox_id, tree, engine)
+    if cursor is not None and sort != "date":
+        raise ValueError("a cursor pages a search newest first (sort='date'); best-first results come in one page")
+    after = queries.decode_cursor(keyset, cursor, ctx.mailbox_id)
+    now = _dt.datetime.now(_dt.UTC)
+    if engine == "local":
+        results = await _local(ctx, tree, limit, sort, after, now)
+    elif engine in ("text", "atlas"):
+        results = await _mongo(ctx, tree, engine, limit, sort, after, now)
     else:
         if ctx.first_time("scan search"):
             log.info(
                 "search in mailbox %r reads the messages newest first: no text index (not an index); said once",
                 ctx.mailbox_id,
             )
-        hits, examined, complete = await _scan(ctx, query, limit, progress)
-    rows = await messages_of(ctx, hits)
-    results: SearchResults[SearchHit] = SearchResults(complete=complete, examined=examined, engine=engine)
-    for hit in hits:
-        message = rows.get(hit["_id"])
-        if message is None:  # a body whose message insert never happened (an interrupted store)
-            continue
-        results.append(
+        results = await _scan(ctx, tree, limit, after, now, progress)
+    if sort == "date" and len(results) == limit and results.complete:
+        results.next_cursor = queries.encode_cursor(keyset, {"ts": results[-1]["ts"], "messageKey": results.keys[-1]})
+    return results.done()
+
+
+async def count(ctx: AsyncStoreContext, query: str) -> int:
+    """``store.count``: every message ``query`` matches (the local index after catching it up,
+    the server's own count for ``$text`` and Atlas, a complete scan otherwise)."""
+    tree = search_query.parse(query)
+    engine = await engine_for(ctx, tree)
+    if tree is None:
+        return 0
+    now = _dt.datetime.now(_dt.UTC)
+    if engine == "local":
+        index = await indexing.current(ctx)
+        return index.count(_plan(ctx, index, tree, now))
+    if engine in ("text", "atlas"):
+        compiled, first = _mongo_first(ctx, tree, engine)
+        if engine == "atlas" and not compiled.post:
+            meta = [{"$searchMeta": {**compiled.text, "count": {"type": "total"}}}]
+            found = await to_list(await resolve(ctx.bodies.aggregate(meta)))
+            return int(found[0]["count"]["total"]) if found else 0
+        post = post_match(compiled.post, now, _thread_key_of)
+        stages = mongo_pipeline(first, post, sort="date", limit=None, after=None, score={"$literal": None})
+        found = await to_list(await resolve(ctx.bodies.aggregate([*stages, {"$count": "n"}])))
+        return int(found[0]["n"]) if found else 0
+    matched = 0
+
+    async def take(rows: list[tuple[dict[str, Any], dict[str, str]]]) -> bool:
+        nonlocal matched
+        matched += len(rows)
+        return False
+
+    await _scan_walk(ctx, tree, None, now, None, take, cap=None)
+    return matched
+
+
+# --- shaping hits --------------------------------------------------------------------------------
+
+
+class _Results:
+    """Hits being gathered (with each hit's message key, for the cursor)."""
+
+    def __init__(self, engine: str, complete: bool = True, examined: int = 0) -> None:
+        self.hits: list[SearchHit] = []
+        self.keys: list[str] = []
+        self.engine = engine
+        self.complete = complete
+        self.examined = examined
+        self.next_cursor: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __getitem__(self, i: int) -> SearchHit:
+        return self.hits[i]
+
+    def add(self, message: Mapping[str, Any], snippet: str, score: float | None) -> None:
+        self.hits.append(
             {
                 "messageId": message["messageId"],
+                "threadId": message["threadId"],
                 "subject": message.get("subject"),
                 "ts": int(message["ts"]),
-                "snippet": queries.snippet(hit.get("clean") or hit.get("subject"), query),
-                "score": hit.get("score"),
+                "snippet": snippet,
+                "score": score,
             }
         )
-    if engine == "scan":
-        results.sort(key=lambda r: (-r["ts"], r["messageId"]))
-    return results
+        self.keys.append(str(message["messageKey"]))
+
+    def done(self) -> SearchResults[SearchHit]:
+        return SearchResults(
+            self.hits, complete=self.complete, examined=self.examined, engine=self.engine, next_cursor=self.next_cursor
+        )
 
 
-async def _atlas(ctx: AsyncStoreContext, query: str, limit: int) -> Hits:
-    cursor = await resolve(ctx.bodies.aggregate(queries.atlas_search_pipeline(ctx.mailbox_id, query, limit)))
-    return await to_list(cursor), 0, True
-
-
-async def _text(ctx: AsyncStoreContext, query: str, limit: int) -> Hits:
-    found = ctx.bodies.find(
-        queries.text_search_filter(ctx.mailbox_id, query),
-        {"subject": 1, "clean": 1, "score": {"$meta": "textScore"}},
-    )
-    return await to_list(found.sort([("score", {"$meta": "textScore"})]).limit(limit)), 0, True
-
-
-async def _scan(ctx: AsyncStoreContext, query: str, limit: int, progress: Callable[[int], None] | None) -> Hits:
-    """The scan: ``(body hits newest first, messages examined, complete)``. Each window of
-    messages (``_id``, hot subject) is matched on its subjects here and on its bodies' clean
-    text by the server (``_id $in`` and a literal ``$regex``, never an ``$or``)."""
-    pattern = queries.search_pattern(query)
-    cap = ctx.settings.scan_limit
-    hits: list[dict[str, Any]] = []
-    examined = 0
-    capped = False
-
-    async def take(batch: list[dict[str, Any]]) -> bool:
-        nonlocal examined, capped
-        if cap is not None and examined + len(batch) >= cap:
-            batch, capped = batch[: cap - examined], True
-        examined += len(batch)
-        hits.extend(await _match_bodies(ctx, batch, pattern))
-        if progress is not None and batch:
-            progress(examined)
-        return capped or len(hits) >= limit
-
-    inbox = queries.inbox_query(ctx.mailbox_id)
-    read = await paging.windowed_read(ctx, inbox)
-    await paging.walk_windows(ctx, inbox, read, None, None, queries.SEARCH_WINDOW_PROJECTION, take)
-    return hits[:limit], examined, not capped or len(hits) >= limit
-
-
-async def _match_bodies(
-    ctx: AsyncStoreContext, window: list[dict[str, Any]], pattern: re.Pattern[str]
-) -> list[dict[str, Any]]:
-    """The bodies of one window of messages that match, in the window's order."""
-    if not window:
-        return []
-    subject_hits, cut = queries.scan_matches(pattern, window, HOT_TEXT_CHARS["subject"])
-    regex = {"$regex": pattern.pattern, "$options": "i"}
-    fields = {"subject": 1, "clean": 1}
-    ids = [m["_id"] for m in window]
-    found: dict[str, dict[str, Any]] = {}
-    for selector in queries.split_in({**ctx.by_ids(ids), "clean": regex}):
-        found.update({b["_id"]: b async for b in ctx.bodies.find(selector, fields)})
-    rest = [i for i in subject_hits | set(cut) if i not in found]
-    if rest:
-        async for body in ctx.bodies.find(ctx.by_ids(rest), fields):
-            if body["_id"] in subject_hits or pattern.search(body.get("subject") or ""):
-                found[body["_id"]] = body
-    return [found[i] for i in ids if i in found]
+def _snippet(tree: Node, columns: Mapping[str, str | None], shared_view: bool) -> str:
+    names = [c for c in _SNIPPET_COLUMNS if not (shared_view and c == "bcc")]
+    return search_query.snippet([columns.get(c) for c in names], search_query.positive_words(tree))
 
 
 async def messages_of(ctx: AsyncStoreContext, hits: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -139,5 +192,225 @@ async def messages_of(ctx: AsyncStoreContext, hits: Sequence[Mapping[str, Any]])
 
     A hit whose message is missing (a body left by an interrupted store) has no entry.
     """
-    found = ctx.messages.find(ctx.by_ids([h["_id"] for h in hits]), {"messageId": 1, "subject": 1, "ts": 1})
-    return {m["_id"]: m async for m in found}
+    found: dict[str, dict[str, Any]] = {}
+    for selector in queries.split_in(ctx.by_ids([h["_id"] for h in hits])):
+        found.update({m["_id"]: m async for m in ctx.messages.find(selector, _HIT_FIELDS)})
+    return found
+
+
+# --- the local index -------------------------------------------------------------------------------
+
+
+def _plan(ctx: AsyncStoreContext, index: MailboxIndex, tree: Node, now: _dt.datetime) -> Any:
+    return compile_plan(
+        tree,
+        fts=index.fts,
+        docs=index.docs,
+        shared_view=ctx.settings.shared_view,
+        now=now,
+        thread_key_of=_thread_key_of,
+    )
+
+
+async def _local(
+    ctx: AsyncStoreContext, tree: Node, limit: int, sort: str, after: tuple[int, str] | None, now: _dt.datetime
+) -> _Results:
+    """The index's page, each hit checked against the stored messages: an entry whose message
+    is gone (deleted by a process that does not keep this index) is removed and the page filled
+    from the next matches."""
+    index = await indexing.current(ctx)
+    plan = _plan(ctx, index, tree, now)
+    results = _Results("local")
+    before: int | None = None
+    if after is not None:  # the row of the cursor's message (or where it would be, if gone since)
+        before = index.rowid_of(after[1]) or rowid_for(after[0], after[1])
+    ranked = sort == "relevance"
+    seen = 0
+    while len(results) < limit:
+        want = limit - len(results)
+        rows = index.search(plan, want + seen if ranked else want, before=before, ranked=ranked)
+        rows = rows[seen:] if ranked else rows
+        if not rows:
+            break
+        stored = await messages_of(ctx, [{"_id": doc_id(ctx.mailbox_id, key)} for _, key, _ in rows])
+        gone = [key for _, key, _ in rows if doc_id(ctx.mailbox_id, key) not in stored]
+        if gone:
+            index.remove(gone)
+        texts = index.texts([rowid for rowid, key, _ in rows if key not in gone])
+        for rowid, key, score in rows:
+            message = stored.get(doc_id(ctx.mailbox_id, key))
+            if message is not None:
+                results.add(message, _snippet(tree, texts.get(rowid, {}), ctx.settings.shared_view), score)
+        if ranked:
+            seen += len(rows) - len(gone)
+        else:
+            before = rows[-1][0]
+        if len(rows) < want:
+            break
+    return results
+
+
+# --- $text and Atlas Search --------------------------------------------------------------------------
+
+
+def _mongo_first(ctx: AsyncStoreContext, tree: Node, engine: str) -> tuple[MongoSearch, list[dict[str, Any]]]:
+    if engine == "text":
+        compiled = text_search(tree)
+        return compiled, [{"$match": {"mailboxId": ctx.mailbox_id, "$text": {"$search": compiled.text}}}]
+    compiled = atlas_search(tree, ctx.mailbox_id)
+    return compiled, [{"$search": compiled.text}]
+
+
+async def _mongo(
+    ctx: AsyncStoreContext,
+    tree: Node,
+    engine: str,
+    limit: int,
+    sort: str,
+    after: tuple[int, str] | None,
+    now: _dt.datetime,
+) -> _Results:
+    compiled, first = _mongo_first(ctx, tree, engine)
+    score = {"$meta": "textScore" if engine == "text" else "searchScore"}
+    post = post_match(compiled.post, now, _thread_key_of)
+    stages = mongo_pipeline(first, post, sort=sort, limit=limit, after=after, score=score)
+    hits = await to_list(await resolve(ctx.bodies.aggregate(stages)))
+    stored = await messages_of(ctx, hits)
+    results = _Results(engine)
+    for hit in hits:
+        message = stored.get(hit["_id"])
+        if message is not None:
+            columns = {"clean": hit.get("clean"), "subject": hit.get("subject")}
+            score_value = hit.get("score")
+            results.add(message, _snippet(tree, columns, True), None if score_value is None else float(score_value))
+    return results
+
+
+# --- the scan ----------------------------------------------------------------------------------------
+
+
+async def _scan(
+    ctx: AsyncStoreContext,
+    tree: Node,
+    limit: int,
+    after: tuple[int, str] | None,
+    now: _dt.datetime,
+    progress: Callable[[int], None] | None,
+) -> _Results:
+    """Every message newest first, the tree matched here, until ``limit`` hits (or
+    ``scan_limit`` messages examined: then ``complete`` is False unless the page is full)."""
+    results = _Results("scan")
+
+    async def take(rows: list[tuple[dict[str, Any], dict[str, str]]]) -> bool:
+        for message, columns in rows:
+            results.add(message, _snippet(tree, columns, ctx.settings.shared_view), None)
+            if len(results) >= limit:
+                return True
+        return False
+
+    examined, capped = await _scan_walk(ctx, tree, after, now, progress, take, cap=ctx.settings.scan_limit)
+    results.examined = examined
+    results.complete = not capped or len(results) >= limit
+    return results
+
+
+async def _scan_walk(
+    ctx: AsyncStoreContext,
+    tree: Node,
+    after: tuple[int, str] | None,
+    now: _dt.datetime,
+    progress: Callable[[int], None] | None,
+    take: Callable[[list[Any]], Any],
+    *,
+    cap: int | None,
+) -> tuple[int, bool]:
+    """Walk the mailbox newest first in windows; hand each window's matches (``(message,
+    columns)``) to ``take`` until it says True. Returns (messages examined, stopped by ``cap``)."""
+    examined = 0
+    capped = False
+    since, until = _date_bounds(tree, now)
+    inbox = queries.inbox_query(ctx.mailbox_id, since=since, until=until)
+    read = await paging.windowed_read(ctx, inbox)
+
+    async def window(batch: list[dict[str, Any]]) -> bool:
+        nonlocal examined, capped
+        if cap is not None and examined + len(batch) >= cap:
+            batch, capped = batch[: cap - examined], True
+        examined += len(batch)
+        matched = await _match_window(ctx, tree, batch, now)
+        if progress is not None and batch:
+            progress(examined)
+        return bool(await resolve(take(matched))) or capped
+
+    await paging.walk_windows(ctx, inbox, read, after, None, _SCAN_MESSAGE_FIELDS, window)
+    return examined, capped
+
+
+def _date_bounds(tree: Node, now: _dt.datetime) -> tuple[int | None, int | None]:
+    """The ``ts`` range the top-level ``date:`` terms allow (the scan reads only that range)."""
+    lo: int | None = None
+    hi: int | None = None
+    for item in tree.items if isinstance(tree, search_query.And) else (tree,):
+        if isinstance(item, search_query.Date):
+            start, end = search_query.date_range(item, now)
+            if start is not None:
+                lo = start if lo is None else max(lo, start)
+            if end is not None:
+                hi = end if hi is None else min(hi, end)
+    if lo is not None and hi is not None and hi < lo:
+        hi = lo
+    return lo, hi
+
+
+async def _match_window(
+    ctx: AsyncStoreContext, tree: Node, window: list[dict[str, Any]], now: _dt.datetime
+) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """The messages of one window that match, in the window's order, with their columns. The
+    HTML part is read only for messages that have one and whose answer it could change."""
+    if not window:
+        return []
+    ids = [m["_id"] for m in window]
+    bodies: dict[str, dict[str, Any]] = {}
+    for selector in queries.split_in(ctx.by_ids(ids)):
+        bodies.update({b["_id"]: b async for b in ctx.bodies.find(selector, {"raw": 0, "forAI": 0})})
+    shared = ctx.settings.shared_view
+    reads_html = search_query.has_text(tree)
+
+    def test(message: dict[str, Any], columns: Mapping[str, str]) -> bool:
+        return search_query.matches(
+            tree,
+            columns,
+            ts=int(message["ts"]),
+            thread_key=str(message.get("threadKey")),
+            now=now,
+            shared_view=shared,
+            thread_key_of=_thread_key_of,
+        )
+
+    answers: dict[str, tuple[bool, dict[str, str]]] = {}
+    second: list[dict[str, Any]] = []
+    for message in window:
+        body = bodies.get(message["_id"])
+        if body is None:  # an interrupted store: no body, no hit
+            continue
+        if body.get("spill"):
+            second.append(message)  # the text is in body.json: read with the HTML below
+            continue
+        columns = search_columns(message, body, None, indexing.html_text)
+        answers[message["_id"]] = (test(message, columns), columns)
+        if reads_html and "body.html" in (message.get("blobs") or ()):
+            second.append(message)
+    if second:
+        records, _gone = await indexing.load_records(ctx, [m["messageKey"] for m in second])
+        by_key = {r.key: r for r in records}
+        for message in second:
+            record = by_key.get(message["messageKey"])
+            if record is not None:
+                columns = dict(record.columns)
+                answers[message["_id"]] = (test(message, columns), columns)
+    out = []
+    for message in window:
+        found = answers.get(message["_id"])
+        if found is not None and found[0]:
+            out.append((message, found[1]))
+    return out

@@ -10,6 +10,7 @@ through one ``AsyncStoreContext``. ``db`` is a PyMongo ``AsyncDatabase`` or a Mo
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from email.message import EmailMessage
 from typing import Any, Self
@@ -37,6 +38,11 @@ class AsyncMessageStore:
     each batch's documents in one transaction. ``search_engine`` and ``scan_limit`` (an optional
     cap on the messages a scan search examines; None: all): ``search``; ``vector_engine``
     (``atlas``, ``exact`` or ``auto``): ``semantic_search``.
+    ``search_index`` (a file path; default none): a local full-text index (SQLite FTS5) that the
+    store keeps up with its writes and the change stream, and that ``search`` and ``count`` use
+    (``search_engine="auto"`` or ``"local"``); the file is created private (0600, its directory
+    0700), may be shared by the stores of every mailbox of one database, and is rebuilt by
+    ``reindex`` (aecs_mongo/asynchronous/indexing.py says how it follows the store).
     ``sharded=True`` on a cluster sharded by ``scripts/shard.js``: point reads then carry the
     shard key and reach one shard. ``retry_seconds``: how long a batch's transaction retries
     transient errors (write conflicts, failovers, a crashed writer's open transaction).
@@ -58,6 +64,7 @@ class AsyncMessageStore:
     scan_limit = Setting["int | None"](writable=True)
     retry_seconds = Setting[float](writable=True)
     durable = Setting[bool](writable=True)
+    search_index = Setting["str | None"]()
 
     def __init__(
         self,
@@ -75,6 +82,7 @@ class AsyncMessageStore:
         sharded: bool = False,
         retry_seconds: float = 120.0,
         durable: bool = True,
+        search_index: str | os.PathLike[str] | None = None,
     ) -> None:
         settings = StoreSettings.checked(
             mailbox_id,
@@ -89,6 +97,7 @@ class AsyncMessageStore:
             sharded=sharded,
             retry_seconds=retry_seconds,
             durable=durable,
+            search_index=search_index,
         )
         self._context = AsyncStoreContext(db, settings, Capabilities.of_database(db))
         self.db = db
@@ -213,17 +222,33 @@ class AsyncMessageStore:
         return await reading.stale(self._context, spec_version, limit)
 
     async def search(
-        self, query: str, limit: int = 20, progress: Callable[[int], None] | None = None
+        self,
+        query: str,
+        limit: int = 20,
+        progress: Callable[[int], None] | None = None,
+        *,
+        sort: str = "date",
+        cursor: str | None = None,
     ) -> SearchResults[SearchHit]:
-        """Full-text search of subject and clean text: messageId, subject, ts, snippet (best first).
+        """Messages matching ``query`` (the query language: words, "phrases", OR, NOT/-word,
+        parentheses, prefix*, from:, to:, subject:, body:, attachment:, thread:, date:A..B; see
+        ``aecs_mongo/pure/search_query.py``): messageId, threadId, subject, ts, snippet, score.
 
-        The engine is ``search_engine``: Atlas Search, ``$text`` on ``aecs_bodies_search``, or
-        (``auto`` without a text index) the scan, a literal, case-insensitive match through the
-        mailbox newest first until it has ``limit`` hits or has looked at every message (newest
-        hits first; ``scan_limit`` caps it: then ``complete=False``). ``progress(examined)``
-        after each window of the scan. The query is always data.
+        Newest first (``sort="date"``; ``next_cursor`` pages on with ``cursor=``), or best
+        first (``sort="relevance"``) where the engine ranks (the local index, ``$text``, Atlas).
+        The engine is ``search_engine`` (``auto``: the local index where the store has one, else
+        ``$text`` where the server holds the text index and the query fits it, else the scan,
+        which reads the mailbox newest first until it has ``limit`` hits or has looked at every
+        message; ``scan_limit`` caps it: then ``complete=False``). ``progress(examined)`` after
+        each window of the scan. A malformed query is a ``SearchQueryError`` that says where.
         """
-        return await search.search(self._context, query, limit, progress)
+        return await search.search(self._context, query, limit, progress, sort, cursor)
+
+    async def count(self, query: str) -> int:
+        """How many messages ``query`` matches: every match (the local index after catching it
+        up; the server's count for ``$text`` and Atlas; else a scan of every message, which
+        ``scan_limit`` does not cap)."""
+        return await search.count(self._context, query)
 
     async def stats(self) -> dict[str, Any]:
         """The mailbox's size and the engines that serve its searches on this server:
@@ -314,8 +339,9 @@ class AsyncMessageStore:
 
     async def reindex(self) -> dict[str, int]:
         """Rebuild every derived document from the primary ``messages`` documents (seed 003):
-        thread summaries, lookup fields, UIDL records (those of vanished messages removed), and
-        the vector blocks (old array vectors rewritten, unsealed ones sealed, dead entries dropped)."""
+        thread summaries, lookup fields, UIDL records (those of vanished messages removed), the
+        vector blocks (old array vectors rewritten, unsealed ones sealed, dead entries dropped),
+        and the local search index of a store with one (``searchIndexed``: messages it holds)."""
         return await maintenance.reindex(self._context)
 
     # --- the seed-003 surface: a POP3 pipeline's message store ----------------------------------

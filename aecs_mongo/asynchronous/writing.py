@@ -33,7 +33,7 @@ from ..pure.documents import (
 from ..pure.keys import check_str
 from ..pure.settings import check_limit
 from ..results import StoreResult
-from . import blobstore, capabilities
+from . import blobstore, capabilities, indexing
 from .context import AsyncStoreContext, insert_ignoring_duplicates, log, only_duplicates, resolve
 from .prefetch import AsyncPrefetch
 
@@ -185,6 +185,8 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
     variants, wrote = await _keep_variants(ctx, copies, stored, concern)
     if not wrote and not journaled:
         await ctx.journal_barrier(concern)
+    # the local search index (search_index=) follows the commit: what this batch created
+    await indexing.after_write(ctx, [d for d, new in zip(batch, fresh, strict=True) if new])
     return [
         StoreResult(d.message_id, d.message_key, d.thread_id, d.thread_key, new, id(d) in variants)
         for d, new in zip(batch, fresh, strict=True)

@@ -12,6 +12,7 @@ __all__ = ["HANDLERS"]
 _ENGINE_NOTES = {
     "atlas": "Atlas index",
     "text": "$text index",
+    "local": "the local index, SQLite FTS5",
     "scan": "no text index: reads the mailbox newest first until it has the hits",
     "exact": "no vector index: compares the stored vectors one by one",
 }

@@ -11,6 +11,7 @@ import datetime as dt
 
 __all__ = [
     "MAX_LIMIT",
+    "count",
     "duration",
     "erase",
     "expire",
@@ -28,6 +29,7 @@ __all__ = [
     "server",
     "show",
     "thread",
+    "threads",
     "watch",
     "with_",
 ]
@@ -134,9 +136,21 @@ def ingest(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _query_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--query", default=None, metavar="QUERY", help="only what matches a search query (see 'search --help')"
+    )
+
+
 def inbox(p: argparse.ArgumentParser) -> None:
     page(p)
     p.add_argument("--sender", default=None, help="only mail from this address")
+    _query_option(p)
+
+
+def threads(p: argparse.ArgumentParser) -> None:
+    page(p)
+    _query_option(p)
 
 
 def thread(p: argparse.ArgumentParser) -> None:
@@ -172,9 +186,27 @@ def find(p: argparse.ArgumentParser) -> None:
     p.add_argument("value", metavar="VALUE", help="the value, normalized like the stored one")
 
 
+_QUERY_HELP = (
+    'words (all must match), "a phrase", OR, NOT or -word, (groups), prefix*, and fields: from:, to:,'
+    " subject:, body:, attachment: (file name), thread:ID, date:2024-01-01..2024-03-31 (UTC days; open"
+    " ends; 30d.. for the last 30 days)"
+)
+
+
 def search(p: argparse.ArgumentParser) -> None:
-    p.add_argument("query", metavar="QUERY", help="words to look for in message bodies")
+    p.add_argument("query", metavar="QUERY", help=_QUERY_HELP)
     p.add_argument("--limit", type=_limit, default=20, help="at most N results (default: 20)")
+    p.add_argument(
+        "--sort",
+        choices=("date", "relevance"),
+        default="date",
+        help="date: newest first (default); relevance: best first, where the engine ranks",
+    )
+    p.add_argument("--cursor", default=None, help="continue after a page (newest first): the next_cursor it printed")
+
+
+def count(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", metavar="QUERY", help=_QUERY_HELP)
 
 
 def export(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,6 @@
-"""The reads: ``inbox``, ``threads``, ``thread``, ``show``, ``with``, ``replies``, ``find``, ``search``."""
+"""The reads: ``inbox``, ``threads``, ``thread``, ``show``, ``with``, ``replies``, ``find``, ``search``,
+``count``. ``inbox --query`` and ``threads --query`` page through a search: the messages that
+match, newest first; the threads that hold them, by their newest match on the page."""
 
 from __future__ import annotations
 
@@ -29,20 +31,49 @@ def _message_page(messages: Sequence[Mapping[str, Any]], cursor: str | None) -> 
 
 
 def inbox(ctx: Context) -> Output:
+    if ctx.args.query is not None:
+        if ctx.args.sender is not None:
+            ctx.args.query = f"from:{ctx.args.sender} ({ctx.args.query})"
+        results = _run_search(ctx, ctx.args.query, cursor=ctx.args.cursor)
+        data = {"messages": results, "next_cursor": results.next_cursor, "engine": results.engine}
+        return Output(data, chain(_search_lines(results), [_next_line(results.next_cursor)]))
     page = ctx.store.list_messages(cursor=ctx.args.cursor, limit=ctx.args.limit, sender=ctx.args.sender)
     return _message_page(page.messages, page.next_cursor)
 
 
 def threads(ctx: Context) -> Output:
+    if ctx.args.query is not None:
+        return _threads_of_search(ctx)
     page = ctx.store.list_threads(cursor=ctx.args.cursor, limit=ctx.args.limit)
+    return Output(
+        {"threads": page.threads, "next_cursor": page.next_cursor}, _thread_lines(page.threads, page.next_cursor)
+    )
 
-    def lines() -> Iterator[str]:
-        for t in page.threads:
-            last = dt.datetime.fromtimestamp(t["lastTs"], dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            yield f"{last:20}  {t['messageCount']:4d} msg  {column(t.get('subject'), 50)}  {t['threadId']}"
-        yield _next_line(page.next_cursor)
 
-    return Output({"threads": page.threads, "next_cursor": page.next_cursor}, lines())
+def _thread_lines(found: Sequence[Mapping[str, Any]], cursor: str | None) -> Iterator[str]:
+    for t in found:
+        last = dt.datetime.fromtimestamp(t["lastTs"], dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        yield f"{last:20}  {t['messageCount']:4d} msg  {column(t.get('subject'), 50)}  {t['threadId']}"
+    yield _next_line(cursor)
+
+
+def _threads_of_search(ctx: Context) -> Output:
+    """The threads of a page of hits, in the order of their newest hit on it (a thread whose
+    matches span pages shows on each)."""
+    results = _run_search(ctx, ctx.args.query, cursor=ctx.args.cursor)
+    order: list[str] = []
+    for hit in results:
+        if hit["threadId"] not in order:
+            order.append(hit["threadId"])
+    from ..pure.keys import doc_id, thread_key
+
+    ids = [doc_id(ctx.store.mailbox_id, thread_key(t)) for t in order]
+    fields = {"_id": 0, "threadId": 1, "subject": 1, "messageCount": 1, "firstTs": 1, "lastTs": 1}
+    fields |= {"firstMessageKey": 1, "lastMessageKey": 1}
+    summaries = {t["threadId"]: t for t in ctx.db["threads"].find({"_id": {"$in": ids}}, fields)} if ids else {}
+    found = [summaries[t] for t in order if t in summaries]
+    data = {"threads": found, "next_cursor": results.next_cursor, "engine": results.engine}
+    return Output(data, _thread_lines(found, results.next_cursor))
 
 
 def thread(ctx: Context) -> Output:
@@ -133,21 +164,32 @@ def find(ctx: Context) -> Output:
     return Output({"header": ctx.args.header, "value": ctx.args.value, "messageIds": ids}, ids)
 
 
-def search(ctx: Context) -> Output:
+def _run_search(ctx: Context, query: str, *, cursor: str | None = None, sort: str = "date") -> SearchResults[SearchHit]:
     progress = _SearchProgress(ctx) if on_terminal() and not ctx.json else None
     try:
-        results = ctx.store.search(ctx.args.query, limit=ctx.args.limit, progress=progress)
+        return ctx.store.search(query, limit=ctx.args.limit, progress=progress, sort=sort, cursor=cursor)
     finally:
         if progress is not None:
             progress.close()
+
+
+def search(ctx: Context) -> Output:
+    results = _run_search(ctx, ctx.args.query, cursor=ctx.args.cursor, sort=ctx.args.sort)
     data = {
         "query": ctx.args.query,
         "results": results,
         "engine": results.engine,
         "examined": results.examined,
         "complete": results.complete,
+        "next_cursor": results.next_cursor,
     }
-    return Output(data, _search_lines(results))
+    more = [f"next_cursor: {results.next_cursor}"] if results.next_cursor else []
+    return Output(data, chain(_search_lines(results), more))
+
+
+def count(ctx: Context) -> Output:
+    found = ctx.store.count(ctx.args.query)
+    return Output({"query": ctx.args.query, "count": found}, [str(found)])
 
 
 def _search_lines(results: SearchResults[SearchHit]) -> Iterator[str]:
@@ -185,4 +227,5 @@ HANDLERS: Handlers = {
     "replies": replies,
     "find": find,
     "search": search,
+    "count": count,
 }

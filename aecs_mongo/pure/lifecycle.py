@@ -8,7 +8,12 @@ is handled in one place.
 mailbox's documents are selected there by an index (the ``_id`` of every per-mailbox document
 starts with ``<mailboxId>:``; GridFS keys start with the mailbox's blob root
 ``aecs/<sha256(mailboxId)>/``). A new collection of mailbox data goes here, or the erase test
-(which scans every collection of the database) fails.
+(which scans every collection of the database) fails. One tier lives outside the database: the
+local search index (``search_index=``, a SQLite file). The deletion core clears it after each
+batch's ``messages`` delete (``asynchronous/indexing.py``: ``after_delete``; the erase drops the
+mailbox's tables and position with ``after_erase``), and an index that missed a deletion (made by
+a store without it) learns it from the change stream or its next reconcile, its hits being
+checked against ``messages`` meanwhile.
 
 Order, so that an interruption (SIGKILL) at any moment is finished by running the same call again:
 

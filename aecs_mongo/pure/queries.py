@@ -37,7 +37,6 @@ __all__ = [
     "LIST_PROJECTION",
     "THREAD_CONTEXT_PROJECTION",
     "KeysetQuery",
-    "atlas_search_pipeline",
     "decode_cursor",
     "encode_cursor",
     "find_query",
@@ -45,8 +44,6 @@ __all__ = [
     "inbox_query",
     "keyset_filter",
     "participant_query",
-    "snippet",
-    "text_search_filter",
     "thread_context_query",
     "threads_query",
     "utc_day_range",
@@ -295,28 +292,6 @@ def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any]
 ATLAS_SEARCH_INDEX_NAME = ATLAS_SEARCH_INDEX.name
 
 
-def text_search_filter(mailbox_id: str, query: str) -> dict[str, Any]:
-    """``$text`` on ``aecs_bodies_search``; the query is a ``$search`` string, never an operator."""
-    return {"mailboxId": mailbox_id, "$text": {"$search": check_str(query, "query")}}
-
-
-def atlas_search_pipeline(mailbox_id: str, query: str, limit: int) -> list[dict[str, Any]]:
-    """``$search`` on the Atlas Search index, filtered to one mailbox (``mailboxId`` is a token)."""
-    return [
-        {
-            "$search": {
-                "index": ATLAS_SEARCH_INDEX_NAME,
-                "compound": {
-                    "must": [{"text": {"query": check_str(query, "query"), "path": ["subject", "clean"]}}],
-                    "filter": [{"equals": {"path": "mailboxId", "value": mailbox_id}}],
-                },
-            }
-        },
-        {"$limit": limit},
-        {"$project": {"_id": 1, "subject": 1, "clean": 1, "score": {"$meta": "searchScore"}}},
-    ]
-
-
 def vector_search_pipeline(
     mailbox_id: str, vector: list[float], limit: int, thread_key: str | None = None
 ) -> list[dict[str, Any]]:
@@ -339,19 +314,6 @@ def vector_search_pipeline(
     ]
 
 
-def snippet(text: str | None, query: str, width: int = 160) -> str:
-    """About ``width`` characters of ``text`` around the first query term found (whitespace folded)."""
-    if not text:
-        return ""
-    flat = " ".join(text.split())
-    lowered = flat.lower()
-    positions = [lowered.find(term) for term in [query.lower(), *query.lower().split()] if term]
-    found = [p for p in positions if p >= 0]
-    start = max(min(found) - width // 3, 0) if found else 0
-    piece = flat[start : start + width]
-    return ("…" if start > 0 else "") + piece + ("…" if start + width < len(flat) else "")
-
-
 # --- windowed reads (windows) ---------------------------------------------------------------
 
 __all__ += [
@@ -361,15 +323,13 @@ __all__ += [
     "residual_match",
     "sample_filter",
     "sample_match",
-    "scan_matches",
-    "search_pattern",
     "windowed_read",
     "with_fields",
 ]
 
 #: What a probe window fetches: the sort key only.
 PROBE_PROJECTION: dict[str, int] = {"_id": 1}
-#: What the scan search reads of ``messages`` per window (the hot subject is matched there).
+#: What the scan search reads of ``messages`` per window.
 SEARCH_WINDOW_PROJECTION: dict[str, int] = {"_id": 1, "messageId": 1, "subject": 1, "ts": 1, "messageKey": 1}
 
 
@@ -461,21 +421,6 @@ def with_fields(projection: Mapping[str, Any], paths: Sequence[str]) -> dict[str
 def residual_match(row: Mapping[str, Any], clauses: list[dict[str, Any]]) -> bool:
     """Whether ``row`` matches an ``$or`` of equality clauses (a value, or an array holding it)."""
     return any(all(value in _values(row, path) for path, value in clause.items()) for clause in clauses)
-
-
-def search_pattern(query: str) -> re.Pattern[str]:
-    """The scan search's match: the query literally, case-insensitively."""
-    return re.compile(re.escape(check_str(query, "query")), re.IGNORECASE)
-
-
-def scan_matches(
-    pattern: re.Pattern[str], messages: Sequence[Mapping[str, Any]], cut_at: int
-) -> tuple[set[str], list[str]]:
-    """Of one window's messages: the ``_id`` whose (hot) subject matches, and those whose hot
-    subject was cut (``cut_at`` characters), so only their whole subject in ``bodies`` can say."""
-    hits = {m["_id"] for m in messages if m.get("subject") and pattern.search(m["subject"])}
-    cut = [m["_id"] for m in messages if m["_id"] not in hits and len(m.get("subject") or "") >= cut_at]
-    return hits, cut
 
 
 __all__ += ["IN_LIMIT", "split_in"]

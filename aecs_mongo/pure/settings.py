@@ -10,6 +10,7 @@ kept here, so the I/O code asks a question instead of testing for a driver.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -19,8 +20,10 @@ from .vectors import VECTOR_ENGINES
 
 __all__ = ["MAX_PAGE", "SEARCH_ENGINES", "Capabilities", "StoreSettings", "check_cap", "check_limit"]
 
-#: ``search_engine`` values: Atlas Search, ``$text``, the bounded scan, or pick (text, else scan).
-SEARCH_ENGINES = ("auto", "atlas", "text", "scan")
+#: ``search_engine`` values: Atlas Search, ``$text``, the local index (``search_index=``), the
+#: scan, or pick (the local index where the store has one, else ``$text`` where the server holds
+#: the text index and the query fits it, else the scan).
+SEARCH_ENGINES = ("auto", "atlas", "text", "local", "scan")
 #: The largest page (and batch) any read or write takes.
 MAX_PAGE = 1000
 
@@ -59,6 +62,8 @@ class StoreSettings:
     sharded: bool = False
     retry_seconds: float = 120.0
     durable: bool = True
+    #: the local search index's file (``search_index=``), or None
+    search_index: str | None = None
 
     @classmethod
     def checked(cls, mailbox_id: object, owner_addresses: Iterable[str] = (), **options: Any) -> StoreSettings:
@@ -82,6 +87,11 @@ class StoreSettings:
         settings.shared_view = bool(settings.shared_view)
         settings.sharded = bool(settings.sharded)
         settings.durable = bool(settings.durable)
+        if settings.search_index is not None:
+            path: object = settings.search_index
+            if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+                raise TypeError(f"search_index must be a path (str or os.PathLike), not {type(path).__name__}")
+            settings.search_index = os.path.abspath(os.path.expanduser(os.fspath(path)))
         return settings
 
     # the engines are attributes a caller may set later: checked again before each use

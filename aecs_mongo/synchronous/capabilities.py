@@ -21,6 +21,7 @@ from .context import StoreContext, log, resolve, to_list
 
 __all__ = [
     "atlas_vectors",
+    "change_streams",
     "completion_concern",
     "learn_limit_behaviour",
     "replica_set",
@@ -39,6 +40,11 @@ def replica_set(ctx: StoreContext) -> bool:
             hello = ctx.db.client.admin.command("hello")
             caps.replica_set = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
     return caps.replica_set
+
+
+def change_streams(ctx: StoreContext) -> bool:
+    """Change streams on ``messages``: a replica set or a sharded cluster (never the unit tier)."""
+    return ctx.capabilities.change_streams_possible and replica_set(ctx)
 
 
 def transactions(ctx: StoreContext) -> bool:

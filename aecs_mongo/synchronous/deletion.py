@@ -19,7 +19,7 @@ from ..pure.documents import fold_thread_summary
 from ..pure.indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
 from ..pure.keys import blob_prefix, doc_id, message_key
 from ..pure.lifecycle import DataCollection, EraseReport, ExpireReport
-from . import capabilities, embeddings
+from . import capabilities, embeddings, indexing
 from .context import StoreContext, log
 
 __all__ = ["Deleter", "delete", "erase_mailbox", "expire"]
@@ -104,6 +104,8 @@ class Deleter:
                 self._remove(collection.name, {"mailboxId": self.mailbox_id, "messageKey": {"$in": mkeys}})
         self._remove_blobs(messages, by_prefix)
         self._remove("messages", self.ctx.by_ids(ids), completes=True)
+        if not self.dry_run:  # the local search index (search_index=), after the commit point
+            indexing.after_delete(self.ctx, mkeys)
 
     def _remove_blobs(self, messages: Sequence[Mapping[str, Any]], by_prefix: bool) -> None:
         files, chunks = (c.name for c in self.collections if c.scope == "blob")
@@ -268,6 +270,7 @@ def erase_mailbox(
         messages = ctx.db["messages"]
         report.remaining = int(messages.count_documents({"mailboxId": ctx.mailbox_id}))
     report.removed = deleter.removed
+    indexing.after_erase(ctx)  # the local search index: the mailbox's tables and position
     if any(deleter.removed.values()):
         # the sweeps' statements went out unjournaled (the last could be any collection's): one
         # journaled write after the final pass makes every one of them durable

@@ -4,7 +4,8 @@
 re-parse of mail normalized under another spec version (C.4), and the engines in ``stats``.
 
 Seed 003's rule: the ``messages`` documents are the primary records and everything else
-(thread summaries, lookup fields, UIDL records, vector blocks) is a cache that ``reindex``
+(thread summaries, lookup fields, UIDL records, vector blocks, the local search index) is a
+cache that ``reindex``
 can rebuild at any time, readers never seeing a mailbox without threads meanwhile.
 """
 
@@ -19,7 +20,7 @@ from pymongo.errors import BulkWriteError, CollectionInvalid, OperationFailure
 from ..pure.documents import derived_fields, fold_thread_summary, thread_summary_from_messages
 from ..pure.indexes import VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
 from ..pure.keys import check_str, doc_id
-from . import blobstore, capabilities, embeddings, lookups, search
+from . import blobstore, capabilities, embeddings, indexing, lookups, search
 from .context import StoreContext, errmsg, only_duplicates, resolve, to_list
 from .writing import build
 
@@ -145,6 +146,7 @@ def _reparse(ctx: StoreContext, message_id: str) -> bool:
     recompute_thread(ctx, old["threadKey"])
     if docs.thread_key != old["threadKey"]:
         recompute_thread(ctx, docs.thread_key)
+    indexing.after_reparse(ctx, docs, old["messageKey"])
     return True
 
 
@@ -196,6 +198,8 @@ def reindex(ctx: StoreContext) -> dict[str, int]:
     # after the sealing, so the entries it made dead go now (an unsealed vector's are kept)
     report["vectorEntriesDropped"] = (embeddings.compact(ctx))["entriesDropped"]
     ctx.journal_barrier(capabilities.completion_concern(ctx))
+    if ctx.search_index is not None:
+        report["searchIndexed"] = indexing.rebuild(ctx)  # the local index, from scratch
     return report
 
 

@@ -1,0 +1,327 @@
+"""The local search index's upkeep: it follows the store the way ``mongot`` follows ``mongod``.
+
+The index (``aecs_mongo/search_index``: SQLite FTS5, a file the store was given with
+``search_index=``) is a cache of the ``messages`` and ``bodies`` documents and the HTML blobs.
+It is kept up in three ways, so that neither a crash nor another writer leaves it behind:
+
+- **after each write of this store**: ``write_batch`` hands the messages it created here right
+  after the batch's commit (``after_write``); ``delete``/``expire`` remove their entries after
+  the ``messages`` documents are gone (``after_delete``); ``erase_mailbox`` drops the mailbox's
+  tables (``after_erase``); ``reparse_stale`` re-indexes what it re-parsed.
+- **caught up from the change stream** of ``messages`` (a replica set or a sharded cluster):
+  the index keeps its position (a resume token, per mailbox) and every read (``current``) and
+  every write of an indexing store first reads what happened since: inserts, replaces, updates
+  and deletes of the mailbox's messages (``drain``). So a process killed between the commit and
+  the index write, mail stored or deleted by another process through the library (indexed or
+  not), all reach the index before it answers. The messages this store just indexed come back
+  in the stream too and are recognised as present (no second read of their bodies).
+- **reconciled** where there is no change stream (a standalone server, mongomock) or no usable
+  position (a new index, a rebuild, a position that fell out of the oplog, a dropped
+  collection): the mailbox's message keys are read and compared with the index's, and what is
+  missing is indexed, what is gone removed. Without change streams a read first compares the
+  mailbox's message count with the index's and reconciles only when they differ: one count per
+  search, and a key read when they differ. (So where there are no change streams, a delete and a
+  store by a process that does not index, between two searches, go unnoticed until ``reindex``;
+  a page of hits is always checked against the stored messages, so deleted mail is never shown.)
+
+A mailbox stored before its index existed is indexed on first use (the first search, count or
+write of a store with the index): that is the upgrade; ``reindex`` rebuilds it from scratch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import bson
+from pymongo.errors import OperationFailure
+
+from ..pure import blobs
+from ..pure.documents import MessageDocuments
+from ..pure.keys import doc_id
+from ..pure.queries import split_in
+from ..pure.search_compile import index_stream_pipeline, search_columns, stream_key
+from ..search_index import MailboxIndex, Record
+from . import capabilities
+from .context import AsyncStoreContext, log, resolve
+
+__all__ = [
+    "after_delete",
+    "after_erase",
+    "after_reparse",
+    "after_write",
+    "current",
+    "html_text",
+    "load_records",
+    "rebuild",
+]
+
+_APPLY_EVERY = 1000  # stream events applied (and the position saved) at least this often
+_LOAD_BATCH = 100
+_MESSAGE_FIELDS = {
+    "messageKey": 1,
+    "messageId": 1,
+    "threadKey": 1,
+    "ts": 1,
+    "subject": 1,
+    "from": 1,
+    "attachments": 1,
+    "blobs": 1,
+    "blobPrefix": 1,
+}
+_BODY_FIELDS = {"raw": 0, "forAI": 0, "mailboxId": 0}
+
+
+def html_text(html: str) -> str:
+    """The normalizer's text of an HTML body (imported on first use, as the normalizer is)."""
+    from ..normalize.html_text import html_to_text
+
+    return html_to_text(html)
+
+
+def mailbox_index(ctx: AsyncStoreContext) -> MailboxIndex | None:
+    """This mailbox's part of the store's index (None: the store has none)."""
+    index = ctx.search_index
+    if index is None:
+        return None
+    if index.bound is None:
+        index.bind(ctx.db.name)
+    return index.mailbox(ctx.mailbox_id)
+
+
+# --- records ------------------------------------------------------------------------------------
+
+
+def record_of(docs: MessageDocuments) -> Record:
+    """The index record of a message just written, from the documents in hand."""
+    body: dict[str, Any] = dict(docs.body)
+    html = None
+    for blob in docs.blobs:
+        if blob.key.endswith("/body.html"):
+            html = blob.data.decode("utf-8", "replace")
+        elif blob.key.endswith("/body.json") and body.get("spill"):
+            body.update(json.loads(blob.data.decode("utf-8")))
+    columns = search_columns(docs.message, body, html, html_text)
+    return Record(docs.message_key, int(docs.message["ts"]), docs.thread_key, columns)
+
+
+async def load_records(ctx: AsyncStoreContext, keys: Sequence[str]) -> tuple[list[Record], list[str]]:
+    """The records of stored messages (one read of each collection per batch: messages,
+    bodies, the HTML and spilled bodies' blobs), and the keys of those not stored."""
+    records: list[Record] = []
+    gone: list[str] = []
+    for start in range(0, len(keys), _LOAD_BATCH):
+        part = list(keys[start : start + _LOAD_BATCH])
+        ids = [doc_id(ctx.mailbox_id, k) for k in part]
+        messages = {m["_id"]: m async for m in ctx.messages.find(ctx.by_ids(ids), _MESSAGE_FIELDS)}
+        bodies = {b["_id"]: b async for b in ctx.bodies.find(ctx.by_ids(list(messages)), _BODY_FIELDS)}
+        wanted = [m["blobPrefix"] + "body.html" for m in messages.values() if "body.html" in (m.get("blobs") or ())]
+        wanted += [b["spill"] for b in bodies.values() if b.get("spill")]
+        data = await _read_blobs(ctx, wanted)
+        for key, _id in zip(part, ids, strict=True):
+            message = messages.get(_id)
+            if message is None:
+                gone.append(key)
+                continue
+            body = dict(bodies.get(_id) or {})
+            if body.get("spill") and body["spill"] in data:
+                body.update(json.loads(data[body["spill"]].decode("utf-8")))
+            raw_html = data.get(message["blobPrefix"] + "body.html")
+            html = None if raw_html is None else raw_html.decode("utf-8", "replace")
+            columns = search_columns(message, body, html, html_text)
+            records.append(Record(key, int(message["ts"]), str(message["threadKey"]), columns))
+    return records, gone
+
+
+async def _read_blobs(ctx: AsyncStoreContext, keys: Sequence[str]) -> dict[str, bytes]:
+    """Several blobs in one ``files`` and one ``chunks`` read per hundred."""
+    out: dict[str, bytes] = {}
+    for selector in split_in({"_id": {"$in": list(keys)}}):
+        files = {f["_id"]: f async for f in ctx.files.find(selector, {"length": 1, "chunkSize": 1})}
+        if not files:
+            continue
+        chunks: dict[str, list[Mapping[str, Any]]] = {k: [] for k in files}
+        found = ctx.chunks.find({"files_id": {"$in": list(files)}}, {"files_id": 1, "n": 1, "data": 1})
+        async for chunk in found:
+            chunks[chunk["files_id"]].append(chunk)
+        for key, file_doc in files.items():
+            try:
+                out[key] = blobs.assemble(file_doc, sorted(chunks[key], key=lambda c: c["n"]))
+            except ValueError:  # an upload interrupted mid-way: no text from it
+                log.debug("blob %s is incomplete: not indexed", key)
+    return out
+
+
+# --- following the store ------------------------------------------------------------------------
+
+
+async def current(ctx: AsyncStoreContext) -> MailboxIndex:
+    """The mailbox's index, built if it never was and caught up with the store (before a read)."""
+    index = mailbox_index(ctx)
+    assert index is not None
+    state = index.state()
+    streams = await capabilities.change_streams(ctx)
+    if state is None or state.mode == "reconcile" or (state.mode == "stream") != streams:
+        await _reconcile(ctx, index, streams)
+    elif streams:
+        await _drain(ctx, index, state.token)
+    elif await ctx.messages.count_documents({"mailboxId": ctx.mailbox_id}) != index.size():
+        log.debug("mailbox %r: the search index holds another count than the store: reconciling", ctx.mailbox_id)
+        await _reconcile(ctx, index, streams)
+    return index
+
+
+async def after_write(ctx: AsyncStoreContext, created: Sequence[MessageDocuments]) -> None:
+    """After a batch's commit: index the messages it created, then catch up with the stream."""
+    index = mailbox_index(ctx)
+    if index is None:
+        return
+    state = index.state()
+    if state is None or state.mode == "reconcile":
+        await current(ctx)  # never built (or a rebuild was interrupted): build it, these included
+        return
+    index.upsert([record_of(d) for d in created])
+    if state.mode == "stream":
+        await _drain(ctx, index, state.token)
+
+
+async def after_delete(ctx: AsyncStoreContext, keys: Sequence[str]) -> None:
+    """After ``messages`` documents are deleted: their entries go, then a catch-up."""
+    index = mailbox_index(ctx)
+    if index is None:
+        return
+    index.remove(keys)
+    state = index.state()
+    if state is not None and state.mode == "stream":
+        await _drain(ctx, index, state.token)
+
+
+async def after_erase(ctx: AsyncStoreContext) -> None:
+    """After the erase: the mailbox's tables and position go (a later use starts it afresh)."""
+    if mailbox_index(ctx) is not None:
+        assert ctx.search_index is not None
+        ctx.search_index.drop_mailbox(ctx.mailbox_id)
+
+
+async def after_reparse(ctx: AsyncStoreContext, docs: MessageDocuments, old_key: str) -> None:
+    """A message re-parsed from its raw bytes: its entry follows the new documents."""
+    index = mailbox_index(ctx)
+    if index is None or index.state() is None:
+        return
+    if old_key != docs.message_key:
+        index.remove([old_key])
+    index.upsert([record_of(docs)])
+
+
+async def rebuild(ctx: AsyncStoreContext) -> int:
+    """``reindex``: the mailbox's index from scratch; how many messages it holds."""
+    if mailbox_index(ctx) is None:
+        return 0
+    assert ctx.search_index is not None
+    ctx.search_index.drop_mailbox(ctx.mailbox_id)
+    return (await current(ctx)).size()
+
+
+async def _reconcile(ctx: AsyncStoreContext, index: MailboxIndex, streams: bool) -> None:
+    """Make the index hold exactly the stored messages. With change streams the position is
+    taken first (so whatever is committed meanwhile comes from the stream), kept while the
+    work goes on (an interrupted rebuild resumes from it), and the stream is read after."""
+    state = index.state()
+    token: bytes | None = None
+    if streams:
+        token = state.token if state is not None and state.mode == "reconcile" and state.token else None
+        if token is None:
+            token = await _position_now(ctx)
+    index.set_state("reconcile", token)
+    have = index.keys()
+    stored: set[str] = set()
+    async for row in ctx.messages.find({"mailboxId": ctx.mailbox_id}, {"_id": 0, "messageKey": 1}):
+        stored.add(str(row["messageKey"]))
+    missing = sorted(stored - have)
+    if len(missing) > 1000 and ctx.first_time("search index build"):
+        log.info("building the local search index of mailbox %r: %d messages to index", ctx.mailbox_id, len(missing))
+    index.remove(have - stored)
+    for start in range(0, len(missing), _LOAD_BATCH):
+        records, gone = await load_records(ctx, missing[start : start + _LOAD_BATCH])
+        index.upsert(records)
+        index.remove(gone)
+    index.set_state("stream" if streams else "count", token)
+    if streams:
+        await _drain(ctx, index, token)
+
+
+async def _open_stream(ctx: AsyncStoreContext, token: bytes | None) -> Any:
+    stream = await resolve(
+        ctx.messages.watch(
+            index_stream_pipeline(ctx.mailbox_id),
+            resume_after=None if token is None else bson.decode(token),
+            max_await_time_ms=1,
+            batch_size=_APPLY_EVERY,
+        )
+    )
+    return await stream.__aenter__()  # Motor opens the cursor here
+
+
+async def _position_now(ctx: AsyncStoreContext) -> bytes:
+    stream = await _open_stream(ctx, None)
+    try:
+        token = stream.resume_token
+    finally:
+        await stream.__aexit__(None, None, None)
+    if token is None:
+        raise OperationFailure("the server gave no change-stream position (postBatchResumeToken)")
+    return bson.encode(dict(token))
+
+
+async def _drain(ctx: AsyncStoreContext, index: MailboxIndex, token: bytes | None) -> None:
+    """Read the stream from ``token`` to now and apply it; save the new position."""
+    try:
+        stream = await _open_stream(ctx, token)
+    except OperationFailure as exc:  # the position fell out of the oplog, or is not this server's
+        log.info("mailbox %r: the search index cannot resume its change stream (%s): reconciling", ctx.mailbox_id, exc)
+        index.set_state("reconcile", None)
+        await _reconcile(ctx, index, True)
+        return
+    pending: dict[str, str] = {}
+    ended = False
+    try:
+        while True:
+            event = await stream.try_next()
+            if event is None:
+                break
+            operation = event.get("operationType")
+            if operation not in ("insert", "replace", "update", "delete"):
+                ended = True  # drop, rename, dropDatabase, invalidate: the collection changed under us
+                break
+            key = stream_key(ctx.mailbox_id, (event.get("documentKey") or {}).get("_id"))
+            if key is not None:
+                pending[key] = str(operation)
+            if len(pending) >= _APPLY_EVERY:
+                await _apply(ctx, index, pending)
+                pending = {}
+                index.set_state("stream", bson.encode(dict(stream.resume_token)))
+        position = None if ended else stream.resume_token
+    finally:
+        await stream.__aexit__(None, None, None)
+    await _apply(ctx, index, pending)
+    if ended or position is None:
+        index.set_state("reconcile", None)
+        await _reconcile(ctx, index, True)
+        return
+    index.set_state("stream", bson.encode(dict(position)))
+
+
+async def _apply(ctx: AsyncStoreContext, index: MailboxIndex, last: Mapping[str, str]) -> None:
+    """Apply each message's last event: a delete removes it; an insert indexes it unless it
+    is indexed (this store wrote it); a replace or update reads it again."""
+    if not last:
+        return
+    index.remove([k for k, op in last.items() if op == "delete"])
+    inserted = [k for k, op in last.items() if op == "insert"]
+    known = index.present(inserted)
+    todo = [k for k, op in last.items() if op in ("replace", "update")] + [k for k in inserted if k not in known]
+    if todo:
+        records, gone = await load_records(ctx, todo)
+        index.upsert(records)
+        index.remove(gone)

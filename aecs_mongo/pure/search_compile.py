@@ -1,0 +1,357 @@
+"""What each search engine is given: a message's text columns, and the tree compiled for the
+MongoDB engines (``$text``, Atlas Search). Pure: no I/O.
+
+The local index (``aecs_mongo/search_index``) and the scan both match the same columns
+(:func:`search_columns`), so they agree; the MongoDB engines search what their indexes hold
+(``subject`` and ``clean`` of ``bodies``) and say what they cannot express
+(:func:`text_search`, :func:`atlas_search`): the store then answers with the next engine, or,
+where that engine was asked for by name, refuses with ``SearchQueryError``.
+
+Where the spec is silent:
+
+- ``rest`` holds the lines of ``content.text`` that ``clean`` drops (quoted history, signatures,
+  disclaimers), so they are found but rank below what the sender wrote; the ``[N quoted lines
+  omitted]`` lines clean inserts are not indexed (they are not mail text).
+- ``html`` holds the lines of the HTML part's text (``html_to_text``) that ``text`` lacks: the
+  whole text of an HTML-only message is already ``text``, so this is only what a
+  ``multipart/alternative`` put in its HTML and not in its plain part.
+- ``sender`` / ``recipients`` / ``bcc`` are names and addresses (``Anna Müller
+  anna@example.org``); bcc is kept apart so a shared view never matches it.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as _dt
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from .indexes import ATLAS_SEARCH_INDEX
+from .queries import KeysetQuery
+from .search_query import COLUMNS, And, Date, Node, Not, Or, Phrase, Thread, Word, date_range, to_text
+
+__all__ = [
+    "ATLAS_PATHS",
+    "SEARCH_SORTS",
+    "MongoSearch",
+    "atlas_search",
+    "check_sort",
+    "index_stream_pipeline",
+    "mongo_pipeline",
+    "post_match",
+    "search_columns",
+    "search_keyset",
+    "split_message_terms",
+    "stream_key",
+    "text_search",
+]
+
+#: ``search(sort=...)``: newest first (every engine), or best first where the engine ranks.
+SEARCH_SORTS = ("date", "relevance")
+#: The ``bodies`` fields the Atlas Search index maps, per field of the language.
+ATLAS_PATHS: dict[str | None, list[str]] = {None: ["subject", "clean"], "subject": ["subject"], "body": ["clean"]}
+
+_OMITTED = re.compile(r"^> \[\d+ quoted lines? omitted\]$")
+_HEX64 = re.compile(r"[0-9a-f]{64}", re.ASCII)
+
+
+def check_sort(sort: object) -> str:
+    if not isinstance(sort, str):
+        raise TypeError(f"sort must be a str, not {type(sort).__name__}")
+    if sort not in SEARCH_SORTS:
+        raise ValueError(f"sort must be one of {', '.join(SEARCH_SORTS)}")
+    return sort
+
+
+def search_keyset(mailbox_id: str, node: Node, engine: str) -> KeysetQuery:
+    """The keyset of a search's cursor: newest first on ``(ts, messageKey)``, fingerprinted by
+    the mailbox, the query (as ``to_text`` prints it) and the engine, so a cursor of another
+    mailbox, query or engine is an ``InvalidCursorError``."""
+    payload = json.dumps([mailbox_id, "search", to_text(node), engine]).encode("utf-8", "surrogatepass")
+    fingerprint = hashlib.sha256(payload).hexdigest()[:16]
+    return KeysetQuery("messages", {}, "ts", "messageKey", True, None, fingerprint)
+
+
+# --- a message's text columns --------------------------------------------------------------------
+
+
+def _line_key(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _lines_not_in(text: str | None, kept: Iterable[str]) -> str:
+    """The lines of ``text`` that ``kept`` does not hold (each kept line used once), in order."""
+    if not text:
+        return ""
+    left = collections.Counter(_line_key(line) for line in kept)
+    out = []
+    for line in text.split("\n"):
+        key = _line_key(line)
+        if not key:
+            continue
+        if left[key] > 0:
+            left[key] -= 1
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _people(addresses: Iterable[Any]) -> str:
+    parts = []
+    for address in addresses:
+        if isinstance(address, Mapping):
+            parts += [str(v) for v in (address.get("name"), address.get("email")) if v]
+    return "\n".join(parts)
+
+
+def search_columns(
+    message: Mapping[str, Any], body: Mapping[str, Any] | None, html: str | None, html_to_text: Callable[[str], str]
+) -> dict[str, str]:
+    """The text columns (``search_query.COLUMNS``) of one stored message: its ``messages``
+    document, its ``bodies`` document with any spilled fields merged back, and the HTML body
+    (None when it has none). ``html_to_text`` is the normalizer's."""
+    body = body or {}
+    subject = body["subject"] if "subject" in body else message.get("subject")
+    text = body.get("text")
+    clean = body.get("clean")
+    clean_lines = [line for line in (clean or "").split("\n") if not _OMITTED.match(line.strip())]
+    html_text = ""
+    if html:
+        html_text = _lines_not_in(html_to_text(html), (text or "").split("\n"))
+    sender = body.get("from") if body.get("from") is not None else message.get("from")
+    names = dict(body.get("fullFilenames") or {})
+    files = []
+    for attachment in message.get("attachments") or ():
+        name = names.get(str(attachment.get("idx"))) or attachment.get("filename")
+        if name:
+            files.append(str(name))
+    columns = {
+        "subject": subject or "",
+        "clean": "\n".join(clean_lines),
+        "rest": _lines_not_in(text, clean_lines),
+        "html": html_text,
+        "sender": _people([sender] if sender else []),
+        "recipients": _people(list(body.get("to") or ()) + list(body.get("cc") or ())),
+        "bcc": _people(body.get("bcc") or ()),
+        "attachments": "\n".join(files),
+    }
+    assert tuple(columns) == COLUMNS
+    return columns
+
+
+# --- the MongoDB engines ---------------------------------------------------------------------------
+
+
+def split_message_terms(node: Node) -> tuple[list[Node], list[Node]]:
+    """The top-level conjuncts of the tree: those about text, and those about the message
+    (``date:``, ``thread:`` and their negations), which the MongoDB engines check on the
+    ``messages`` document after the text search."""
+    items = list(node.items) if isinstance(node, And) else [node]
+    text: list[Node] = []
+    message: list[Node] = []
+    for item in items:
+        leaf = item.item if isinstance(item, Not) else item
+        (message if isinstance(leaf, (Date, Thread)) else text).append(item)
+    return text, message
+
+
+def post_match(
+    items: Sequence[Node], now: _dt.datetime, thread_key_of: Callable[[str], str], prefix: str = "m."
+) -> dict[str, Any]:
+    """The ``$match`` of the message-level conjuncts, on the looked-up message (``m``)."""
+    clauses: list[dict[str, Any]] = []
+    for item in items:
+        negated = isinstance(item, Not)
+        leaf = item.item if isinstance(item, Not) else item
+        if isinstance(leaf, Thread):
+            key = thread_key_of(leaf.thread_id)
+            clauses.append({prefix + "threadKey": {"$ne": key} if negated else key})
+            continue
+        assert isinstance(leaf, Date)
+        start, end = date_range(leaf, now)
+        inside: dict[str, int] = {}
+        if start is not None:
+            inside["$gte"] = start
+        if end is not None:
+            inside["$lt"] = end
+        if not negated:
+            clauses.append({prefix + "ts": inside} if inside else {})
+        elif not inside:
+            clauses.append({"_id": {"$exists": False}})  # NOT date:.. : nothing
+        else:
+            outside = [{prefix + "ts": {"$lt": start}}] if start is not None else []
+            outside += [{prefix + "ts": {"$gte": end}}] if end is not None else []
+            clauses.append(outside[0] if len(outside) == 1 else {"$or": outside})
+    clauses = [c for c in clauses if c]
+    if not clauses:
+        return {}
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+class MongoSearch:
+    """The tree as a MongoDB engine runs it: the text part (a ``$text`` string or an Atlas
+    ``compound``) and the message-level part (``post``); ``reason`` says why the engine cannot
+    express the query (then ``text`` is None)."""
+
+    def __init__(self, text: Any, post: list[Node], reason: str | None = None) -> None:
+        self.text = text
+        self.post = post
+        self.reason = reason
+
+
+def _why_not(leaf: Node, engine: str) -> str:
+    if isinstance(leaf, (Word, Phrase)) and leaf.prefix:
+        return f"{engine} has no prefix search ({leaf.text if isinstance(leaf, Word) else leaf.words[-1]}*)"
+    if isinstance(leaf, (Word, Phrase)) and leaf.field is not None:
+        return f"{engine} does not search {leaf.field}: (its index holds the subject and the clean text)"
+    if isinstance(leaf, (Date, Thread)):
+        return f"{engine} takes date: and thread: only beside the words, not inside OR or parentheses"
+    return f"{engine} cannot express this query"
+
+
+def text_search(node: Node) -> MongoSearch:
+    """``$text`` on ``aecs_bodies_search`` (subject and clean): words (all must match, as
+    one-word phrases), phrases and ``-word``/``NOT "phrase"`` beside at least one of them, and
+    ``date:``/``thread:`` beside those. Not: ``OR``, parentheses, prefixes, fields, a query of
+    negations only."""
+    text_items, post = split_message_terms(node)
+    parts, positive = [], False
+    for item in text_items:
+        negated = isinstance(item, Not)
+        leaf = item.item if isinstance(item, Not) else item
+        if isinstance(leaf, (And, Or, Not)):
+            return MongoSearch(None, post, "$text has no OR, NOT of a group, or parentheses")
+        if not isinstance(leaf, (Word, Phrase)) or leaf.prefix or leaf.field is not None:
+            return MongoSearch(None, post, _why_not(leaf, "$text"))
+        phrase = leaf.text if isinstance(leaf, Word) else " ".join(leaf.words)
+        parts.append(("-" if negated else "") + f'"{phrase}"')
+        positive = positive or not negated
+    if not positive:
+        return MongoSearch(None, post, "$text needs a word or a phrase to look for, not only exclusions or dates")
+    return MongoSearch(" ".join(parts), post)
+
+
+def _atlas(node: Node, mailbox_id: str) -> dict[str, Any] | str:
+    """One node as an Atlas Search operator, or why it cannot be one."""
+    if isinstance(node, (Word, Phrase)):
+        paths = ATLAS_PATHS.get(node.field)
+        if paths is None:
+            return _why_not(node, "Atlas Search")
+        if isinstance(node, Word):
+            if node.prefix:
+                return {"wildcard": {"query": node.text.lower() + "*", "path": paths, "allowAnalyzedField": True}}
+            return {"text": {"query": node.text, "path": paths}}
+        if node.prefix:
+            return _why_not(node, "Atlas Search")
+        return {"phrase": {"query": " ".join(node.words), "path": paths}}
+    if isinstance(node, (Date, Thread)):
+        return _why_not(node, "Atlas Search")
+    if isinstance(node, Not):
+        inner = _atlas(node.item, mailbox_id)
+        if isinstance(inner, str):
+            return inner
+        return {"compound": {"filter": [_mailbox(mailbox_id)], "mustNot": [inner]}}
+    compiled = [_atlas(item, mailbox_id) for item in node.items]
+    for item in compiled:
+        if isinstance(item, str):
+            return item
+    operators = [c for c in compiled if isinstance(c, dict)]
+    if isinstance(node, Or):
+        return {"compound": {"should": operators, "minimumShouldMatch": 1}}
+    return {"compound": {"must": operators}}
+
+
+def _mailbox(mailbox_id: str) -> dict[str, Any]:
+    return {"equals": {"path": "mailboxId", "value": mailbox_id}}
+
+
+def atlas_search(node: Node, mailbox_id: str) -> MongoSearch:
+    """``$search`` on ``aecs_bodies_atlas`` (subject and clean): everything but the fields its
+    index does not map (``from:``, ``to:``, ``attachment:``), phrase prefixes, and ``date:`` /
+    ``thread:`` anywhere but beside the words. ``text`` is the ``$search`` stage's body."""
+    text_items, post = split_message_terms(node)
+    must: list[dict[str, Any]] = []
+    for item in text_items:
+        compiled = _atlas(item, mailbox_id)
+        if isinstance(compiled, str):
+            return MongoSearch(None, post, compiled)
+        must.append(compiled)
+    compound: dict[str, Any] = {"filter": [_mailbox(mailbox_id)]}
+    if must:
+        compound["must"] = must
+    return MongoSearch({"index": ATLAS_SEARCH_INDEX.name, "compound": compound}, post)
+
+
+def mongo_pipeline(
+    first: list[dict[str, Any]],
+    post: Mapping[str, Any],
+    *,
+    sort: str,
+    limit: int | None,
+    after: tuple[int, str] | None,
+    score: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """The rest of a ``$text`` or ``$search`` pipeline: the body fields and score, the message
+    looked up (``m``: ts, key, thread), the message-level match, the keyset position, the order
+    (newest first, or by ``score``) and the limit (None: every hit, for a count)."""
+    stages = [
+        *first,
+        {"$project": {"_id": 1, "subject": 1, "clean": 1, "score": score}},
+        {
+            "$lookup": {
+                "from": "messages",
+                "localField": "_id",
+                "foreignField": "_id",
+                "as": "m",
+                "pipeline": [{"$project": {"_id": 0, "ts": 1, "messageKey": 1, "threadKey": 1}}],
+            }
+        },
+        {"$unwind": "$m"},  # a body whose message insert never happened is no hit
+    ]
+    if post:
+        stages.append({"$match": dict(post)})
+    if after is not None:
+        ts, key = after
+        stages.append({"$match": {"$or": [{"m.ts": {"$lt": ts}}, {"m.ts": ts, "m.messageKey": {"$lt": key}}]}})
+    if limit is not None:
+        order = {"score": -1} if sort == "relevance" else {}
+        stages.append({"$sort": {**order, "m.ts": -1, "m.messageKey": -1}})
+        stages.append({"$limit": limit})
+    return stages
+
+
+# --- the local index's change stream ---------------------------------------------------------------
+
+
+def index_stream_pipeline(mailbox_id: str) -> list[dict[str, Any]]:
+    """The change stream the local index follows: inserts and replaces of the mailbox's
+    ``messages`` (by ``fullDocument.mailboxId``), updates and deletes of them (by the ``_id``
+    range ``<mailboxId>:`` .. ``<mailboxId>;``: a delete event has no document), and what ends
+    the stream (drop, rename, dropDatabase, invalidate); trimmed to the operation and the key."""
+    return [
+        {
+            "$match": {
+                "$or": [
+                    {"operationType": {"$in": ["insert", "replace"]}, "fullDocument.mailboxId": mailbox_id},
+                    {
+                        "operationType": {"$in": ["update", "delete"]},
+                        "documentKey._id": {"$gte": mailbox_id + ":", "$lt": mailbox_id + ";"},
+                    },
+                    {"operationType": {"$in": ["drop", "rename", "dropDatabase", "invalidate"]}},
+                ]
+            }
+        },
+        {"$project": {"operationType": 1, "documentKey": 1}},
+    ]
+
+
+def stream_key(mailbox_id: str, _id: object) -> str | None:
+    """The message key of a ``messages`` ``_id`` of this mailbox (None: another mailbox's,
+    such as ``<mailboxId>:x:<key>``, which the range also holds)."""
+    if not isinstance(_id, str) or not _id.startswith(mailbox_id + ":"):
+        return None
+    rest = _id[len(mailbox_id) + 1 :]
+    return rest if _HEX64.fullmatch(rest) else None

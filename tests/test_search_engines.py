@@ -1,0 +1,400 @@
+"""Search engines on real servers: the local index (SQLite FTS5) and the scan agree on the shared
+corpus; words in signatures, HTML-only parts, with accents and in names are found; deleted,
+expired and erased mail never comes back; the index follows the store through crashes and other
+processes; the command line's search, count and --query.
+
+$text runs only where MONGODB_URI names a server with text indexes (the test servers refuse
+them); its compiler is checked as data here and in tests/test_search.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import sqlite3
+import stat
+import time
+from collections.abc import Iterator
+from email.message import EmailMessage
+from email.utils import format_datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aecs_mongo import MessageStore, SearchIndexError, SearchQueryError
+from aecs_mongo.pure.search_compile import text_search
+from aecs_mongo.pure.search_query import parse
+from aecs_mongo.search_index import SearchIndex
+
+from .helpers.children import start_worker
+from .helpers.cli import Cli, aecs
+from .helpers.paths import ROOT
+from .helpers.search import corpus_raw
+
+SAMPLES = ROOT / "samples" / "mailbox"
+
+# every kind of node, on words the corpus holds (accents, Cyrillic, names, HTML-only words,
+# file names, dates, negations, prefixes, phrases)
+QUERIES = [
+    "the",
+    "fouche",
+    "FOUCHÉ",
+    "коллекция",
+    "lutkebohle",
+    "from:finnie",
+    "copperas OR tantrum",
+    "attachment:pdf",
+    "attachment:signature -subject:signed",
+    '"thank you"',
+    "pars*",
+    "subject:re",
+    "subject:(test OR hello)",
+    "NOT the",
+    "the -html date:..2010",
+    "date:2010..2012",
+    "date:2005",
+    "to:example body:message",
+    "(html OR text) NOT subject:re",
+    "boundary",
+    "from:example.com",
+]
+
+
+def raw_mail(
+    mid: str,
+    subject: str,
+    body: str,
+    *,
+    sender: str = "Ann Example <ann@example.org>",
+    to: str = "bob@example.com",
+    bcc: str | None = None,
+    when: dt.datetime = dt.datetime(2024, 3, 5, 10, 0, tzinfo=dt.UTC),
+    html: str | None = None,
+    attachment: str | None = None,
+    reply_to: str | None = None,
+) -> bytes:
+    message = EmailMessage()
+    message["Message-ID"] = f"<{mid}>"
+    message["From"] = sender
+    message["To"] = to
+    if bcc:
+        message["Bcc"] = bcc
+    message["Subject"] = subject
+    message["Date"] = format_datetime(when)
+    if reply_to:
+        message["In-Reply-To"] = f"<{reply_to}>"
+        message["References"] = f"<{reply_to}>"
+    message.set_content(body)
+    if html is not None:
+        message.add_alternative(html, subtype="html")
+    if attachment is not None:
+        message.add_attachment(b"%PDF-1.4 not really", maintype="application", subtype="pdf", filename=attachment)
+    return message.as_bytes()
+
+
+def ids(results: Any) -> list[str]:
+    return [h["messageId"] for h in results]
+
+
+# --- the corpus, once per backend ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def corpus(servers: Any, backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    """The shared corpus stored by a store with the local index; (database, index file)."""
+    client = servers.client(backend)
+    name = f"aecs_search_{os.getpid()}_{backend}"
+    client.drop_database(name)
+    index = tmp_path_factory.mktemp("index") / "corpus.sqlite"
+    store = MessageStore(client[name], mailbox_id="corpus", search_index=index)
+    store.ensure_indexes()
+    store.store_many(corpus_raw())
+    yield client[name], index
+    client.drop_database(name)
+
+
+def test_the_local_index_and_the_scan_agree_on_the_corpus(corpus: tuple[Any, Path]) -> None:
+    db, index = corpus
+    local = MessageStore(db, mailbox_id="corpus", search_index=index)
+    scan = MessageStore(db, mailbox_id="corpus", search_engine="scan")
+    found = 0
+    for query in QUERIES:
+        by_index = local.search(query, limit=1000)
+        by_scan = scan.search(query, limit=1000)
+        assert by_index.engine == "local" and by_scan.engine == "scan" and by_scan.complete
+        assert ids(by_index) == ids(by_scan), query  # the same messages, newest first
+        assert local.count(query) == len(by_scan), query
+        found += bool(by_scan)
+    assert found == len(QUERIES)  # every query matches something: none agrees by being empty
+    # pages: the cursor walks the same list on both engines
+    for store in (local, scan):
+        pages: list[str] = []
+        cursor = None
+        while True:
+            page = store.search("the", limit=7, cursor=cursor)
+            pages += ids(page)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert pages == ids(local.search("the", limit=1000))
+    ranked = local.search("the OR html", limit=10, sort="relevance")
+    assert [h["score"] for h in ranked] == sorted((h["score"] for h in ranked), reverse=True)
+    assert all(h["snippet"] for h in local.search("fouche"))
+
+
+def test_the_text_compiler_expresses_what_text_can(corpus: tuple[Any, Path]) -> None:
+    """What $text is given for each corpus query, as data: the words as one-word phrases (so
+    all must match), and a reason for what it cannot do (the store then falls back)."""
+    compiled = {q: text_search(parse(q)) for q in QUERIES}  # type: ignore[arg-type]
+    assert compiled["the"].text == '"the"'
+    assert compiled['"thank you"'].text == '"thank you"'
+    assert compiled["the -html date:..2010"].text == '"the" -"html"'
+    assert [type(p).__name__ for p in compiled["the -html date:..2010"].post] == ["Date"]
+    reasons = {q: c.reason for q, c in compiled.items() if c.text is None}
+    assert "no OR" in (reasons["copperas OR tantrum"] or "")
+    assert "prefix" in (reasons["pars*"] or "")
+    assert "from:" in (reasons["from:finnie"] or "")
+    assert "only exclusions" in (reasons["NOT the"] or "")
+
+
+@pytest.mark.server
+def test_text_differs_where_documented(make_store: Any, db: Any, backend: str) -> None:
+    """$text (where the server has text indexes): stop words and stems, subject and clean only."""
+    s = make_store("alice", search_engine="text")
+    if "aecs_bodies_search" not in {ix["name"] for ix in db.bodies.list_indexes()}:
+        pytest.skip(f"the {backend} server refuses text indexes ($text runs where MONGODB_URI names one that has them)")
+    s.store(raw_mail("t1@x", "Budgets", "the budgets are done\n\n-- \nAnn\nPhone 5551234"))
+    assert ids(s.search('"budget"')) == ["t1@x"]  # stemmed: budget finds budgets
+    assert s.search('"the"') == []  # a stop word
+    assert s.search("5551234") == []  # the signature is not in clean, the text index's field
+
+
+# --- where people look for words -------------------------------------------------------------------
+
+
+def test_words_in_signatures_html_parts_accents_and_names_are_found(make_store: Any, tmp_path: Path) -> None:
+    local = make_store("alice", search_index=tmp_path / "index.sqlite")
+    scan = make_store("alice", search_engine="scan")
+    local.store(
+        raw_mail("sig@x", "Numbers", "Call me about the storage numbers.\n\n-- \nAnn Example\nPhone +49 170 5551234")
+    )
+    local.store(
+        raw_mail(
+            "html@x",
+            "Newsletter",
+            "Your mail client shows no HTML.",
+            html="<p>Our <b>zeppelin</b> sale starts Monday.</p>",
+        )
+    )
+    local.store(raw_mail("koeln@x", "Grüße aus Köln", "Schöne Grüße, Jürgen", sender="Jürgen Müller <jm@example.de>"))
+    local.store(
+        raw_mail("name@x", "Hello", "hi", sender="Xaver Quaddelbach <xq@example.net>", attachment="Q3-Report.pdf")
+    )
+    for store in (local, scan):
+        assert ids(store.search("5551234")) == ["sig@x"]  # a signature, which clean drops
+        assert ids(store.search('"170 5551234"')) == ["sig@x"]
+        assert ids(store.search("numbers storage")) == ["sig@x"]  # words, any order
+        assert ids(store.search("zeppelin")) == ["html@x"]  # only the HTML part holds it
+        assert ids(store.search("koln")) == ["koeln@x"] and ids(store.search("GRUSSE OR grüße")) == ["koeln@x"]
+        assert ids(store.search("from:muller")) == ["koeln@x"] and ids(store.search("jurgen")) == ["koeln@x"]
+        assert ids(store.search("quaddelbach")) == ["name@x"] and ids(store.search("from:xq@example.net")) == ["name@x"]
+        assert ids(store.search("attachment:report")) == ["name@x"] and ids(store.search("attachment:q3*")) == [
+            "name@x"
+        ]
+        assert store.search("storag") == [] and store.search("from:numbers") == []
+    snippet = local.search("5551234")[0]["snippet"]
+    assert "5551234" in snippet
+
+
+def test_dates_threads_and_negations_agree(make_store: Any, tmp_path: Path) -> None:
+    local = make_store("alice", search_index=tmp_path / "index.sqlite")
+    scan = make_store("alice", search_engine="scan")
+    days = [dt.datetime(2023, 12, 31, 23, 59, tzinfo=dt.UTC), dt.datetime(2024, 1, 1, 0, 0, tzinfo=dt.UTC)]
+    days += [dt.datetime(2024, 3, 15, 12, 0, tzinfo=dt.UTC), dt.datetime.now(dt.UTC) - dt.timedelta(days=3)]
+    for n, when in enumerate(days):
+        local.store(raw_mail(f"d{n}@x", f"report {n}", "quarterly figures", when=when, reply_to="d0@x" if n else None))
+    cases = {
+        "date:2024": ["d3@x", "d2@x", "d1@x"][1 if days[3].year != 2024 else 0 :],
+        "date:..2023-12-31": ["d0@x"],
+        "date:2024-01-01..2024-03-15": ["d2@x", "d1@x"],
+        "date:7d..": ["d3@x"],
+        "figures NOT date:2024": [m for m in ["d3@x", "d0@x"] if m != "d3@x" or days[3].year != 2024],
+        "thread:d0@x": ["d3@x", "d2@x", "d1@x", "d0@x"],
+        "thread:<d0@x> -date:2024-03": ["d3@x", "d1@x", "d0@x"],
+        "date:2024-03 OR date:..2023": ["d2@x", "d0@x"],
+        "NOT figures": [],
+        "(report NOT thread:nothing) date:2024-03..": ["d3@x", "d2@x"],
+    }
+    for query, expected in cases.items():
+        assert ids(local.search(query)) == expected, query
+        assert ids(scan.search(query)) == expected, query
+        assert local.count(query) == len(expected), query
+    with pytest.raises(SearchQueryError):
+        local.search("date:2024-02-30")
+
+
+def test_bcc_is_indexed_apart_and_never_matched_in_a_shared_view(make_store: Any, tmp_path: Path) -> None:
+    index = tmp_path / "index.sqlite"
+    owner = make_store("alice", owner_addresses=["ann@example.org"], search_index=index)
+    owner.store(raw_mail("bcc@x", "Plans", "see you", bcc="Sebastian Secret <sebastian@example.com>"))
+    assert ids(owner.search("to:sebastian")) == ["bcc@x"] and ids(owner.search("secret")) == ["bcc@x"]
+    shared = make_store("alice", shared_view=True, search_index=index)
+    assert shared.search("to:sebastian") == [] and shared.search("secret") == [] and shared.count("sebastian") == 0
+    assert ids(shared.search("to:bob")) == ["bcc@x"]
+    scan = make_store("alice", shared_view=True, search_engine="scan")
+    assert scan.search("sebastian") == []
+
+
+# --- the index follows the store ---------------------------------------------------------------------
+
+
+def test_deleted_expired_and_erased_mail_is_never_found_again(make_store: Any, tmp_path: Path) -> None:
+    index = tmp_path / "index.sqlite"
+    indexed = make_store("alice", search_index=index)
+    other = make_store("alice")  # a store of another process, without the index
+    old = dt.datetime(2001, 5, 1, tzinfo=dt.UTC)
+    for n in range(4):
+        indexed.store(
+            raw_mail(f"z{n}@x", f"zebra {n}", "stripes", when=old if n == 0 else dt.datetime(2024, 1, n, tzinfo=dt.UTC))
+        )
+    assert indexed.count("zebra") == 4
+    assert indexed.delete("z1@x") is True
+    assert "z1@x" not in ids(indexed.search("zebra")) and indexed.count("zebra") == 3
+    assert other.delete("z2@x") is True  # the index's store did not see this one
+    assert ids(indexed.search("zebra")) == ["z3@x", "z0@x"] and indexed.count("stripes") == 2
+    indexed.expire(dt.datetime(2002, 1, 1, tzinfo=dt.UTC))
+    assert ids(indexed.search("zebra")) == ["z3@x"] and indexed.count("zebra") == 1
+    other.store(raw_mail("z9@x", "zebra again", "more stripes"))  # stored by the other store
+    assert ids(indexed.search("zebra")) == ["z9@x", "z3@x"]
+    indexed.erase_mailbox()
+    assert indexed.search("zebra") == [] and indexed.count("stripes") == 0
+    with SearchIndex(index).read() as conn:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert conn.execute("SELECT count(*) FROM mailboxes WHERE mode IS NOT NULL").fetchone()[0] == 1
+    assert any(t.startswith("docs_") for t in tables)  # rebuilt (empty) by the search after the erase
+
+
+def test_mail_stored_before_the_index_is_indexed_on_first_use_and_reindex_rebuilds(
+    make_store: Any, tmp_path: Path
+) -> None:
+    before = make_store("alice")
+    for n in range(5):
+        before.store(raw_mail(f"u{n}@x", f"upgrade {n}", "walrus"))
+    index = tmp_path / "index.sqlite"
+    after = make_store("alice", search_index=index)
+    assert after.count("walrus") == 5 and len(after.search("walrus")) == 5  # the upgrade: on first use
+    box = SearchIndex(index).mailbox("alice")
+    box.remove(list(box.keys())[:3])  # an index that lost entries (a damaged or old file)
+    report = after.reindex()
+    assert report["searchIndexed"] == 5 and after.count("walrus") == 5
+
+
+def test_the_index_file_is_private_and_follows_one_database(make_store: Any, tmp_path: Path, caplog: Any) -> None:
+    index = tmp_path / "new" / "dir" / "index.sqlite"
+    s = make_store("alice", search_index=index)
+    s.store(raw_mail("p@x", "private", "words"))
+    assert s.count("words") == 1
+    for path in (tmp_path / "new", tmp_path / "new" / "dir"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    for path in index.parent.iterdir():  # the file, its -wal and -shm
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    index.chmod(0o644)
+    with caplog.at_level(logging.WARNING, logger="aecs_mongo"):
+        assert make_store("alice", search_index=index).count("words") == 1
+    assert "readable by other users" in caplog.text and stat.S_IMODE(index.stat().st_mode) == 0o600
+    foreign = SearchIndex(index)
+    with pytest.raises(SearchIndexError, match="follows database"):
+        foreign.bind("another_database")
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"not a database" * 100)
+    garbage.chmod(0o600)
+    with pytest.raises(SearchIndexError, match="remove it"):
+        make_store("alice", search_index=garbage).count("words")
+
+
+@pytest.mark.server
+def test_a_writer_killed_between_commit_and_index_write_is_caught_up(
+    servers: Any, backend: str, db: Any, tmp_path: Path
+) -> None:
+    """The child commits its message, then blocks on the index file (the test holds SQLite's
+    write lock) and is SIGKILLed there: the next search of an indexed store finds the message."""
+    index = tmp_path / "index.sqlite"
+    reader = MessageStore(db, mailbox_id="alice", search_index=index)
+    reader.ensure_indexes()
+    reader.store(raw_mail("first@x", "first", "narwhal"))
+    assert reader.count("narwhal") == 1  # built, with its position
+    message = tmp_path / "m.eml"
+    message.write_bytes(raw_mail("killed@x", "second", "narwhal tusk"))
+    lock = sqlite3.connect(index, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")  # every writer of the file now waits
+    child = start_worker("search_workers", servers.uri(backend), db.name, "alice", str(index), str(message))
+    try:
+        deadline = time.monotonic() + 60
+        while db.messages.find_one({"messageId": "killed@x"}) is None:
+            assert time.monotonic() < deadline, "the child never committed"
+            time.sleep(0.05)
+        time.sleep(0.3)  # it is past the commit, waiting for the index
+        assert child.poll() is None
+        child.kill()
+        child.wait()
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    assert ids(reader.search("narwhal")) == ["killed@x", "first@x"] and reader.count("tusk") == 1
+
+
+@pytest.mark.server
+def test_mail_another_process_stores_is_found_by_the_command_line(
+    cli: Cli, servers: Any, backend: str, db: Any, tmp_path: Path
+) -> None:
+    assert cli("ingest", str(SAMPLES), "--no-progress").code == 0
+    first = cli("search", "walrus", "--json")
+    assert first.code == 0 and first.json()["results"] == [] and first.json()["engine"] == "local"
+    message = tmp_path / "m.eml"
+    message.write_bytes(raw_mail("walrus@x", "A walrus", "seen at the zoo"))
+    child = start_worker("search_workers", servers.uri(backend), db.name, "default", "-", str(message))
+    assert child.stdout is not None and child.stdout.readline().strip() == "stored"
+    child.wait(timeout=60)
+    found = cli("search", "walrus", "--json").json()
+    assert [r["messageId"] for r in found["results"]] == ["walrus@x"]
+    assert cli("count", "walrus").out.strip() == "1"
+
+
+@pytest.mark.server
+def test_the_command_line_search_count_and_query_pages(cli: Cli) -> None:
+    assert cli("ingest", str(SAMPLES), "--no-progress").code == 0
+    bad = cli("search", "budget OR")
+    assert bad.code == 2 and bad.out == ""
+    assert bad.err.count("\n") == 1 and "OR needs something on both sides at position 7" in bad.err
+    assert cli("count", "(").code == 2
+    assert cli("count", "planning").out.strip() == "3"
+    ranked = cli("search", "quarterly OR budget", "--sort", "relevance", "--json").json()
+    scores = [r["score"] for r in ranked["results"]]
+    assert scores == sorted(scores, reverse=True) and ranked["engine"] == "local"
+    first = cli("inbox", "--query", "planning OR budget", "--limit", "2", "--json").json()
+    assert len(first["messages"]) == 2 and first["next_cursor"]
+    rest = cli("inbox", "--query", "planning OR budget", "--limit", "2", "--cursor", first["next_cursor"], "--json")
+    everything = cli("search", "planning OR budget", "--json").json()["results"]
+    assert [m["messageId"] for m in first["messages"] + rest.json()["messages"]] == [r["messageId"] for r in everything]
+    threads = cli("threads", "--query", "planning", "--json").json()
+    assert [t["threadId"] for t in threads["threads"]] == ["plan-1@example.com"]
+    assert threads["threads"][0]["messageCount"] == 3
+    assert "plan-1@example.com" in cli("threads", "--query", "planning").out
+
+
+def test_the_embedded_default_keeps_its_index_in_the_data_directory(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    ingest = aecs("--data-dir", str(data), "ingest", str(SAMPLES), "--no-progress", cwd=tmp_path)
+    assert ingest.returncode == 0, ingest.stderr.decode()
+    found = aecs("--data-dir", str(data), "search", "from:alice Köln", "--json", cwd=tmp_path)
+    assert found.returncode == 0, found.stderr.decode()
+    result = json.loads(found.stdout)
+    assert result["engine"] == "local" and [r["messageId"] for r in result["results"]] == ["koeln-2@example.com"]
+    index = data / "search" / "aecs.sqlite"
+    assert index.exists() and stat.S_IMODE(index.stat().st_mode) == 0o600
+    assert stat.S_IMODE(index.parent.stat().st_mode) == 0o700
+    bad = aecs("--data-dir", str(data), "search", '"unclosed', cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.decode().strip().splitlines()[-1].startswith("aecs-mongo: error: query:")

@@ -1,0 +1,252 @@
+"""The search query language (aecs_mongo/pure/search_query.py): parser, printer, words, dates.
+
+No server: the tree, its text and the tokenizer. The engines' agreement on real mail is in
+tests/test_search_engines.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import sqlite3
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aecs_mongo import AecsMongoError, SearchQueryError
+from aecs_mongo.pure import search_query as sq
+from aecs_mongo.pure.search_query import And, Date, Not, Or, Phrase, Thread, Word, parse, to_text
+
+from .helpers.paths import ROOT
+from .helpers.search import SEARCH_EXAMPLES, corpus_columns
+
+# --- what queries mean ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "tree"),
+    [
+        ("budget köln", And((Word("budget"), Word("köln")))),
+        ('"quarterly budget"', Phrase(("quarterly", "budget"))),
+        ('"budget"', Word("budget")),  # a phrase of one word is the word
+        ("budg*", Word("budg", prefix=True)),
+        ("a OR b", Or((Word("a"), Word("b")))),
+        ("a b OR c", Or((And((Word("a"), Word("b"))), Word("c")))),  # AND binds tighter than OR
+        ("a (b OR c)", And((Word("a"), Or((Word("b"), Word("c")))))),
+        ("NOT a b", And((Not(Word("a")), Word("b")))),
+        ("-a b", And((Not(Word("a")), Word("b")))),
+        ("a AND b", And((Word("a"), Word("b")))),
+        ("NOT NOT a", Word("a")),
+        ("or not and", And((Word("or"), Word("not"), Word("and")))),  # lower case: words
+        ("from:bob@example.com", Phrase(("bob", "example", "com"), "from")),
+        ('From:"Anna Müller"', Phrase(("Anna", "Müller"), "from")),
+        ("to:(alice OR bob)", Or((Word("alice", "to"), Word("bob", "to")))),
+        (
+            "subject:re* body:draft attachment:pdf",
+            And((Word("re", "subject", True), Word("draft", "body"), Word("pdf", "attachment"))),
+        ),
+        ("thread:<root@example.com>", Thread("root@example.com")),
+        ("date:2024-03-01..2024-03-31", Date("2024-03-01", "2024-03-31")),
+        ("date:2024..", Date("2024", None)),
+        ("date:..2023-12", Date(None, "2023-12")),
+        ("date:30d..", Date("30d", None)),
+        ("date:2024-03", Date("2024-03", "2024-03")),
+        ("http://example.com/x", Phrase(("http", "example", "com", "x"))),  # not a field: words
+        ("foo-bar", Phrase(("foo", "bar"))),
+        ("   ", None),
+    ],
+)
+def test_queries_parse_to_their_tree(query: str, tree: Any) -> None:
+    assert parse(query) == tree
+
+
+@pytest.mark.parametrize(
+    ("query", "position", "says"),
+    [
+        ("(budget", 0, 'a "(" that is never closed'),
+        ("budget)", 6, 'a ")" without its "("'),
+        ("a ()", 3, 'an empty "( )"'),
+        ("budget OR", 7, "OR needs something on both sides"),
+        ("OR budget", 0, "OR needs something on both sides"),
+        ("a AND", 2, "AND needs something on both sides"),
+        ("NOT", 0, "NOT needs something after it"),
+        ('"quarterly budget', 0, "a quote that is never closed"),
+        ('"a"b', 3, "a space or a parenthesis must follow a closing quote"),
+        ("from: bob", 0, "from: needs a value"),
+        ("x date:2024-13-01", 2, "'2024-13-01' is not a date"),
+        ("date:soon", 0, "is not a date"),
+        ("a - b", 2, "'-' has no letters or digits to search for"),
+        ('"!!"', 0, '"!!" has no letters or digits'),
+        ("from:(subject:x)", 6, "subject: inside from:(...)"),
+        ("date:(2024)", 0, "date: takes one value"),
+        ("thread:<>", 0, "thread: needs a thread id"),
+    ],
+)
+def test_a_malformed_query_says_where(query: str, position: int, says: str) -> None:
+    with pytest.raises(SearchQueryError) as raised:
+        parse(query)
+    assert raised.value.position == position
+    assert says in str(raised.value) and f"at position {position}" in str(raised.value)
+    assert isinstance(raised.value, AecsMongoError) and isinstance(raised.value, ValueError)
+
+
+def test_hostile_queries_are_refused_cheaply() -> None:
+    with pytest.raises(SearchQueryError, match="levels"):
+        parse("(" * 100 + "a" + ")" * 100)
+    with pytest.raises(SearchQueryError, match="levels"):
+        parse("NOT " * 100 + "a")
+    with pytest.raises(SearchQueryError, match="words and phrases"):
+        parse(" ".join(f"w{i}" for i in range(sq.MAX_TERMS + 1)))
+    with pytest.raises(SearchQueryError, match="characters long"):
+        parse("a" * (sq.MAX_QUERY_CHARS + 1))
+    with pytest.raises(TypeError):
+        parse({"$regex": ".*"})  # type: ignore[arg-type]
+
+
+def test_words_fold_case_and_latin_accents_and_split_like_fts5() -> None:
+    # a decomposed accent (E + U+0301) is part of the word and removed, as FTS5 does
+    assert sq.words("Köln KÖLN koeln café E\u0301cole") == ["koln", "koln", "koeln", "cafe", "ecole"]
+    assert sq.words("bob@example.com, a_b c+d 10.5 日本語") == [
+        "bob",
+        "example",
+        "com",
+        "a",
+        "b",
+        "c",
+        "d",
+        "10",
+        "5",
+        "日本語",
+    ]
+    assert sq.words("ΣΊΣΥΦΟΣ Straße µ") == ["σίσυφοσ", "straße", "μ"]  # Greek keeps its accents, as FTS5 does
+
+
+def test_dates_are_utc_periods_and_relative_bounds_count_from_today() -> None:
+    now = dt.datetime(2024, 3, 15, 23, 30, tzinfo=dt.timezone(dt.timedelta(hours=-5)))  # 16 March UTC
+
+    def ts(*day: int) -> int:
+        return int(dt.datetime(*day, tzinfo=dt.UTC).timestamp())
+
+    def span(query: str) -> tuple[int | None, int | None]:
+        node = parse(query)
+        assert isinstance(node, Date)
+        return sq.date_range(node, now)
+
+    assert span("date:2024-03-01..2024-03-31") == (ts(2024, 3, 1), ts(2024, 4, 1))
+    assert span("date:2024-02") == (ts(2024, 2, 1), ts(2024, 3, 1))  # a leap February
+    assert span("date:2023") == (ts(2023, 1, 1), ts(2024, 1, 1))
+    assert span("date:30d..") == (ts(2024, 2, 15), None)
+    assert span("date:..yesterday") == (None, ts(2024, 3, 16))
+    assert span("date:today") == (ts(2024, 3, 16), ts(2024, 3, 17))
+    assert span("date:1m..") == (ts(2024, 2, 16), None)
+    assert span("date:2w..1w") == (ts(2024, 3, 2), ts(2024, 3, 10))
+
+
+def test_snippets_are_cut_around_the_first_matched_word() -> None:
+    text = "x " * 200 + "the Zürich office, then more " + "y " * 200
+    found = sq.snippet([None, text], [Word("zurich")])
+    assert found.startswith("…") and found.endswith("…") and "Zürich office" in found
+    assert sq.snippet(["nothing here"], [Word("absent")]) == "nothing here"
+    assert sq.snippet(["ab", "cd budgets"], [Word("budg", prefix=True)]) == "cd budgets"
+
+
+# --- print and parse round trip ------------------------------------------------------------------
+
+_word_chars = st.characters(categories=["Lu", "Ll", "Lo", "Nd"])
+_words = st.text(_word_chars, min_size=1, max_size=8) | st.sampled_from(
+    ["AND", "OR", "NOT", "or", "not", "date", "from"]
+)
+_fields = st.sampled_from([None, None, "from", "to", "subject", "body", "attachment"])
+_bounds = st.sampled_from(
+    ["2024", "2024-03", "2024-03-05", "1999-12-31", "30d", "2w", "6m", "1y", "today", "yesterday"]
+)
+_thread_ids = st.text(
+    st.characters(blacklist_categories=["Cs", "Cc"], blacklist_characters='"'), min_size=1, max_size=12
+).filter(lambda t: t == sq.strip_message_id(t) and bool(t))
+
+
+def _leaf() -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.builds(Word, _words, _fields, st.booleans()),
+        st.builds(Phrase, st.lists(_words, min_size=2, max_size=4).map(tuple), _fields, st.booleans()),
+        st.builds(Date, _bounds, st.none() | _bounds).map(lambda d: d if d.start is not None else Date(d.end, d.end)),
+        st.builds(Date, st.none(), _bounds),
+        st.builds(Thread, _thread_ids),
+    )
+
+
+_trees = st.recursive(
+    _leaf(),
+    lambda inner: st.one_of(
+        st.lists(inner, min_size=2, max_size=4).map(sq.all_of),
+        st.lists(inner, min_size=2, max_size=4).map(sq.any_of),
+        inner.map(sq.negation),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=SEARCH_EXAMPLES, deadline=None)
+@given(_trees)
+def test_printing_a_tree_and_parsing_it_gives_it_back(tree: Any) -> None:
+    text = to_text(tree)
+    assert parse(text) == tree, text
+    assert to_text(parse(text)) == text
+
+
+_syntax = st.sampled_from([*'()"-*: ', "OR", "AND", "NOT", "from:", "date:", "thread:", "..", "30d", "x", "é"])
+
+
+@settings(max_examples=SEARCH_EXAMPLES, deadline=None)
+@given(st.one_of(st.text(max_size=80), st.lists(_syntax, max_size=30).map("".join)))
+def test_random_text_parses_or_is_a_search_query_error(text: str) -> None:
+    try:
+        tree = parse(text)
+    except SearchQueryError as exc:
+        assert exc.position is not None and 0 <= exc.position <= len(text)
+        return
+    if tree is not None:  # what parsed prints to a query that parses to the same tree
+        assert parse(to_text(tree)) == tree
+
+
+# --- the Python words are FTS5's -----------------------------------------------------------------
+
+
+def test_the_tokenizer_tables_are_this_sqlites_codepoint_by_codepoint() -> None:
+    """scripts/gen_fts_tables.py asks SQLite about every codepoint; its tables are the module's."""
+    spec = importlib.util.spec_from_file_location("gen_fts_tables", ROOT / "scripts" / "gen_fts_tables.py")
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    assert generator.generate() == (ROOT / "aecs_mongo" / "pure" / "fts_tables.py").read_text(encoding="utf-8")
+    assert sq.words("q\U0001f5faq 🗺 ꭰ") == [
+        "q🗺q",
+        "🗺",
+        "ꭰ",
+    ]  # a newer emoji is a word character; a newer case pair not folded
+
+
+def test_the_python_tokenizer_splits_and_folds_the_corpus_as_fts5_does() -> None:
+    """Every column of every corpus message: FTS5's tokens (fts5vocab, in order) == ``words``."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(
+        f"CREATE VIRTUAL TABLE t USING fts5({', '.join(sq.COLUMNS)}, tokenize='unicode61 remove_diacritics 2')"
+    )
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+    for rowid, columns in enumerate(corpus_columns(), 1):
+        conn.execute(
+            f"INSERT INTO t (rowid, {', '.join(sq.COLUMNS)}) VALUES (?{', ?' * len(sq.COLUMNS)})",
+            (rowid, *columns.values()),
+        )
+    fts: dict[tuple[int, str], list[tuple[int, str]]] = {}
+    for term, doc, col, offset in conn.execute("SELECT term, doc, col, offset FROM v"):
+        fts.setdefault((doc, col), []).append((offset, term))
+    checked = differ = 0
+    for rowid, columns in enumerate(corpus_columns(), 1):
+        for name, text in columns.items():
+            expected = [term for _, term in sorted(fts.get((rowid, name), []))]
+            checked += len(expected)
+            differ += expected != sq.words(text)
+    assert checked > 30_000 and differ == 0
