@@ -43,7 +43,7 @@ from typing import Any
 
 from ..errors import ServerFeatureError
 from .datadir import PRIVATE_UMASK, Credentials, make_private, read_record, remove_record, write_record
-from .server import EmbeddedServer, _free_port
+from .server import EmbeddedServer, _free_port, exit_reason
 
 __all__ = [
     "DEFAULT_KEEP_SECONDS",
@@ -289,6 +289,7 @@ def _spawn(server: EmbeddedServer, credentials: Credentials, keep_seconds: float
     data_dir = server._data_dir
     port = _free_port(server.host)
     args = [sys.executable, "-c", _LAUNCHER, str(data_dir), "1", "10", *server.server_args(port, auth=True)]
+    server.mark_log()
     fd = os.open(data_dir / "server.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "ab") as log:
         proc = subprocess.Popen(
@@ -316,7 +317,8 @@ def _spawn(server: EmbeddedServer, credentials: Credentials, keep_seconds: float
     while True:
         if proc.poll() is not None:
             remove_record(data_dir / RECORD)
-            raise ServerFeatureError(f"the embedded server exited at start-up: {server.log_tail()}")
+            reason = exit_reason(proc.returncode, server.log_tail(5), data_dir / "server.log")
+            raise ServerFeatureError(f"the embedded server exited at start-up: {reason}")
         answer = _answers(uri, 0.5)
         if answer:
             proc.returncode = 0  # it is meant to outlive us: no "still running" warning
