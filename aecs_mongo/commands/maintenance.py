@@ -58,19 +58,24 @@ def _oplog(ctx: Context) -> dict[str, Any] | None:
     from pymongo.errors import PyMongoError
 
     local = ctx.db.client["local"]
+    entry: dict[str, Any] = dict.fromkeys(("count", "size", "storageSize", "maxSize", "max"))
+    found = False
     try:
         stats = local.command({"collStats": "oplog.rs"})
+        entry.update({k: stats.get(k) for k in entry})
+        found = True
     except (PyMongoError, NotImplementedError):
-        return None
-    entry: dict[str, Any] = {k: stats.get(k) for k in ("count", "size", "storageSize", "maxSize", "max")}
+        pass
     try:
         rows = list(local["oplog.rs"].aggregate([{"$collStats": {"storageStats": {}}}]))
         storage = rows[0].get("storageStats", {}) if rows else {}
-        for key in ("maxSize", "max"):
-            entry[key] = entry[key] if entry[key] is not None else storage.get(key)
+        for key in entry:
+            if entry[key] is None and storage.get(key) is not None:
+                entry[key] = storage[key]
+                found = True
     except (PyMongoError, NotImplementedError):
         pass
-    return entry
+    return entry if found else None
 
 
 #: What the embedded server's files hold (SecantusDB's WiredTiger tables), for the ``stats`` table.

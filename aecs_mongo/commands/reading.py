@@ -57,7 +57,7 @@ def _message_lines(messages: Sequence[Mapping[str, Any]]) -> Iterator[str]:
     about = max(10, width - _DATE - 2 - who - 2)
     for m in messages:
         yield f"{_when(m.get('ts')):{_DATE}}  {column(sender(m), who)}  {one_line(m.get('subject'), about)}"
-        yield one_line(f"{'':{_DATE}}  <{m['messageId']}>", width)
+        yield f"{'':{_DATE}}  " + one_line(f"<{m['messageId']}>", max(10, width - _DATE - 2))
 
 
 def _next_line(cursor: str | None) -> str:
