@@ -55,6 +55,7 @@ from .commands.base import (
     JsonLines,
     Output,
     data_dir_of,
+    database_error_text,
     disk_full_message,
     json_default,
     note,
@@ -398,21 +399,7 @@ SERVER_SELECTION_MS = 3000
 
 def _database_error(args: argparse.Namespace, exc: Exception) -> CliError:
     """One line for a database error; a full disk under the embedded server named as such."""
-    from pymongo.errors import OperationFailure
-
-    from .embedded.server import low_on_disk
-
-    if isinstance(exc, OperationFailure):
-        message = str(exc.details.get("errmsg") if exc.details else exc)
-        if "hint" in message.lower() and "index" in message.lower():
-            message += " (no indexes yet: run 'aecs-mongo indexes' or 'aecs-mongo ingest' first)"
-    else:
-        message = str(exc)
-    message = " ".join(message.split())
-    data_dir = getattr(args, "embedded_dir", None)
-    if data_dir is not None and (low_on_disk(data_dir) or "no space left" in message.lower()):
-        return CliError(disk_full_message(data_dir, f"the database said: {message}"))
-    return CliError(f"database: {message}")
+    return CliError(database_error_text(exc, getattr(args, "embedded_dir", None)))
 
 
 def _run(args: argparse.Namespace) -> int:

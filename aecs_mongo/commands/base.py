@@ -38,6 +38,7 @@ __all__ = [
     "StatusLine",
     "column",
     "data_dir_of",
+    "database_error_text",
     "disk_full_message",
     "human_size",
     "iso_utc",
@@ -274,6 +275,26 @@ def disk_full_message(path: str | os.PathLike[str], what: str = "") -> str:
     except OSError:
         room = ""
     return f"the disk is full: {path}{room}" + (f" ({what})" if what else "")
+
+
+def database_error_text(exc: BaseException, data_dir: Path | None) -> str:
+    """A database error on one line; under the embedded server (``data_dir``) a full disk is
+    named as such, with the path and the free space (a server out of space may say nothing
+    useful, or drop the connection)."""
+    from pymongo.errors import OperationFailure
+
+    from ..embedded.server import low_on_disk
+
+    if isinstance(exc, OperationFailure):
+        message = str(exc.details.get("errmsg") if exc.details else exc)
+        if "hint" in message.lower() and "index" in message.lower():
+            message += " (no indexes yet: run 'aecs-mongo indexes' or 'aecs-mongo ingest' first)"
+    else:
+        message = str(exc)
+    message = " ".join(message.split())[:300] or type(exc).__name__
+    if data_dir is not None and (low_on_disk(data_dir) or "no space left" in message.lower()):
+        return disk_full_message(data_dir, f"the database said: {message}")
+    return f"database: {message}"
 
 
 # --- stderr: notes and progress lines ----------------------------------------------------------

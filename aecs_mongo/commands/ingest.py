@@ -13,7 +13,17 @@ import time
 from collections.abc import Iterator
 
 from ..mail.sources import IngestReport, InputFile, RawMessage, Skipped, find_inputs, read_inputs
-from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Context, Handlers, Output, StatusLine, on_terminal
+from .base import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Context,
+    Handlers,
+    Output,
+    StatusLine,
+    database_error_text,
+    on_terminal,
+)
 from .interrupts import finish_in_hand_on_interrupt, until
 
 __all__ = ["HANDLERS", "Progress"]
@@ -53,6 +63,7 @@ def ingest(ctx: Context) -> Output:
     args = ctx.args
     started = time.monotonic()
     report = IngestReport()
+    aborted_by: Exception | None = None
     inputs = list(find_inputs(args.paths))  # listed first: the progress line shows totals
     files = [i for i in inputs if isinstance(i, InputFile)]
     total = (
@@ -72,7 +83,8 @@ def ingest(ctx: Context) -> Output:
     except KeyboardInterrupt:
         report.interrupted = True
     except Exception as exc:  # a database error: report what was done, then fail
-        report.aborted = f"{type(exc).__name__}: {exc}"
+        report.aborted = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        aborted_by = exc
     finally:
         items.close()
         progress.update(report, force=True)
@@ -82,7 +94,10 @@ def ingest(ctx: Context) -> Output:
     report.seconds = time.monotonic() - started
     failed = report.failures or report.aborted
     code = EXIT_INTERRUPTED if report.interrupted else EXIT_FAILED if failed else EXIT_OK
-    return Output(report.as_dict(), report.lines(), code)
+    notes: tuple[str, ...] = ()
+    if aborted_by is not None:  # the one line on stderr, also with --json (a full disk named as such)
+        notes = (f"error: {database_error_text(aborted_by, getattr(args, 'embedded_dir', None))}",)
+    return Output(report.as_dict(), report.lines(), code, notes=notes)
 
 
 def _mailbox_count(ctx: Context) -> int | None:

@@ -51,7 +51,7 @@ def _limit(text: str) -> int:
 
 def duration(text: str) -> float:
     """``90s``, ``5m``, ``1h``, ``0``: seconds (``--keep-server``)."""
-    from ..embedded.background import parse_duration
+    from ..pure.settings import parse_duration
 
     try:
         return parse_duration(text)

@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServerFeatureError
+from ..pure.settings import parse_duration
 from .datadir import PRIVATE_UMASK, Credentials, make_private, read_record, remove_record, write_record
 from .server import EmbeddedServer, _free_port, exit_reason
 
@@ -135,14 +135,6 @@ threading.Thread(target=idle_watch, name="aecs-idle-watch", daemon=True).start()
 runpy.run_module("secantus", run_name="__main__", alter_sys=True)
 """
 )
-
-
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``5m``, ``1h``, ``1.5m`` -> seconds; ``0`` = stop with the command."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*", text)
-    if match is None:
-        raise ValueError(f"not a duration: {text!r} (say 0, 90s, 5m or 1h)")
-    return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2) or "s"]
 
 
 def _boot_id() -> str:

@@ -69,7 +69,10 @@ def low_on_disk(path: str | os.PathLike[str]) -> bool:
 
 def exit_reason(returncode: int | None, tail: str, log_path: Path | None) -> str:
     """What a server that exited said: its log's last lines, else its exit status."""
-    said = " | ".join(line.strip() for line in tail.splitlines() if line.strip())
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    if any(line.startswith("Traceback") or line.startswith('File "') for line in lines):
+        lines = lines[-1:]  # a Python traceback: its last line says what happened
+    said = " | ".join(lines[-3:])
     status = f"exit status {returncode}" if returncode is not None else "exited"
     if said:
         return f"{said} ({status})"

@@ -133,7 +133,7 @@ def windowed_read(
     fraction of the key space, on ``aecs_messages_spec_version`` (a bounded key range there), the
     fraction growing until the sample holds enough (mail under another spec version is left
     out: a hint only)."""
-    from ..normalize.parse import SPEC_VERSION
+    from ..pure.settings import SPEC_VERSION
 
     read = queries.windowed_read(query, ctx.mailbox_id, int(_dt.datetime.now(_dt.UTC).timestamp()))
     if not sample:
