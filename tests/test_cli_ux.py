@@ -129,6 +129,8 @@ def test_wherever_it_runs_the_same_data_and_an_old_directory_is_pointed_out_once
     assert b"old data directory" not in again.stderr  # once
     reached = aecs("--json", "--data-dir", "aecs-data", "inbox", cwd=old, env=env)
     assert [json.loads(line)["messageId"] for line in reached.stdout.splitlines()] == ["plan-1@example.com"]
+    status = aecs("server", "status", cwd=one, env=env).stdout.decode()
+    assert "it stops by itself once no command has used it for 5 min" in status  # "idle time" before
     for cwd in (one, old):
         aecs("server", "stop", cwd=cwd, env=env)
     aecs("--data-dir", "aecs-data", "server", "stop", cwd=old, env=env)
@@ -335,7 +337,9 @@ def test_lines_fit_the_terminal(cli: Cli, monkeypatch: pytest.MonkeyPatch, colum
         assert lines and max(_cells(line) for line in lines) <= columns, (argv, lines)
     stats = cli("stats").out
     assert " kB" in stats and "data bytes" not in stats  # human units
-    assert "1 message" not in cli("inbox").out.replace("1 messages", "")  # never "1 messages"
+    one = cli("ingest", str(SAMPLES / "01-plan.eml"), "--mailbox", "single")
+    assert "1 message in " in one.out and "1 messages" not in one.out  # never "1 messages"
+    assert "1 message, 1 thread;" in cli("stats", "--mailbox", "single").out
 
 
 def _colliding_ids(prefix_len: int = 4) -> tuple[str, str]:
