@@ -129,6 +129,7 @@ def test_wherever_it_runs_the_same_data_and_an_old_directory_is_pointed_out_once
     assert b"old data directory" not in again.stderr  # once
     reached = aecs("--json", "--data-dir", "aecs-data", "inbox", cwd=old, env=env)
     assert [json.loads(line)["messageId"] for line in reached.stdout.splitlines()] == ["plan-1@example.com"]
+    assert aecs("--keep-server", "5m", "server", "start", cwd=one, env=env).returncode == 0
     status = aecs("server", "status", cwd=one, env=env).stdout.decode()
     assert "it stops by itself once no command has used it for 5 min" in status  # "idle time" before
     for cwd in (one, old):

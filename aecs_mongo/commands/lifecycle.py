@@ -90,7 +90,8 @@ def export(ctx: Context) -> Output:
                 variants=args.variants, since=args.since, until=args.until, on_missing=missing.append
             )
             for copy in copies:
-                key = f"{hashlib.sha256(copy.message_id.encode()).hexdigest()[:40]}-{copy.copy}"
+                # the message key and the copy number, padded: names sort in the export's order
+                key = f"{hashlib.sha256(copy.message_id.encode()).hexdigest()[:40]}-{copy.copy:04d}"
                 writer.write(copy.data, ts=copy.ts, sender=copy.sender, key=key)
                 messages.add(copy.message_id)
                 if line.due():

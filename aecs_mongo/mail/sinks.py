@@ -20,7 +20,7 @@ mailbox) and names what it writes so that a directory listing in name order is t
 - ``maildir``: ``tmp/``, ``new/``, ``cur/``; each message is written to ``tmp/`` and renamed into
   ``cur/`` (atomic: a reader never sees half a message) under a unique name
   ``<time>.M<sequence>P<pid>R<random>.<host>:2,`` (no flags: unread), or, given a ``key`` (the
-  export gives the message key and copy number), ``<ts>.K<key>.aecs:2,``: a copy whose key is
+  export gives the message key and copy number), ``<ts, 12 digits>.K<key>.aecs:2,``: a copy whose key is
   there already is not written again, so exporting twice into one Maildir does not double it.
   The file's modification time is ``ts`` (Maildir readers, and ``ingest``, take it as the
   delivery time). An existing Maildir is added to.
@@ -187,7 +187,8 @@ class MaildirWriter(MailWriter):
         if key is not None:
             if key in self._keys_present():
                 return None
-            name = f"{ts if ts is not None and ts >= 0 else 0}.K{key}.aecs"
+            # zero-padded time first: names sort in write order (the export's: ts, then key)
+            name = f"{ts if ts is not None and ts >= 0 else 0:012d}.K{key}.aecs"
         else:
             name = f"{self._stem}.M{self.count:09d}{self._tail}"
         temporary = self.path / "tmp" / name
