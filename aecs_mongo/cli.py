@@ -124,7 +124,11 @@ def _watch() -> Handlers:
 
 _COMMANDS = (
     Command(
-        "ingest", "store .eml files, directories, Maildir folders and mbox files", options.ingest, _ingest, indexes=True
+        "ingest",
+        "store .eml files, directories, Maildir folders, mbox files and standard input",
+        options.ingest,
+        _ingest,
+        indexes=True,
     ),
     Command("mailboxes", "the mailboxes of the database, with their message counts", options.nothing, _reading),
     Command("inbox", "a page of messages, newest first", options.inbox, _reading),
@@ -146,7 +150,7 @@ _COMMANDS = (
     Command("erase", "remove every trace of the mailbox (offboarding, erasure requests)", options.erase, _lifecycle),
     Command(
         "reindex",
-        "rebuild thread summaries and lookup fields from the messages",
+        "rebuild thread summaries and lookup fields from the messages; re-date undated mail by its Received header",
         options.nothing,
         _maintenance,
         indexes=True,

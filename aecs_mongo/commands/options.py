@@ -114,7 +114,13 @@ def message_id(p: argparse.ArgumentParser) -> None:
 
 
 def ingest(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH", help=".eml files, directories, Maildir folders or mbox files")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help=".eml files, directories (files recognised by content), Maildir folders, mbox files, or - to read"
+        " standard input (one message, or an mbox)",
+    )
     p.add_argument(
         "--batch-size", type=_limit, default=100, help="messages per write batch (default: 100, at most 1000)"
     )
