@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     )
 
 __version__ = "0.1.0"
+"""The package's version (PEP 440), also the distribution's (``pyproject.toml`` reads it here)."""
 
 __all__ = [
     "Address",
