@@ -10,6 +10,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -117,6 +118,10 @@ def test_wherever_it_runs_the_same_data_and_an_old_directory_is_pointed_out_once
     inbox = aecs("--json", "inbox", cwd=two, env=env)  # elsewhere: the same mail, no second directory
     assert inbox.returncode == 0 and len(inbox.stdout.splitlines()) == 8, inbox.stderr.decode()
     assert (home / ".local/share/aecs-mongo/db").is_dir() and not (two / "aecs-data").exists()
+    # stats: disk use in human units, per collection, for the oplog and the data directory by kind
+    stats = aecs("stats", cwd=two, env=env).stdout.decode()
+    assert re.search(r"^oplog +[\d,]+ .*\d (B|kB|MB)", stats, re.M), stats
+    assert re.search(r"^data directory .*aecs-mongo: [\d.]+ (kB|MB) on disk \(documents .*, oplog [\d.]+ ", stats, re.M)
     # a release before kept ./aecs-data where it ran: said once, never moved; --data-dir reaches it
     old = tmp_path / "old"
     assert (
