@@ -110,36 +110,43 @@ def test_the_data_directory_is_one_per_user(tmp_path: Path, monkeypatch: pytest.
 def test_wherever_it_runs_the_same_data_and_an_old_directory_is_pointed_out_once(tmp_path: Path) -> None:
     _embedded()
     home = tmp_path / "home"
-    env = {**command_env(drop=("MONGODB_URI", "AECS_DATA_DIR", "XDG_DATA_HOME")), "HOME": str(home)}
+    # one server per data directory, kept between the commands (fewer starts), stopped at the end
+    env = {
+        **command_env(drop=("MONGODB_URI", "AECS_DATA_DIR", "XDG_DATA_HOME")),
+        "HOME": str(home),
+        "AECS_KEEP_SERVER": "5m",
+    }
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir()
     two.mkdir()
-    assert aecs("ingest", str(SAMPLES), cwd=one, env=env).returncode == 0
-    inbox = aecs("--json", "inbox", cwd=two, env=env)  # elsewhere: the same mail, no second directory
-    assert inbox.returncode == 0 and len(inbox.stdout.splitlines()) == 8, inbox.stderr.decode()
-    assert (home / ".local/share/aecs-mongo/db").is_dir() and not (two / "aecs-data").exists()
-    # stats: disk use in human units, per collection, for the oplog and the data directory by kind
-    stats = aecs("stats", cwd=two, env=env).stdout.decode()
-    assert re.search(r"^oplog +[\d,]+ .*\d (B|kB|MB)", stats, re.M), stats
-    assert re.search(r"^data directory .*aecs-mongo: [\d.]+ (kB|MB) on disk \(documents .*, oplog [\d.]+ ", stats, re.M)
-    # a release before kept ./aecs-data where it ran: said once, never moved; --data-dir reaches it
     old = tmp_path / "old"
-    assert (
-        aecs("--data-dir", str(old / "aecs-data"), "ingest", str(SAMPLES / "01-plan.eml"), cwd=old.parent).returncode
-        == 0
-    )
-    first = aecs("inbox", cwd=old, env=env)
-    assert b"an old data directory is here" in first.stderr and b"--data-dir aecs-data" in first.stderr
-    again = aecs("inbox", cwd=old, env=env)
-    assert b"old data directory" not in again.stderr  # once
-    reached = aecs("--json", "--data-dir", "aecs-data", "inbox", cwd=old, env=env)
-    assert [json.loads(line)["messageId"] for line in reached.stdout.splitlines()] == ["plan-1@example.com"]
-    assert aecs("--keep-server", "5m", "server", "start", cwd=one, env=env).returncode == 0
-    status = aecs("server", "status", cwd=one, env=env).stdout.decode()
-    assert "it stops by itself once no command has used it for 5 min" in status  # "idle time" before
-    for cwd in (one, old):
-        aecs("server", "stop", cwd=cwd, env=env)
-    aecs("--data-dir", "aecs-data", "server", "stop", cwd=old, env=env)
+    try:
+        assert aecs("ingest", str(SAMPLES), cwd=one, env=env).returncode == 0
+        inbox = aecs("--json", "inbox", cwd=two, env=env)  # elsewhere: the same mail, no second directory
+        assert inbox.returncode == 0 and len(inbox.stdout.splitlines()) == 8, inbox.stderr.decode()
+        assert (home / ".local/share/aecs-mongo/db").is_dir() and not (two / "aecs-data").exists()
+        # stats: disk use in human units, per collection, for the oplog and the data directory by kind
+        stats = aecs("stats", cwd=two, env=env).stdout.decode()
+        assert re.search(r"^oplog +[\d,]+ .*\d (B|kB|MB)", stats, re.M), stats
+        assert re.search(
+            r"^data directory .*aecs-mongo: [\d.]+ (kB|MB) on disk \(documents .*, oplog [\d.]+ ", stats, re.M
+        )
+        # a release before kept ./aecs-data where it ran: said once, never moved; --data-dir reaches it
+        stored = aecs(
+            "--data-dir", str(old / "aecs-data"), "ingest", str(SAMPLES / "01-plan.eml"), cwd=tmp_path, env=env
+        )
+        assert stored.returncode == 0, stored.stderr.decode()
+        first = aecs("inbox", cwd=old, env=env)
+        assert b"an old data directory is here" in first.stderr and b"--data-dir aecs-data" in first.stderr
+        again = aecs("inbox", cwd=old, env=env)
+        assert b"old data directory" not in again.stderr  # once
+        reached = aecs("--json", "--data-dir", "aecs-data", "inbox", cwd=old, env=env)
+        assert [json.loads(line)["messageId"] for line in reached.stdout.splitlines()] == ["plan-1@example.com"]
+        status = aecs("server", "status", cwd=one, env=env).stdout.decode()
+        assert "it stops by itself once no command has used it for 5 min" in status  # "idle time" before
+    finally:
+        aecs("server", "stop", cwd=one, env=env)
+        aecs("--data-dir", str(old / "aecs-data"), "server", "stop", cwd=tmp_path, env=env)
 
 
 def test_export_refuses_a_non_empty_target_and_maildir_does_not_double(tmp_path: Path) -> None:
