@@ -1,52 +1,59 @@
 """aecs-mongo: store AECS-1 email in MongoDB and keep it findable.
 
-The public API is what this module exports; everything else is an implementation detail.
+The public API is what this module exports; everything else is an implementation detail. The
+names are imported on first use (a module ``__getattr__``): ``import aecs_mongo`` and the
+command line load only what they touch, so a short command does not import the async driver,
+the normalizer or the mail adapters it does not run. ``from aecs_mongo import MessageStore``
+works as ever.
 """
 
 from __future__ import annotations
 
-from .asynchronous.store import AsyncMessageStore
-from .errors import (
-    AecsMongoError,
-    DataDirError,
-    DispatchError,
-    DocumentTooLargeError,
-    InputTooLargeError,
-    InvalidCursorError,
-    InvalidEmailError,
-    MailboxAuthError,
-    MailboxConnectionError,
-    MailboxError,
-    NotFoundError,
-    SearchIndexError,
-    SearchQueryError,
-    ServerFeatureError,
-    UnsafeFieldNameError,
-)
-from .mail.sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
-from .mail.sources import IngestReport, Origin, RawMessage, Skipped, read_messages
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
-# the function shadows the subpackage's name here, on purpose (the public API is the function);
-# import the subpackage's other names with ``from aecs_mongo.normalize import ...``
-from .normalize import ParsedEmail, normalize, parse_email
-from .pure.indexes import IndexReport
-from .pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
-from .results import ImapFolderReport, ImapSyncReport, MessagePage, SearchResults, StoreResult, ThreadPage
-from .synchronous.store import MessageStore
-from .types import (
-    Address,
-    Attachment,
-    Content,
-    ContextEntry,
-    MessageSummary,
-    Metadata,
-    NormalizedEmail,
-    Processing,
-    SearchHit,
-    SemanticHit,
-    Thread,
-    ThreadSummary,
-)
+if TYPE_CHECKING:
+    from .asynchronous.store import AsyncMessageStore
+    from .errors import (
+        AecsMongoError,
+        DataDirError,
+        DispatchError,
+        DocumentTooLargeError,
+        InputTooLargeError,
+        InvalidCursorError,
+        InvalidEmailError,
+        MailboxAuthError,
+        MailboxConnectionError,
+        MailboxError,
+        NotFoundError,
+        SearchIndexError,
+        SearchQueryError,
+        ServerFeatureError,
+        UnsafeFieldNameError,
+    )
+    from .mail.sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
+    from .mail.sources import IngestReport, Origin, RawMessage, Skipped, read_messages
+    from .normalize import ParsedEmail, normalize, parse_email
+    from .pure.indexes import IndexReport
+    from .pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
+    from .results import ImapFolderReport, ImapSyncReport, MessagePage, SearchResults, StoreResult, ThreadPage
+    from .synchronous.store import MessageStore
+    from .types import (
+        Address,
+        Attachment,
+        Content,
+        ContextEntry,
+        MessageSummary,
+        Metadata,
+        NormalizedEmail,
+        Processing,
+        SearchHit,
+        SemanticHit,
+        Thread,
+        ThreadSummary,
+    )
 
 __version__ = "0.1.0"
 """The package's version (PEP 440), also the distribution's (``pyproject.toml`` reads it here)."""
@@ -106,3 +113,87 @@ __all__ = [
     "parse_email",
     "read_messages",
 ]
+
+#: Where each public name lives (imported on first use).
+_LAZY = {
+    "Address": ".types",
+    "AecsMongoError": ".errors",
+    "AsyncMessageStore": ".asynchronous.store",
+    "Attachment": ".types",
+    "Content": ".types",
+    "ContextEntry": ".types",
+    "DataDirError": ".errors",
+    "DispatchError": ".errors",
+    "DocumentTooLargeError": ".errors",
+    "EmlDirWriter": ".mail.sinks",
+    "EraseReport": ".pure.lifecycle",
+    "ExpireReport": ".pure.lifecycle",
+    "ExportedCopy": ".pure.lifecycle",
+    "ImapFolderReport": ".results",
+    "ImapSyncReport": ".results",
+    "IndexReport": ".pure.indexes",
+    "IngestReport": ".mail.sources",
+    "InputTooLargeError": ".errors",
+    "InvalidCursorError": ".errors",
+    "InvalidEmailError": ".errors",
+    "MailWriter": ".mail.sinks",
+    "MailboxAuthError": ".errors",
+    "MailboxConnectionError": ".errors",
+    "MailboxError": ".errors",
+    "MaildirWriter": ".mail.sinks",
+    "MboxWriter": ".mail.sinks",
+    "MessagePage": ".results",
+    "MessageStore": ".synchronous.store",
+    "MessageSummary": ".types",
+    "Metadata": ".types",
+    "NormalizedEmail": ".types",
+    "NotFoundError": ".errors",
+    "Origin": ".mail.sources",
+    "ParsedEmail": ".normalize",
+    "Processing": ".types",
+    "RawMessage": ".mail.sources",
+    "SearchHit": ".types",
+    "SearchIndexError": ".errors",
+    "SearchQueryError": ".errors",
+    "SearchResults": ".results",
+    "SemanticHit": ".types",
+    "ServerFeatureError": ".errors",
+    "Skipped": ".mail.sources",
+    "StoreResult": ".results",
+    "Thread": ".types",
+    "ThreadPage": ".results",
+    "ThreadSummary": ".types",
+    "UnsafeFieldNameError": ".errors",
+    "normalize": ".normalize",
+    "open_writer": ".mail.sinks",
+    "parse_email": ".normalize",
+    "read_messages": ".mail.sources",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use, then keep it here (``globals``) for the next."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """This package's module type: the ``normalize`` function is public here and shadows the
+    subpackage of the same name; importing the subpackage later (the store does, on first use)
+    must not rebind ``aecs_mongo.normalize`` to the module, as the import system would."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "normalize" and isinstance(value, types.ModuleType):
+            return  # the subpackage stays reachable as sys.modules["aecs_mongo.normalize"]
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -1,24 +1,30 @@
 """``aecs-mongo``: store mail in MongoDB and read it back from the command line.
 
-Global options (before or after the command): ``--uri`` (default ``$MONGODB_URI``), ``--db``
-(default ``aecs``), ``--mailbox`` (default ``default``), ``--data-dir`` (default ``./aecs-data``),
-``--keep-server`` (default ``$AECS_KEEP_SERVER`` or ``5m``) and ``--json``. Without a URI the
-embedded SecantusDB server of ``--data-dir`` (kept between runs) is used: the one already running
-in the background for that directory, or a new one that keeps running after the command and stops
-by itself once unused for ``--keep-server`` (:mod:`aecs_mongo.embedded.background`; ``server
-status|stop|start`` manage it). ``--keep-server 0`` starts a server of the command's own, stopped
-when the command ends, also on Ctrl-C, SIGTERM or an error. It needs ``pip install
+Global options (before or after the command, listed once in ``aecs-mongo --help``): ``--uri``
+(default ``$MONGODB_URI``), ``--db`` (default ``aecs``), ``--mailbox`` (default ``default``),
+``--data-dir`` (default ``$AECS_DATA_DIR``, else ``$XDG_DATA_HOME/aecs-mongo``, i.e.
+``~/.local/share/aecs-mongo``: one per user, wherever the command runs), ``--keep-server``
+(default ``$AECS_KEEP_SERVER`` or ``5m``), ``--json`` and ``--verbose``. Without a URI the
+embedded SecantusDB server of the data directory (kept between runs) is used: the one already
+running in the background for that directory, or a new one that keeps running after the command
+and stops by itself once unused for ``--keep-server`` (:mod:`aecs_mongo.embedded.background`;
+``server status|stop|start`` manage it). ``--keep-server 0`` starts a server of the command's
+own, stopped when the command ends, also on Ctrl-C, SIGTERM or an error. It needs ``pip install
 'aecs-mongo[embedded]'``.
 
 Exit codes: 0 success; 1 the command ran but something failed (an input that could not be
-stored, a message that is not there, a database error); 2 usage errors (bad options, no
-embedded server installed); 130 interrupted.
+stored, a message that is not there, a database error, a full disk, an unreachable server);
+2 usage errors (bad options, a malformed URI, an ambiguous short id, no embedded server
+installed); 130 interrupted. Every error a person can cause is one line on stderr, never a
+traceback.
 
 This module is the parser (global options here, each command's in
 :mod:`aecs_mongo.commands.options`; no option is ever abbreviated), the command table, the one
 place that prints and the run. The handlers are in :mod:`aecs_mongo.commands`, one module per
 concern, imported only when their command runs; each returns an ``Output`` (data, text lines,
-exit code) that :func:`_print` writes as text or, with ``--json``, as one JSON document. The
+exit code) that :func:`_print` writes as text or, with ``--json``, as one JSON document (a
+single object: ``show``, ``stats``, reports) or as JSON lines (the commands that list things:
+one object per result, then a last object with ``next_cursor`` when there is more). The
 ``ingest`` report (failures, "already present") is described in :mod:`aecs_mongo.commands.ingest`.
 """
 
@@ -26,9 +32,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -44,7 +52,11 @@ from .commands.base import (
     Context,
     Handler,
     Handlers,
+    JsonLines,
     Output,
+    data_dir_of,
+    database_error_text,
+    disk_full_message,
     json_default,
     note,
     stdout,
@@ -112,8 +124,13 @@ def _watch() -> Handlers:
 
 _COMMANDS = (
     Command(
-        "ingest", "store .eml files, directories, Maildir folders and mbox files", options.ingest, _ingest, indexes=True
+        "ingest",
+        "store .eml files, directories, Maildir folders, mbox files and standard input",
+        options.ingest,
+        _ingest,
+        indexes=True,
     ),
+    Command("mailboxes", "the mailboxes of the database, with their message counts", options.nothing, _reading),
     Command("inbox", "a page of messages, newest first", options.inbox, _reading),
     Command("threads", "a page of conversations, most recent activity first", options.threads, _reading),
     Command("thread", "a thread as LLM context: newest N, oldest first, with positions", options.thread, _reading),
@@ -139,7 +156,7 @@ _COMMANDS = (
     Command("erase", "remove every trace of the mailbox (offboarding, erasure requests)", options.erase, _lifecycle),
     Command(
         "reindex",
-        "rebuild thread summaries and lookup fields from the messages",
+        "rebuild thread summaries and lookup fields from the messages; re-date undated mail by its Received header",
         options.nothing,
         _maintenance,
         indexes=True,
@@ -179,33 +196,52 @@ def command_names() -> list[str]:
 # --- the parser -----------------------------------------------------------------------------------
 
 
+_GLOBAL_HELP = (
+    "global options (--uri, --db, --mailbox, --data-dir, --keep-server, --json, --verbose) go before or after"
+    " the command; 'aecs-mongo --help' explains them"
+)
+
+
 def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
-    """The options every command takes; sub-parsers get them without defaults (SUPPRESS), so
-    they can be given before or after the command without one position overriding the other."""
+    """The options every command takes, explained once, in the main parser's help; sub-parsers
+    take them too, without defaults (SUPPRESS) so they can be given before or after the command
+    without one position overriding the other, and without repeating their help."""
 
     def default(value: object) -> object:
         return value if defaults else argparse.SUPPRESS
 
-    group = parser.add_argument_group("connection and output")
+    def explain(text: str) -> str:
+        return text if defaults else argparse.SUPPRESS
+
+    group = parser.add_argument_group("global options") if defaults else parser
     group.add_argument(
         "--uri",
         default=default(os.environ.get("MONGODB_URI")),
-        help="MongoDB URI (default: $MONGODB_URI; none: start the embedded server)",
+        help=explain("MongoDB URI (default: $MONGODB_URI; none: the embedded server of the data directory)"),
     )
-    group.add_argument("--db", default=default("aecs"), help="database name (default: aecs)")
-    group.add_argument("--mailbox", default=default("default"), help="mailbox id (default: default)")
+    group.add_argument("--db", default=default("aecs"), help=explain("database name (default: aecs)"))
+    group.add_argument(
+        "--mailbox",
+        default=default("default"),
+        help=explain("mailbox id (default: default; 'aecs-mongo mailboxes' lists them)"),
+    )
     group.add_argument(
         "--data-dir",
-        default=default("./aecs-data"),
-        help="data directory of the embedded server, kept between runs (default: ./aecs-data)",
+        default=default(None),
+        help=explain(
+            "data directory of the embedded server, kept between runs, one per user (default: $AECS_DATA_DIR,"
+            " else $XDG_DATA_HOME/aecs-mongo, i.e. ~/.local/share/aecs-mongo)"
+        ),
     )
     group.add_argument(
         "--keep-server",
         type=options.duration,
         default=default(os.environ.get("AECS_KEEP_SERVER") or "5m"),
         metavar="DURATION",
-        help="keep the embedded server running in the background this long after the last command"
-        " (90s, 5m, 1h; 0: stop it with the command; default: $AECS_KEEP_SERVER or 5m)",
+        help=explain(
+            "keep the embedded server running in the background this long after the last command"
+            " (90s, 5m, 1h; 0: stop it with the command; default: $AECS_KEEP_SERVER or 5m)"
+        ),
     )
     group.add_argument(
         "--search-index",
@@ -215,15 +251,27 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         " ~/.cache/aecs-mongo for --uri when the server has no text index)",
     )
     group.add_argument(
-        "--json", action="store_true", default=default(False), help="print one JSON document instead of text"
+        "--json",
+        action="store_true",
+        default=default(False),
+        help=explain(
+            "JSON instead of text: one object (show, stats, reports) or, for commands that list things,"
+            " one object per line and a last line with next_cursor when there is more"
+        ),
     )
     group.add_argument(
         "-v",
         "--verbose",
         action="store_true",
         default=default(False),
-        help="show the normalizer's warnings about odd mail",
+        help=explain("show the normalizer's warnings about odd mail"),
     )
+
+
+def _version() -> str:
+    from . import __version__
+
+    return f"aecs-mongo {__version__}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -233,13 +281,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="aecs-mongo",
         description="Store email in MongoDB and read it back: ingest mail, list the inbox and threads, "
         "show a thread as LLM context. Without --uri or $MONGODB_URI the embedded server is used.",
-        epilog="exit codes: 0 ok, 1 something failed, 2 usage error, 130 interrupted",
+        epilog="exit codes: 0 ok, 1 something failed (an error on stderr), 2 usage error, 130 interrupted",
         allow_abbrev=False,
     )
+    parser.add_argument("--version", action="version", version=_version())
     _add_global_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in _COMMANDS:
-        p = sub.add_parser(command.name, help=command.help, description=command.help, allow_abbrev=False)
+        p = sub.add_parser(
+            command.name, help=command.help, description=command.help, epilog=_GLOBAL_HELP, allow_abbrev=False
+        )
         command.options(p)
         _add_global_options(p, defaults=False)
         p.set_defaults(entry=command)
@@ -264,7 +315,12 @@ def _print(output: Output, as_json: bool, *, line: bool = False) -> int:
     elif output.content is not None:
         out.write(output.content)
     elif as_json:
-        if output.data is not None:
+        if isinstance(output.data, JsonLines):
+            for item in output.data.items:
+                out.write(json.dumps(item, default=json_default, ensure_ascii=False) + "\n")
+            if output.data.trailer is not None:
+                out.write(json.dumps(output.data.trailer, default=json_default, ensure_ascii=False) + "\n")
+        elif output.data is not None:
             json.dump(output.data, out, default=json_default, ensure_ascii=False, indent=None if line else 2)
             out.write("\n")
     else:
@@ -282,10 +338,12 @@ def _print(output: Output, as_json: bool, *, line: bool = False) -> int:
 
 @contextlib.contextmanager
 def _server_uri(args: argparse.Namespace) -> Iterator[str]:
-    """``--uri``, or the embedded server of ``--data-dir``: the shared one in the background
+    """``--uri``, or the embedded server of the data directory: the shared one in the background
     (``aecs_mongo.embedded.background``), started if none runs; with ``--keep-server 0``, and for
     ``pop3 --delete-on-server`` (which wants ``--sync-on-commit``), one of the command's own
-    unless a shared one is running already."""
+    unless a shared one is running already. Sets ``args.embedded_dir`` (None with ``--uri``):
+    a database error there that is a full disk is named as such."""
+    args.embedded_dir = None
     if args.uri:
         yield args.uri
         return
@@ -298,7 +356,8 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
             f"no --uri or $MONGODB_URI, and the embedded server is not installed; install it with: {INSTALL_HINT}",
             EXIT_USAGE,
         )
-    data_dir = Path(args.data_dir).resolve()
+    data_dir = data_dir_of(args)
+    args.embedded_dir = data_dir
     # pop3 --delete-on-server deletes the only other copy: every commit is synced to disk
     durable = bool(getattr(args, "delete_on_server", False))
     note(f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}")
@@ -315,7 +374,11 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
                     shared = server.uri
                 uri = shared
         except AecsMongoError as exc:
-            raise CliError(f"the embedded server did not start: {exc}") from None
+            raise CliError(_start_failure(data_dir, str(exc))) from None
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise CliError(f"the embedded server did not start: {disk_full_message(data_dir)}") from None
+            raise
         yield uri
 
 
@@ -328,7 +391,7 @@ def _search_index(args: argparse.Namespace, db: Any) -> Path | None:
         return None if chosen == "none" else Path(chosen).expanduser().resolve()
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.db)
     if not args.uri:
-        return Path(args.data_dir).resolve() / "search" / f"{name}.sqlite"
+        return Path(args.embedded_dir).resolve() / "search" / f"{name}.sqlite"
     if "aecs_bodies_search" in {ix["name"] for ix in db.bodies.list_indexes()}:
         return None  # the server's $text index serves search
     import hashlib
@@ -346,6 +409,43 @@ def _deployment(uri: str) -> str:
     return scheme + "://" + ",".join(sorted(hosts.lower().split(",")))
 
 
+def _start_failure(data_dir: Path, reason: str) -> str:
+    """Why the embedded server did not start, on one line: its own last words, and the disk
+    when that is full (a server that cannot write its log says nothing)."""
+    from .embedded.server import low_on_disk
+
+    reason = " | ".join(line.strip() for line in reason.splitlines() if line.strip())
+    if low_on_disk(data_dir):
+        reason = disk_full_message(data_dir) + (f"; the server said: {reason}" if reason else "")
+    return f"the embedded server did not start: {reason}"
+
+
+_PASSWORD = re.compile(r"(//[^/@:]*:)[^/@]*@")
+
+
+def _uri_problem(uri: str, exc: Exception) -> str:
+    """A malformed ``--uri`` in one line, the password in it (if any) never shown."""
+    shown = _PASSWORD.sub(r"\1***@", uri)
+    text = " ".join(str(exc).replace(uri, shown).split())
+    return f"bad --uri ({shown}): {text}"
+
+
+def _unreachable(exc: Exception, timeout_ms: int) -> str:
+    """The driver's server-selection error without its topology dump: ``host: reason``."""
+    text = str(exc).split(", Timeout:", 1)[0]
+    text = re.sub(r" \(configured timeouts:[^)]*\)", "", text)
+    return f"cannot reach the MongoDB server within {timeout_ms / 1000:g} s: {text}"
+
+
+#: How long a command waits for an unreachable server before it says so.
+SERVER_SELECTION_MS = 3000
+
+
+def _database_error(args: argparse.Namespace, exc: Exception) -> CliError:
+    """One line for a database error; a full disk under the embedded server named as such."""
+    return CliError(database_error_text(exc, getattr(args, "embedded_dir", None)))
+
+
 def _run(args: argparse.Namespace) -> int:
     command: Command = args.entry
     if command.handlers is None:  # 'server': the embedded server itself, no store
@@ -354,12 +454,17 @@ def _run(args: argparse.Namespace) -> int:
         return _print(server(args), args.json)
 
     from pymongo import MongoClient
-    from pymongo.errors import OperationFailure, PyMongoError, ServerSelectionTimeoutError
+    from pymongo.errors import ConfigurationError, PyMongoError, ServerSelectionTimeoutError
 
     from .synchronous.store import MessageStore
 
     with _server_uri(args) as uri:
-        client: MongoClient[dict[str, Any]] = MongoClient(uri, serverSelectionTimeoutMS=10_000)
+        try:
+            client: MongoClient[dict[str, Any]] = MongoClient(
+                uri, serverSelectionTimeoutMS=SERVER_SELECTION_MS, connectTimeoutMS=SERVER_SELECTION_MS
+            )
+        except ConfigurationError as exc:  # InvalidURI is one; so is an SRV name that does not resolve
+            raise CliError(_uri_problem(uri, exc), EXIT_USAGE) from None
         try:
             db = client[args.db]
             store = MessageStore(
@@ -378,14 +483,9 @@ def _run(args: argparse.Namespace) -> int:
 
             return _print(handler(Context(args, store, db, emit)), args.json)
         except ServerSelectionTimeoutError as exc:
-            raise CliError(f"cannot reach the MongoDB server: {exc}") from None
-        except OperationFailure as exc:
-            message = str(exc.details.get("errmsg") if exc.details else exc)
-            if "hint" in message.lower() and "index" in message.lower():
-                message += " (no indexes yet: run 'aecs-mongo indexes' or 'aecs-mongo ingest' first)"
-            raise CliError(f"database: {message}") from None
+            raise CliError(_unreachable(exc, SERVER_SELECTION_MS)) from None
         except PyMongoError as exc:
-            raise CliError(f"database: {exc}") from None
+            raise _database_error(args, exc) from None
         except SearchQueryError as exc:
             raise CliError(f"query: {exc}", EXIT_USAGE) from None
         except AecsMongoError as exc:
@@ -413,15 +513,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TypeError, ValueError) as exc:  # bad input values the store rejects
         note(f"error: {exc}")
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        note("interrupted")
-        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (| head): silence the flush at exit
         with contextlib.suppress(OSError):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return EXIT_FAILED
+    except OSError as exc:  # a file the command reads or writes; a full disk is named as such
+        where = exc.filename or ""
+        if exc.errno == errno.ENOSPC:
+            note(f"error: {disk_full_message(where or os.getcwd())}")
+        else:
+            note(f"error: {where + ': ' if where else ''}{exc.strerror or exc}")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        note("interrupted")
+        return EXIT_INTERRUPTED
     finally:
         normalizer_log.setLevel(previous_level)
 

@@ -19,7 +19,8 @@ The read records (``MessageSummary``, ``ContextEntry``, ``ThreadSummary``, ``Sea
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+import datetime as _dt
+from typing import NotRequired, Protocol, TypedDict
 
 __all__ = [
     "Address",
@@ -182,3 +183,14 @@ class SemanticHit(TypedDict):
     subject: str | None
     ts: int
     score: float | None
+
+
+class SourcedMessage(Protocol):
+    """A message as a mail source hands it over (``aecs_mongo.RawMessage``): its bytes, and the
+    date the source gives it (``store_many``/``store_iter`` store ``data`` with ``received_at``)."""
+
+    @property
+    def data(self) -> bytes: ...
+
+    @property
+    def received_at(self) -> _dt.datetime | None: ...

@@ -21,8 +21,10 @@ Sections (each prints a table; everything also goes to a JSON file):
   messages/s per slice (flat: no cost grows with the database), peak RSS, final database size.
 - cli: 20 short commands in a row (inbox, thread, show, search) on the embedded default, with
   the server stopped after each (``--keep-server 0``, as before) and kept between them (the
-  default); then ``aecs-mongo ingest`` of a generated 1 GB mbox of real mail: messages/s per 10%
-  of the file (from its progress line) and its peak RSS (``--cli-mb 0`` skips it).
+  default); ``AECS_BENCH_CLI_BASELINE=DIR`` (a source tree of another version: ``git archive REV |
+  tar -x -C DIR``) adds that version's commands in the same run, on the same data, for the
+  before/after ratio; then ``aecs-mongo ingest`` of a generated 1 GB mbox of real mail:
+  messages/s per 10% of the file (from its progress line) and its peak RSS (``--cli-mb 0`` skips it).
 - lifecycle: a mailbox of 10k, 30k and 100k distinct real messages (beside a neighbour of 2k):
   export as mbox and as Maildir (fsync per file) with every variant, MB/s vs the read floor (one
   cursor over the mailbox's chunks: the bytes alone, unordered, unchecked),
@@ -1010,8 +1012,8 @@ def bench_cli_short(size_mb: float, commands: int = 20) -> list[Doc]:
             return subprocess.run(command, env=env, capture_output=True, text=True, check=True, cwd=tmp)
 
         cli("ingest", str(mbox), "--no-progress")
-        page = json.loads(cli("--json", "inbox", "--limit", "10").stdout)["messages"]
-        ids = [m["messageId"] for m in page]
+        page = [json.loads(line) for line in cli("--json", "inbox", "--limit", "10").stdout.splitlines()]
+        ids = [m["messageId"] for m in page if "messageId" in m]  # JSON lines: the messages, then next_cursor
         sequence = [
             [
                 ("inbox", "--limit", "5"),
@@ -1021,11 +1023,27 @@ def bench_cli_short(size_mb: float, commands: int = 20) -> list[Doc]:
             ][i % 4]
             for i in range(commands)
         ]
-        for mode, keep in (("before: --keep-server 0", "0"), ("after: shared server (default 5m)", "5m")):
+        modes: list[tuple[str, str, dict[str, str]]] = [
+            ("before: --keep-server 0", "0", {}),
+            ("after: shared server (default 5m)", "5m", {}),
+        ]
+        baseline = os.environ.get("AECS_BENCH_CLI_BASELINE")
+        if baseline:  # another version's source tree (git archive REV | tar -x -C DIR): same run, same data
+            modes.append((f"baseline {Path(baseline).name}: shared server", "5m", {"PYTHONPATH": baseline}))
+        for mode, keep, extra in modes:
             times = []
             for argv in sequence:
                 started = time.monotonic()
-                cli(*argv, keep=keep)
+                if extra:
+                    subprocess.run(
+                        [sys.executable, "-m", "aecs_mongo", "--data-dir", str(data_dir), "--keep-server", keep, *argv],
+                        env={**env, **extra},
+                        capture_output=True,
+                        check=True,
+                        cwd=baseline,
+                    )
+                else:
+                    cli(*argv, keep=keep)
                 times.append(time.monotonic() - started)
             rows.append(
                 {

@@ -136,7 +136,7 @@ def test_a_second_os_user_cannot_read_the_data_files(shared_tmp: Path) -> None:
 def test_while_watch_holds_the_server_a_client_without_credentials_is_refused(shared_tmp: Path) -> None:
     assert aecs("ingest", str(SAMPLES), cwd=shared_tmp, umask=LOGIN_UMASK).returncode == 0
     data_dir = shared_tmp / "aecs-data"
-    env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
+    env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"} | {"AECS_DATA_DIR": str(data_dir)}
     watch = subprocess.Popen(
         [sys.executable, "-m", "aecs_mongo", "watch", "--since", "beginning"],
         cwd=shared_tmp,

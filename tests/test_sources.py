@@ -231,13 +231,13 @@ def test_report_of_refused_and_unconfirmed_messages() -> None:
         RawMessage(message(3), Origin("b.eml"), 10),
     ]
     handed = list(report.track(items))
-    assert handed == [message(1), message(2), message(3)]
+    assert [h.data for h in handed] == [message(1), message(2), message(3)]
     report.refused(1, handed[1], InvalidEmailError("too large"))
     assert [str(o) for o in report.unconfirmed] == ["a.mbox (message 1 at byte 0)", "b.eml"]
     report.aborted = "AutoReconnect: gone"
     lines = report.lines()
     assert lines[0] == "failed: a.mbox (message 2 at byte 10): refused by the store: too large"
-    assert lines[1] == "ignored (not .eml or .mbox): notes.txt"
+    assert lines[1] == "skipped: notes.txt: not .eml or .mbox"
     assert lines[-1] == "aborted: AutoReconnect: gone (2 messages of the last batch unconfirmed)"
     assert report.as_dict()["unconfirmed"] == ["a.mbox (message 1 at byte 0)", "b.eml"]
 

@@ -21,7 +21,7 @@ from ..pure.indexes import IndexReport
 from ..pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
 from ..pure.settings import SEARCH_ENGINES, Capabilities, StoreSettings
 from ..results import MessagePage, SearchResults, StoreResult, ThreadPage
-from ..types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit
+from ..types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, SourcedMessage
 from . import blobstore, deletion, embeddings, export, lookups, maintenance, reading, search, stats, writing
 from .context import AsyncStoreContext, Setting
 from .workers import AsyncFeed
@@ -131,19 +131,27 @@ class AsyncMessageStore:
         email: NormalizedEmail | Mapping[str, Any] | bytes,
         attachments: Sequence[bytes | None] | None = None,
         uidl: str | None = None,
+        received_at: _dt.datetime | None = None,
     ) -> StoreResult:
-        """Store one message; a message already in the mailbox is left as it is (``inserted=False``)."""
-        docs = writing.build(self._context, email, attachments, uidl)
+        """Store one message; a message already in the mailbox is left as it is (``inserted=False``).
+
+        ``received_at`` (aware): when the mail source got it (mbox From_ line, Maildir file time,
+        IMAP INTERNALDATE); the sort time ``ts`` of a message without a usable Date and without
+        a Received header. The first stored copy of a Message-ID fixes ``ts``."""
+        docs = writing.build(self._context, email, attachments, uidl, received_at)
         (result,) = await writing.write_batch(self._context, [docs])
         return result
 
     async def store_many(
         self,
-        items: Iterable[NormalizedEmail | Mapping[str, Any] | bytes],
+        items: Iterable[NormalizedEmail | Mapping[str, Any] | bytes | SourcedMessage],
         batch_size: int = 100,
         on_error: Callable[[int, Any, Exception], None] | None = None,
     ) -> list[StoreResult]:
         """Store many messages in batches; the same end state as storing them one by one.
+
+        An item is a NormalizedEmail, raw bytes, or a mail source's ``RawMessage`` (its ``data``
+        stored with its ``received_at``, as ``store(data, received_at=...)`` would).
 
         Without ``on_error`` a message that cannot be stored (``AecsMongoError``) raises, after
         the batches before it were written and before its own batch is. With ``on_error(index,
@@ -153,7 +161,7 @@ class AsyncMessageStore:
 
     def store_iter(
         self,
-        items: Iterable[NormalizedEmail | Mapping[str, Any] | bytes],
+        items: Iterable[NormalizedEmail | Mapping[str, Any] | bytes | SourcedMessage],
         batch_size: int = 100,
         on_error: Callable[[int, Any, Exception], None] | None = None,
     ) -> AsyncIterator[StoreResult]:

@@ -13,7 +13,17 @@ import time
 from collections.abc import Iterator
 
 from ..mail.sources import IngestReport, InputFile, RawMessage, Skipped, find_inputs, read_inputs
-from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Context, Handlers, Output, StatusLine, on_terminal
+from .base import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Context,
+    Handlers,
+    Output,
+    StatusLine,
+    database_error_text,
+    on_terminal,
+)
 from .interrupts import finish_in_hand_on_interrupt, until
 
 __all__ = ["HANDLERS", "Progress"]
@@ -53,6 +63,7 @@ def ingest(ctx: Context) -> Output:
     args = ctx.args
     started = time.monotonic()
     report = IngestReport()
+    aborted_by: Exception | None = None
     inputs = list(find_inputs(args.paths))  # listed first: the progress line shows totals
     files = [i for i in inputs if isinstance(i, InputFile)]
     total = (
@@ -62,6 +73,7 @@ def ingest(ctx: Context) -> Output:
     )
     progress = Progress(total, sum(f.size for f in files), enabled=on_terminal(args.no_progress))
     items = report.track(_with_progress(read_inputs(inputs), report, progress))
+    before = _mailbox_count(ctx)
     try:
         with finish_in_hand_on_interrupt() as stop:
             for result in ctx.store.store_iter(until(items, stop), batch_size=args.batch_size, on_error=report.refused):
@@ -71,15 +83,42 @@ def ingest(ctx: Context) -> Output:
     except KeyboardInterrupt:
         report.interrupted = True
     except Exception as exc:  # a database error: report what was done, then fail
-        report.aborted = f"{type(exc).__name__}: {exc}"
+        report.aborted = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        aborted_by = exc
     finally:
         items.close()
         progress.update(report, force=True)
         progress.close()
+    if report.interrupted or report.aborted:
+        _reconcile(ctx, report, before)
     report.seconds = time.monotonic() - started
     failed = report.failures or report.aborted
     code = EXIT_INTERRUPTED if report.interrupted else EXIT_FAILED if failed else EXIT_OK
-    return Output(report.as_dict(), report.lines(), code)
+    notes: tuple[str, ...] = ()
+    if aborted_by is not None:  # the one line on stderr, also with --json (a full disk named as such)
+        notes = (f"error: {database_error_text(aborted_by, getattr(args, 'embedded_dir', None))}",)
+    return Output(report.as_dict(), report.lines(), code, notes=notes)
+
+
+def _mailbox_count(ctx: Context) -> int | None:
+    try:
+        return int(ctx.db["messages"].count_documents({"mailboxId": ctx.store.mailbox_id}))
+    except Exception:  # the server is gone: the report says what was confirmed
+        return None
+
+
+def _reconcile(ctx: Context, report: IngestReport, before: int | None) -> None:
+    """After an interrupt or a failed batch, make the summary say what the mailbox holds: the
+    messages of a batch whose answer never came may have been stored all the same (counted
+    again, one index count; right unless another writer stores into the mailbox meanwhile)."""
+    after = _mailbox_count(ctx)
+    if before is None or after is None:
+        return
+    extra = (after - before) - report.stored
+    if extra > 0:
+        report.stored_unconfirmed = min(extra, len(report.unconfirmed))
+        report.stored += report.stored_unconfirmed
+        report.drop_unconfirmed(report.stored_unconfirmed)
 
 
 HANDLERS: Handlers = {"ingest": ingest}

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import hashlib
+import os
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from ..mail.sinks import open_writer
 from .base import (
@@ -17,8 +21,10 @@ from .base import (
     Handlers,
     Output,
     StatusLine,
+    disk_full_message,
     iso_utc,
     on_terminal,
+    plural,
 )
 from .interrupts import signals_as_interrupt
 
@@ -32,15 +38,50 @@ def delete(ctx: Context) -> Output:
     return Output(data, [text], EXIT_OK if deleted else EXIT_FAILED)
 
 
+def _not_empty(path: Path) -> str | None:
+    """Why ``path`` is not a new export target: an existing mbox file, a directory with files."""
+    if path.is_dir():
+        for _root, _dirs, files in os.walk(path):
+            if files:
+                return "is a directory that has files in it"
+        return None
+    if path.exists() or path.is_symlink():
+        return "exists"
+    return None
+
+
+def _left_out(ctx: Context) -> int:
+    """The other copies (variants) an export without ``--variants`` leaves out (one aggregation
+    over the exported messages' ``variantHashes``)."""
+    from ..pure.lifecycle import export_filter
+
+    selector = export_filter(ctx.store.mailbox_id, ctx.args.since, ctx.args.until)
+    pipeline: list[dict[str, object]] = [
+        {"$match": {**selector, "variantHashes.0": {"$exists": True}}},
+        {"$group": {"_id": None, "copies": {"$sum": {"$size": "$variantHashes"}}}},
+    ]
+    rows = list(ctx.db["messages"].aggregate(pipeline))
+    return int(rows[0]["copies"]) if rows else 0
+
+
 def export(ctx: Context) -> Output:
     args = ctx.args
     started = time.monotonic()
     missing: list[str] = []
     messages: set[str] = set()
+    out = Path(args.out)
+    why = None if args.add else _not_empty(out)
+    if why is not None:
+        raise CliError(
+            f"{out} {why}: export writes into a new target; add --add to add to it"
+            + (" (copies already in a Maildir are not written twice)" if args.format == "maildir" else "")
+        )
     try:
-        writer = open_writer(args.format, args.out)
+        writer = open_writer(args.format, out, add=args.add)
     except OSError as exc:
-        raise CliError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+        if exc.errno == errno.ENOSPC:
+            raise CliError(disk_full_message(out)) from None
+        raise CliError(f"cannot write {out}: {exc.strerror or exc}") from None
     line = StatusLine(on_terminal(args.no_progress))
     interrupted = False
     try:
@@ -49,32 +90,49 @@ def export(ctx: Context) -> Output:
                 variants=args.variants, since=args.since, until=args.until, on_missing=missing.append
             )
             for copy in copies:
-                writer.write(copy.data, ts=copy.ts, sender=copy.sender)
+                # the message key and the copy number, padded: names sort in the export's order
+                key = f"{hashlib.sha256(copy.message_id.encode()).hexdigest()[:40]}-{copy.copy:04d}"
+                writer.write(copy.data, ts=copy.ts, sender=copy.sender, key=key)
                 messages.add(copy.message_id)
                 if line.due():
                     line.show(f"export {writer.count} copies, {writer.bytes_written / 1e6:.1f} MB")
     except KeyboardInterrupt:
         interrupted = True
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise CliError(
+                disk_full_message(exc.filename or out, f"{plural(writer.count, 'copy', 'copies')} written before")
+            ) from None
+        raise
     finally:
         line.close()
+    left_out = 0 if args.variants else _left_out(ctx)
     seconds = time.monotonic() - started
     summary = {
         "format": args.format,
-        "out": str(args.out),
+        "out": str(out),
         "messages": len(messages),
         "copies": writer.count,
         "bytes": writer.bytes_written,
+        "alreadyThere": writer.already_there,
+        "otherCopiesLeftOut": left_out,
         "withoutRaw": missing,
         "interrupted": interrupted,
         "seconds": round(seconds, 3),
     }
     text = [f"not exported (no raw copy stored): <{mid}>" for mid in missing]
     text.append(
-        f"exported {len(messages)} messages ({writer.count} copies, {writer.bytes_written / 1e6:.1f} MB) "
-        f"as {args.format} to {args.out} in {seconds:.1f} s"
+        f"exported {plural(len(messages), 'message')} ({plural(writer.count, 'copy', 'copies')},"
+        f" {writer.bytes_written / 1e6:.1f} MB) as {args.format} to {out} in {seconds:.1f} s"
+        + (f"; {writer.already_there:,} already there, not written again" if writer.already_there else "")
         + (f"; {len(missing)} without a raw copy" if missing else "")
         + ("; interrupted" if interrupted else "")
     )
+    if left_out:
+        text.append(
+            f"left out: {plural(left_out, 'other copy', 'other copies')} kept under stored Message-IDs"
+            " (other bytes that came under the same Message-ID); --variants exports them too"
+        )
     code = EXIT_INTERRUPTED if interrupted else EXIT_FAILED if missing else EXIT_OK
     return Output(summary, text, code)
 

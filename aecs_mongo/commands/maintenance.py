@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
-from .base import EXIT_FAILED, EXIT_OK, Context, Handlers, Output
+from .base import EXIT_FAILED, EXIT_OK, Context, Handlers, Output, human_size, plural
 
 __all__ = ["HANDLERS"]
 
@@ -45,26 +47,99 @@ def stats(ctx: Context) -> Output:
         "threads": found["threads"],
         "searchEngine": found["search"],
         "vectorEngine": found["vectorSearch"],
+        "oplog": _oplog(ctx),
+        "dataDirectory": _data_directory(getattr(ctx.args, "embedded_dir", None)),
     }
-    return Output(data, _stats_lines(found))
+    return Output(data, _stats_lines(found, data["oplog"], data["dataDirectory"]))
 
 
-def _stats_lines(found: Mapping[str, Any]) -> Iterator[str]:
-    def num(v: object) -> str:
-        return "-" if v is None else str(v)
+def _oplog(ctx: Context) -> dict[str, Any] | None:
+    """The server's oplog (``local.oplog.rs``): entries, bytes and its bounds, as far as the
+    server says; None where there is none (a standalone server) or it cannot be read."""
+    from pymongo.errors import PyMongoError
 
+    local = ctx.db.client["local"]
+    entry: dict[str, Any] = dict.fromkeys(("count", "size", "storageSize", "maxSize", "max"))
+    found = False
+    try:
+        stats = local.command({"collStats": "oplog.rs"})
+        entry.update({k: stats.get(k) for k in entry})
+        found = True
+    except (PyMongoError, NotImplementedError):
+        pass
+    try:
+        rows = list(local["oplog.rs"].aggregate([{"$collStats": {"storageStats": {}}}]))
+        storage = rows[0].get("storageStats", {}) if rows else {}
+        for key in entry:
+            if entry[key] is None and storage.get(key) is not None:
+                entry[key] = storage[key]
+                found = True
+    except (PyMongoError, NotImplementedError):
+        pass
+    return entry if found else None
+
+
+#: What the embedded server's files hold (SecantusDB's WiredTiger tables), for the ``stats`` table.
+_FILE_KINDS = (
+    ("secantus_documents", "documents"),
+    ("secantus_index_entries", "indexes"),
+    ("secantus_unique_keys", "indexes"),
+    ("secantus_oplog", "oplog"),
+    ("secantus_preimages", "oplog"),
+    ("WiredTigerLog", "journal"),
+)
+
+
+def _data_directory(data_dir: Path | None) -> dict[str, Any] | None:
+    """Bytes on disk in the embedded server's data directory, by what they hold (None with --uri)."""
+    if data_dir is None:
+        return None
+    kinds: dict[str, int] = {"documents": 0, "indexes": 0, "oplog": 0, "journal": 0, "other": 0}
+    for root, _dirs, files in os.walk(data_dir):
+        for name in files:
+            try:
+                size = os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                continue
+            kind = next((k for prefix, k in _FILE_KINDS if name.startswith(prefix)), "other")
+            kinds[kind] += size
+    return {"path": str(data_dir), "bytes": sum(kinds.values()), **kinds}
+
+
+def _stats_lines(
+    found: Mapping[str, Any], oplog: Mapping[str, Any] | None, data_dir: Mapping[str, Any] | None
+) -> Iterator[str]:
     yield f"database {found['database']!r}, mailbox {found['mailboxId']!r}"
-    yield f"{'collection':16} {'mailbox':>9} {'all':>9} {'data bytes':>12} {'storage':>12} {'indexes':>12}"
+    yield f"{'collection':16} {'mailbox':>9} {'all':>9} {'data':>9} {'on disk':>9} {'indexes':>9}"
     for name, e in found["collections"].items():
         yield (
-            f"{name:16} {e['mailbox']:>9} {e['total']:>9} {num(e['size']):>12} {num(e['storageSize']):>12} "
-            f"{num(e['totalIndexSize']):>12}"
+            f"{name:16} {e['mailbox']:>9,} {e['total']:>9,} {human_size(e['size']):>9}"
+            f" {human_size(e['storageSize']):>9} {human_size(e['totalIndexSize']):>9}"
+        )
+    if oplog is not None:
+        bound = ", ".join(
+            part
+            for part in (
+                f"at most {oplog['max']:,} entries" if oplog.get("max") else "",
+                f"at most {human_size(oplog['maxSize'])}" if oplog.get("maxSize") else "",
+            )
+            if part
+        )
+        count = "-" if oplog.get("count") is None else f"{oplog['count']:,}"
+        yield (
+            f"{'oplog':16} {count:>9} {'':>9} {human_size(oplog.get('size')):>9}"
+            f" {human_size(oplog.get('storageSize')):>9}" + (f"  ({bound})" if bound else "")
         )
     if not found["sizesFrom"]:
         yield "sizes: the server reports none (collStats and $collStats unavailable)"
+    if data_dir is not None:
+        parts = ", ".join(
+            f"{k} {human_size(data_dir[k])}" for k in ("documents", "indexes", "oplog", "journal", "other")
+        )
+        yield f"data directory {data_dir['path']}: {human_size(data_dir['bytes'])} on disk ({parts})"
     yield "specVersion: " + (", ".join(f"{k}: {v}" for k, v in found["specVersions"].items()) or "-")
     yield (
-        f"{found['messages']:,} messages, {found['threads']:,} threads; search: {found['search']}"
+        f"{plural(found['messages'], 'message')}, {plural(found['threads'], 'thread')}; search: {found['search']}"
         f" ({_ENGINE_NOTES.get(found['search'], '')}); vector search: {found['vectorSearch']}"
         f" ({_ENGINE_NOTES.get(found['vectorSearch'], '')})"
     )

@@ -53,7 +53,7 @@ def _limit(text: str) -> int:
 
 def duration(text: str) -> float:
     """``90s``, ``5m``, ``1h``, ``0``: seconds (``--keep-server``)."""
-    from ..embedded.background import parse_duration
+    from ..pure.settings import parse_duration
 
     try:
         return parse_duration(text)
@@ -116,7 +116,13 @@ def message_id(p: argparse.ArgumentParser) -> None:
 
 
 def ingest(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH", help=".eml files, directories, Maildir folders or mbox files")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help=".eml files, directories (files recognised by content), Maildir folders, mbox files, or - to read"
+        " standard input (one message, or an mbox)",
+    )
     p.add_argument(
         "--batch-size", type=_limit, default=100, help="messages per write batch (default: 100, at most 1000)"
     )
@@ -212,9 +218,17 @@ def count(p: argparse.ArgumentParser) -> None:
 def export(p: argparse.ArgumentParser) -> None:
     from ..mail.sinks import FORMATS
 
-    p.add_argument("out", metavar="OUT", help="the mbox file (new) or the Maildir / .eml directory to write")
+    p.add_argument(
+        "out", metavar="OUT", help="the mbox file or the Maildir / .eml directory to write (new or empty, unless --add)"
+    )
     p.add_argument("--format", choices=FORMATS, required=True, help="mbox (mboxrd), maildir, or eml (one file each)")
     p.add_argument("--variants", action="store_true", help="also every other copy kept under a stored Message-ID")
+    p.add_argument(
+        "--add",
+        action="store_true",
+        help="add to an existing OUT: append to the mbox, number on in the .eml directory; a Maildir gets only"
+        " the copies it does not have yet",
+    )
     p.add_argument("--since", type=_moment, default=None, help="only mail at or after this date (UTC if no zone)")
     p.add_argument("--until", type=_moment, default=None, help="only mail before this date (UTC if no zone)")
     p.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")

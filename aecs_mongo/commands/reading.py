@@ -5,29 +5,118 @@ match, newest first; the threads that hold them, by their newest match on the pa
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any
 
 from ..results import SearchResults
 from ..types import SearchHit
-from .base import EXIT_USAGE, CliError, Context, Handlers, Output, StatusLine, column, on_terminal, one_line, sender
+from .base import (
+    EXIT_USAGE,
+    CliError,
+    Context,
+    Handlers,
+    JsonLines,
+    Output,
+    StatusLine,
+    column,
+    human_size,
+    on_terminal,
+    one_line,
+    plural,
+    sender,
+    terminal_width,
+)
 
-__all__ = ["HANDLERS"]
+__all__ = ["HANDLERS", "SHORT_ID"]
+
+#: Hex digits of a thread key shown as a thread's short id (``thread`` takes 4 or more, like git).
+SHORT_ID = 8
+_MIN_PREFIX = 4
+_HEX = re.compile(r"[0-9a-f]{4,64}")
+_DATE = 16  # "2026-11-02 09:15"
+
+
+def _when(ts: object) -> str:
+    """A sort time as ``2026-11-02 09:15`` (UTC): the Date, or the fallback the store used."""
+    try:
+        return dt.datetime.fromtimestamp(int(ts), dt.UTC).strftime("%Y-%m-%d %H:%M")  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "-"
+
+
+def short_id(thread_id: str) -> str:
+    """A thread's short id: the first ``SHORT_ID`` hex digits of its thread key."""
+    from ..pure.keys import thread_key
+
+    return thread_key(thread_id)[:SHORT_ID]
 
 
 def _message_lines(messages: Sequence[Mapping[str, Any]]) -> Iterator[str]:
+    width = terminal_width()
+    who = max(12, min(30, (width - 20) // 3))
+    about = max(10, width - _DATE - 2 - who - 2)
     for m in messages:
-        yield f"{m.get('date') or '-':20}  {column(sender(m), 36)}  {one_line(m.get('subject'), 50)}"
-        yield f"{'':20}  <{m['messageId']}>"
+        yield f"{_when(m.get('ts')):{_DATE}}  {column(sender(m), who)}  {one_line(m.get('subject'), about)}"
+        yield f"{'':{_DATE}}  " + one_line(f"<{m['messageId']}>", max(10, width - _DATE - 2))
 
 
 def _next_line(cursor: str | None) -> str:
     return f"next_cursor: {cursor}" if cursor else "next_cursor: none (last page)"
 
 
-def _message_page(messages: Sequence[Mapping[str, Any]], cursor: str | None) -> Output:
-    return Output({"messages": messages, "next_cursor": cursor}, chain(_message_lines(messages), [_next_line(cursor)]))
+def _trailer(cursor: str | None) -> dict[str, Any] | None:
+    return {"next_cursor": cursor} if cursor else None
+
+
+def _message_page(ctx: Context, messages: Sequence[Mapping[str, Any]], cursor: str | None) -> Output:
+    notes = _empty_mailbox(ctx) if not messages and not getattr(ctx.args, "cursor", None) else ()
+    return Output(
+        JsonLines(messages, _trailer(cursor)), chain(_message_lines(messages), [_next_line(cursor)]), notes=notes
+    )
+
+
+def _empty_mailbox(ctx: Context) -> tuple[str, ...]:
+    """A read that found nothing in a mailbox that is empty while the database has others: say
+    so (a mistyped ``--mailbox`` is otherwise an empty page)."""
+    mailbox = ctx.store.mailbox_id
+    if ctx.db["messages"].find_one({"mailboxId": mailbox}, {"_id": 1}) is not None:
+        return ()  # the mailbox has mail; this read just found none of it
+    others = [m for m in ctx.db["messages"].distinct("mailboxId") if m != mailbox]
+    if not others:
+        return ()
+    shown = ", ".join(repr(m) for m in sorted(others)[:5]) + (", ..." if len(others) > 5 else "")
+    count = plural(len(others), "other mailbox", "other mailboxes")
+    return (
+        f"mailbox {mailbox!r} is empty; the database {ctx.db.name!r} has {count}: {shown}"
+        " ('aecs-mongo mailboxes' lists them; --mailbox NAME reads one)",
+    )
+
+
+def mailboxes(ctx: Context) -> Output:
+    """Every mailbox of the database with its counts (each count is one index count)."""
+    names = sorted(ctx.db["messages"].distinct("mailboxId"))
+    found = [
+        {
+            "mailboxId": name,
+            "messages": ctx.db["messages"].count_documents({"mailboxId": name}),
+            "threads": ctx.db["threads"].count_documents({"mailboxId": name}),
+        }
+        for name in names
+    ]
+
+    def lines() -> Iterator[str]:
+        if not found:
+            yield f"no mailboxes: the database {ctx.db.name!r} holds no mail yet"
+            return
+        width = max(len("mailbox"), *(len(f["mailboxId"]) for f in found))
+        yield f"{'mailbox':{width}}  {'messages':>9}  {'threads':>9}"
+        for f in found:
+            mark = "  (--mailbox)" if f["mailboxId"] == ctx.store.mailbox_id else ""
+            yield f"{f['mailboxId']:{width}}  {f['messages']:>9,}  {f['threads']:>9,}{mark}"
+
+    return Output(JsonLines(found), lines())
 
 
 def inbox(ctx: Context) -> Output:
@@ -35,26 +124,35 @@ def inbox(ctx: Context) -> Output:
         if ctx.args.sender is not None:
             ctx.args.query = f"from:{ctx.args.sender} ({ctx.args.query})"
         results = _run_search(ctx, ctx.args.query, cursor=ctx.args.cursor)
-        data = {"messages": results, "next_cursor": results.next_cursor, "engine": results.engine}
-        return Output(data, chain(_search_lines(results), [_next_line(results.next_cursor)]))
+        trailer = {"next_cursor": results.next_cursor, "engine": results.engine}
+        notes = _empty_mailbox(ctx) if not results and not ctx.args.cursor else ()
+        lines = chain(_search_lines(results), [_next_line(results.next_cursor)])
+        return Output(JsonLines(list(results), trailer), lines, notes=notes)
     page = ctx.store.list_messages(cursor=ctx.args.cursor, limit=ctx.args.limit, sender=ctx.args.sender)
-    return _message_page(page.messages, page.next_cursor)
+    return _message_page(ctx, page.messages, page.next_cursor)
 
 
 def threads(ctx: Context) -> Output:
     if ctx.args.query is not None:
         return _threads_of_search(ctx)
     page = ctx.store.list_threads(cursor=ctx.args.cursor, limit=ctx.args.limit)
-    return Output(
-        {"threads": page.threads, "next_cursor": page.next_cursor}, _thread_lines(page.threads, page.next_cursor)
-    )
+    notes = _empty_mailbox(ctx) if not page.threads and not ctx.args.cursor else ()
+    return _thread_page(page.threads, _trailer(page.next_cursor), page.next_cursor, notes)
 
 
-def _thread_lines(found: Sequence[Mapping[str, Any]], cursor: str | None) -> Iterator[str]:
-    for t in found:
-        last = dt.datetime.fromtimestamp(t["lastTs"], dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        yield f"{last:20}  {t['messageCount']:4d} msg  {column(t.get('subject'), 50)}  {t['threadId']}"
-    yield _next_line(cursor)
+def _thread_page(
+    found: Sequence[Mapping[str, Any]], trailer: dict[str, Any] | None, cursor: str | None, notes: Sequence[str] = ()
+) -> Output:
+    def lines() -> Iterator[str]:
+        width = terminal_width()
+        about = max(10, width - _DATE - 2 - 8 - 2 - SHORT_ID - 2)
+        for t in found:
+            count = f"{t['messageCount']:>4} msg"
+            yield f"{_when(t['lastTs']):{_DATE}}  {count}  {column(t.get('subject'), about)}  {short_id(t['threadId'])}"
+        yield _next_line(cursor)
+
+    items = [{**t, "shortId": short_id(t["threadId"])} for t in found]
+    return Output(JsonLines(items, trailer), lines(), notes=tuple(notes))
 
 
 def _threads_of_search(ctx: Context) -> Output:
@@ -72,31 +170,56 @@ def _threads_of_search(ctx: Context) -> Output:
     fields |= {"firstMessageKey": 1, "lastMessageKey": 1}
     summaries = {t["threadId"]: t for t in ctx.db["threads"].find({"_id": {"$in": ids}}, fields)} if ids else {}
     found = [summaries[t] for t in order if t in summaries]
-    data = {"threads": found, "next_cursor": results.next_cursor, "engine": results.engine}
-    return Output(data, _thread_lines(found, results.next_cursor))
+    trailer = {"next_cursor": results.next_cursor, "engine": results.engine}
+    return _thread_page(found, trailer, results.next_cursor)
+
+
+def _by_prefix(ctx: Context, prefix: str) -> str | None:
+    """The threadId whose thread key starts with ``prefix`` (hex, 4 or more digits, as
+    ``threads`` shows them); None when none does; a usage error listing the candidates when
+    several do. One read on the ``_id`` index (an anchored prefix of ``<mailbox>:<key>``)."""
+    if len(prefix) < _MIN_PREFIX or not _HEX.fullmatch(prefix):
+        return None
+    mailbox = ctx.store.mailbox_id
+    found = list(
+        ctx.db["threads"]
+        .find(
+            {"mailboxId": mailbox, "_id": {"$regex": "^" + re.escape(f"{mailbox}:{prefix}")}},
+            {"threadId": 1, "subject": 1},
+        )
+        .limit(11)
+    )
+    if len(found) == 1:
+        return str(found[0]["threadId"])
+    if not found:
+        return None
+    listed = "; ".join(f"{short_id(t['threadId'])} {one_line(t.get('subject'), 40)!r}" for t in found[:10])
+    more = " and more" if len(found) > 10 else ""
+    raise CliError(f"short thread id {prefix!r} is ambiguous: {listed}{more}; give more digits", EXIT_USAGE)
 
 
 def thread(ctx: Context) -> Output:
     thread_id = ctx.args.id
     messages = ctx.store.thread_context(thread_id, limit=ctx.args.limit)
     if not messages:
-        # a message id of the thread works too
+        # a message id of the thread works too, and a thread's short id
         message = ctx.store.get_message(thread_id)
-        if message is not None:
-            thread_id = message["threadId"]
+        found = message["threadId"] if message is not None else _by_prefix(ctx, thread_id.strip().lower())
+        if found is not None:
+            thread_id = found
             messages = ctx.store.thread_context(thread_id, limit=ctx.args.limit)
     if not messages:
         raise CliError(f"no thread and no message {ctx.args.id!r} in mailbox {ctx.args.mailbox!r}")
 
     def lines() -> Iterator[str]:
         for m in messages:
-            yield f"[{m['position']}] {m.get('date') or '-'}  {sender(m)}  <{m['messageId']}>"
+            yield f"[{m['position']}] {m.get('date') or _when(m.get('ts'))}  {sender(m)}  <{m['messageId']}>"
             if m.get("subject"):
                 yield f"Subject: {m['subject']}"
             yield (m.get("forAI") or "").rstrip()
             yield ""
 
-    return Output({"threadId": thread_id, "messages": messages}, lines())
+    return Output(JsonLines([{**m, "threadId": thread_id} for m in messages]), lines())
 
 
 def show(ctx: Context) -> Output:
@@ -134,7 +257,8 @@ def show(ctx: Context) -> Output:
         yield f"Subject:    {meta.get('subject') or ''}"
         yield f"Date:       {meta.get('date') or '-'}"
         for a in message.get("attachments") or ():
-            yield f"Attachment: {a.get('filename') or '(no name)'} ({a.get('contentType')}, {a.get('size')} bytes)"
+            size = human_size(a.get("size"))
+            yield f"Attachment: {a.get('filename') or '(no name)'} ({a.get('contentType')}, {size})"
         yield ""
         content: Mapping[str, Any] = message.get("content") or {}
         yield (content.get("text") or content.get("clean") or "").rstrip()
@@ -150,18 +274,18 @@ def _absent(ctx: Context, mid: str, what: str) -> str:
 
 def with_(ctx: Context) -> Output:
     page = ctx.store.with_participant(ctx.args.address, cursor=ctx.args.cursor, limit=ctx.args.limit)
-    return _message_page(page.messages, page.next_cursor)
+    return _message_page(ctx, page.messages, page.next_cursor)
 
 
 def replies(ctx: Context) -> Output:
     found = ctx.store.replies_to(ctx.args.id)
     text = _message_lines(found) if found else ["no replies stored"]
-    return Output({"messageId": ctx.args.id.strip().strip("<>"), "replies": found}, text)
+    return Output(JsonLines(found), text)
 
 
 def find(ctx: Context) -> Output:
     ids = ctx.store.find(ctx.args.header, ctx.args.value)
-    return Output({"header": ctx.args.header, "value": ctx.args.value, "messageIds": ids}, ids)
+    return Output(JsonLines([{"messageId": i} for i in ids]), ids)
 
 
 def _run_search(ctx: Context, query: str, *, cursor: str | None = None, sort: str = "date") -> SearchResults[SearchHit]:
@@ -175,16 +299,11 @@ def _run_search(ctx: Context, query: str, *, cursor: str | None = None, sort: st
 
 def search(ctx: Context) -> Output:
     results = _run_search(ctx, ctx.args.query, cursor=ctx.args.cursor, sort=ctx.args.sort)
-    data = {
-        "query": ctx.args.query,
-        "results": results,
-        "engine": results.engine,
-        "examined": results.examined,
-        "complete": results.complete,
-        "next_cursor": results.next_cursor,
-    }
+    trailer = {"engine": results.engine, "examined": results.examined, "complete": results.complete}
+    trailer["next_cursor"] = results.next_cursor
+    notes = _empty_mailbox(ctx) if not results and not ctx.args.cursor else ()
     more = [f"next_cursor: {results.next_cursor}"] if results.next_cursor else []
-    return Output(data, chain(_search_lines(results), more))
+    return Output(JsonLines(list(results), trailer), chain(_search_lines(results), more), notes=notes)
 
 
 def count(ctx: Context) -> Output:
@@ -219,6 +338,7 @@ class _SearchProgress(StatusLine):
 
 
 HANDLERS: Handlers = {
+    "mailboxes": mailboxes,
     "inbox": inbox,
     "threads": threads,
     "thread": thread,

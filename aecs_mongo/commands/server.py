@@ -4,13 +4,12 @@ between commands (:mod:`aecs_mongo.embedded.background`). It runs without a stor
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from ..embedded import background
 from ..embedded.server import INSTALL_HINT, embedded_available
 from ..errors import AecsMongoError
-from .base import EXIT_USAGE, CliError, Output
+from .base import EXIT_USAGE, CliError, Output, data_dir_of
 
 __all__ = ["server"]
 
@@ -20,7 +19,7 @@ def server(args: argparse.Namespace) -> Output:
         raise CliError("'server' manages the embedded server of --data-dir; leave out --uri", EXIT_USAGE)
     if not embedded_available():
         raise CliError(f"the embedded server is not installed; install it with: {INSTALL_HINT}", EXIT_USAGE)
-    data_dir = Path(args.data_dir).resolve()
+    data_dir = data_dir_of(args)
     try:
         if args.action == "stop":
             was = background.stop(data_dir)
@@ -44,11 +43,24 @@ def server(args: argparse.Namespace) -> Output:
     return Output(data, [text])
 
 
+def _seconds(value: float) -> str:
+    """``45 s``, ``5 min``, ``2 h 30 min``."""
+    value = round(value)
+    if value < 120:
+        return f"{value} s"
+    minutes = value // 60
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
+
+
 def _status_text(data: dict[str, Any]) -> str:
     if not data["running"]:
         return f"no server running for {data['dataDir']}"
-    stops = "in use by a running command" if data["inUse"] else f"stops in {data['stopsInSeconds']:.0f} s if unused"
+    if data["inUse"]:
+        stops = "in use by a running command now"
+    else:
+        stops = f"no command is using it: it stops in {_seconds(data['stopsInSeconds'])} unless one starts"
     return (
-        f"server of {data['dataDir']}: pid {data['pid']}, port {data['port']}, "
-        f"up {data['uptimeSeconds']:.0f} s, idle time {data['idleSeconds']:.0f} s, {stops}"
+        f"server of {data['dataDir']}: pid {data['pid']}, port {data['port']}, up {_seconds(data['uptimeSeconds'])};"
+        f" it stops by itself once no command has used it for {_seconds(data['idleSeconds'])} (--keep-server);"
+        f" {stops}"
     )

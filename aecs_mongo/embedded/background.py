@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -42,8 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ServerFeatureError
+from ..pure.settings import parse_duration
 from .datadir import PRIVATE_UMASK, Credentials, make_private, read_record, remove_record, write_record
-from .server import EmbeddedServer, _free_port
+from .server import EmbeddedServer, _free_port, exit_reason
 
 __all__ = [
     "DEFAULT_KEEP_SECONDS",
@@ -135,14 +135,6 @@ threading.Thread(target=idle_watch, name="aecs-idle-watch", daemon=True).start()
 runpy.run_module("secantus", run_name="__main__", alter_sys=True)
 """
 )
-
-
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``5m``, ``1h``, ``1.5m`` -> seconds; ``0`` = stop with the command."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*", text)
-    if match is None:
-        raise ValueError(f"not a duration: {text!r} (say 0, 90s, 5m or 1h)")
-    return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2) or "s"]
 
 
 def _boot_id() -> str:
@@ -289,6 +281,7 @@ def _spawn(server: EmbeddedServer, credentials: Credentials, keep_seconds: float
     data_dir = server._data_dir
     port = _free_port(server.host)
     args = [sys.executable, "-c", _LAUNCHER, str(data_dir), "1", "10", *server.server_args(port, auth=True)]
+    server.mark_log()
     fd = os.open(data_dir / "server.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "ab") as log:
         proc = subprocess.Popen(
@@ -316,7 +309,8 @@ def _spawn(server: EmbeddedServer, credentials: Credentials, keep_seconds: float
     while True:
         if proc.poll() is not None:
             remove_record(data_dir / RECORD)
-            raise ServerFeatureError(f"the embedded server exited at start-up: {server.log_tail()}")
+            reason = exit_reason(proc.returncode, server.log_tail(5), data_dir / "server.log")
+            raise ServerFeatureError(f"the embedded server exited at start-up: {reason}")
         answer = _answers(uri, 0.5)
         if answer:
             proc.returncode = 0  # it is meant to outlive us: no "still running" warning

@@ -119,6 +119,7 @@ _DUPLICATE_KEY = 11000
 
 _UID = re.compile(rb"\bUID (\d+)")
 _SIZE = re.compile(rb"\bRFC822\.SIZE (\d+)")
+_INTERNALDATE = re.compile(rb'\bINTERNALDATE "([^"]+)"')
 _BODY_LITERAL = re.compile(rb"\bBODY\[\] \{\d+\}$")
 _LIST = re.compile(rb'^\((?P<flags>[^)]*)\) (?:NIL|"(?:[^"\\]|\\.)*"|\S+) ?(?P<name>.*)$')
 
@@ -131,7 +132,7 @@ class SyncStore(Protocol):
 
     def store_iter(
         self,
-        items: Iterable[bytes],
+        items: Iterable[Any],
         batch_size: int = ...,
         on_error: Callable[[int, Any, Exception], None] | None = ...,
     ) -> Iterator[StoreResult]: ...
@@ -383,7 +384,7 @@ class _FolderSync:
             self.done_uid = max(self.done_uid, self.batches[-1][-1])
         self._flush()
 
-    def _bodies(self, batches: list[list[int]]) -> Iterator[bytes]:
+    def _bodies(self, batches: list[list[int]]) -> Iterator[_Fetched]:
         """The raw messages, batch by batch (runs on the store's worker thread)."""
         for batch in batches:
             if self.run_.stop():
@@ -637,21 +638,42 @@ def _list_sizes(conn: imaplib.IMAP4, last: int) -> list[tuple[int, int]]:
     return found
 
 
-def _fetch_bodies(conn: imaplib.IMAP4, uids: list[int]) -> dict[int, bytes]:
-    """``UID FETCH <uids> (UID BODY.PEEK[])``: raw bytes by UID (missing: expunged meanwhile)."""
-    data = _server_call("FETCH", conn.uid, "FETCH", uid_ranges(uids), "(UID BODY.PEEK[])")
-    found: dict[int, bytes] = {}
+@dataclass(frozen=True)
+class _Fetched:
+    """One fetched message: its bytes and its INTERNALDATE (``store_iter`` stores both)."""
+
+    data: bytes
+    received_at: dt.datetime | None
+
+
+def _internal_date(*parts: bytes) -> dt.datetime | None:
+    """The INTERNALDATE (``"17-Jul-1996 02:44:25 -0700"``) in a FETCH response, or None."""
+    for part in parts:
+        match = _INTERNALDATE.search(part)
+        if match is not None:
+            try:
+                text = match.group(1).decode("ascii").strip()
+                return dt.datetime.strptime(text, "%d-%b-%Y %H:%M:%S %z").astimezone(dt.UTC)
+            except (UnicodeDecodeError, ValueError):
+                return None
+    return None
+
+
+def _fetch_bodies(conn: imaplib.IMAP4, uids: list[int]) -> dict[int, _Fetched]:
+    """``UID FETCH <uids> (UID INTERNALDATE BODY.PEEK[])``: raw bytes and the server's arrival
+    date by UID (missing: expunged meanwhile)."""
+    data = _server_call("FETCH", conn.uid, "FETCH", uid_ranges(uids), "(UID INTERNALDATE BODY.PEEK[])")
+    found: dict[int, _Fetched] = {}
     data.reverse()  # popped from the end: each response is let go of once read
     while data:
         item = data.pop()
         if not isinstance(item, tuple) or not _BODY_LITERAL.search(item[0]):
             continue  # the closing ")" of a response, or an unsolicited FETCH (flags)
         prefix, raw = item
-        uid = _UID.search(prefix)
-        if uid is None and data and isinstance(data[-1], bytes):
-            uid = _UID.search(data[-1])  # the UID item came after the body
+        after = data[-1] if data and isinstance(data[-1], bytes) else b""  # items after the body
+        uid = _UID.search(prefix) or _UID.search(after)
         if uid is not None:
-            found[int(uid.group(1))] = raw
+            found[int(uid.group(1))] = _Fetched(raw, _internal_date(prefix, after))
     return found
 
 

@@ -225,3 +225,34 @@ def parse_date(value: str | None) -> NormalizedDate:
     if iso is not None:
         return iso
     return _parse_rfc5322(text)
+
+
+_RECEIVED = re.compile(rb"received[ \t]*:", re.IGNORECASE)
+_HEADER_SCAN = 256 * 1024
+
+
+def received_timestamp(raw: bytes) -> int | None:
+    """The date of the newest ``Received:`` header (the topmost: each relay adds its own above
+    the others), as epoch seconds; None when there is none or its date does not parse.
+
+    A Received field ends with ``; <date-time>`` (RFC 5321 §4.4); that date is read as a Date
+    header is. Only the header block is looked at (up to its first empty line).
+    """
+    head = raw[:_HEADER_SCAN]
+    lines = head.splitlines()
+    for number, line in enumerate(lines):
+        if not line.strip():
+            return None  # the end of the header: no Received field
+        if not _RECEIVED.match(line):
+            continue
+        field = [line.split(b":", 1)[1]]
+        for more in lines[number + 1 :]:
+            if more[:1] not in (b" ", b"\t"):
+                break
+            field.append(more)
+        value = b" ".join(part.strip() for part in field)
+        if b";" not in value:
+            return None
+        text = value.rsplit(b";", 1)[1].decode("ascii", "replace")
+        return parse_date(text).timestamp
+    return None

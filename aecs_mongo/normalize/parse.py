@@ -57,6 +57,7 @@ from typing import Any
 
 from ..errors import InputTooLargeError
 from ..pure.documents import raw_full_from_bytes, raw_full_to_bytes
+from ..pure.settings import SPEC_VERSION
 from .charsets import decode_bytes
 from .content import clean_text, make_for_ai, normalize_text
 from .dates import format_utc, parse_date
@@ -82,7 +83,6 @@ __all__ = [
     "raw_full_to_bytes",
 ]
 
-SPEC_VERSION = "1.1"
 DEFAULT_MAX_BODY_BYTES = 50 * 1024 * 1024
 
 

@@ -13,7 +13,9 @@ field for field (omitted and ``null`` fields mean the same, AECS-1 §10).
 
 Decisions where the spec is silent:
 
-- ``ts`` (the sort key) is ``metadata.timestamp``, else ``processing.processedAt``, else 0.
+- ``ts`` (the sort key) is ``metadata.timestamp``, else ``fallback_ts`` (the newest Received
+  header's date, else the source's own date: the store works it out), else
+  ``processing.processedAt`` (seed 000's fallback, kept last), else 0.
 - Only ``x_`` fields are kept besides the spec's own; other unknown fields are ignored as §10.6
   asks (``MessageDocuments.ignored``; the store says so once per field name). ``x_`` names
   MongoDB cannot store (``$`` first, a dot, NUL) are refused.
@@ -389,11 +391,13 @@ def _address_keys(addresses: Sequence[Mapping[str, Any]]) -> list[str]:
     return list(dict.fromkeys(address_key(a["email"]) for a in addresses))
 
 
-def _ts(meta: Mapping[str, Any], processing: Mapping[str, Any]) -> int:
+def _ts(meta: Mapping[str, Any], processing: Mapping[str, Any], fallback: int | None = None) -> int:
     if meta["timestamp"] is not None:
         return int(meta["timestamp"])
     if meta["date"] is not None:
         return int(_iso_to_datetime(meta["date"], "metadata.date").timestamp())
+    if fallback is not None:
+        return int(fallback)
     if processing["processedAt"] is not None:
         return int(_iso_to_datetime(processing["processedAt"], "processing.processedAt").timestamp())
     return 0
@@ -411,8 +415,12 @@ def build_documents(
     raw_from_full: bool = False,
     max_document_bytes: int = MAX_DOCUMENT_BYTES,
     body_spill_bytes: int = BODY_SPILL_BYTES,
+    fallback_ts: int | None = None,
 ) -> MessageDocuments:
     """Turn one NormalizedEmail into the documents and blobs ``store`` writes.
+
+    ``fallback_ts``: the sort time of a message without a usable date (see the module
+    docstring), before ``processedAt``.
 
     ``raw_bytes`` are the original octets (kept byte-exact as ``raw.eml``); without them a
     ``content.rawFull`` string is stored as its UTF-8 encoding. ``raw_from_full`` says that
@@ -507,7 +515,7 @@ def build_documents(
             "messageId": mid,
             "threadKey": tkey,
             "threadId": tid,
-            "ts": Int64(_ts(meta, processing)),
+            "ts": Int64(_ts(meta, processing, fallback_ts)),
             "date": date_value,
             "timestamp": None if meta["timestamp"] is None else Int64(meta["timestamp"]),
             "from": {"email": sender_email, "name": _cut(sender["name"], "name")} if sender else None,

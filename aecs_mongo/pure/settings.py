@@ -18,7 +18,20 @@ from typing import Any
 from .keys import check_mailbox_id, check_str
 from .vectors import VECTOR_ENGINES
 
-__all__ = ["MAX_PAGE", "SEARCH_ENGINES", "Capabilities", "StoreSettings", "check_cap", "check_limit"]
+__all__ = [
+    "MAX_PAGE",
+    "SEARCH_ENGINES",
+    "SPEC_VERSION",
+    "Capabilities",
+    "StoreSettings",
+    "check_cap",
+    "check_limit",
+    "parse_duration",
+]
+
+#: The AECS-1 version the normalizer writes (``aecs_mongo.normalize`` takes it from here, so a
+#: read that needs the constant does not import the normalizer).
+SPEC_VERSION = "1.1"
 
 #: ``search_engine`` values: Atlas Search, ``$text``, the local index (``search_index=``), the
 #: scan, or pick (the local index where the store has one, else ``$text`` where the server holds
@@ -153,3 +166,13 @@ class Capabilities:
     def change_streams_possible(self) -> bool:
         """Whether asking the server for a change stream can succeed at all."""
         return not self.unit_tier
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``5m``, ``1h``, ``1.5m`` -> seconds; ``0`` = stop with the command."""
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*", text)
+    if match is None:
+        raise ValueError(f"not a duration: {text!r} (say 0, 90s, 5m or 1h)")
+    return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2) or "s"]

@@ -12,9 +12,11 @@ can rebuild at any time, readers never seeing a mailbox without threads meanwhil
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bson import Int64
 from pymongo.errors import BulkWriteError, CollectionInvalid, OperationFailure
 
 from ..pure.documents import derived_fields, fold_thread_summary, thread_summary_from_messages
@@ -161,11 +163,16 @@ def reindex(ctx: StoreContext) -> dict[str, int]:
     records of vanished messages and stale summaries go, and the vector blocks are kept up.
     """
     report = {"threads": 0, "messagesFixed": 0, "uidlsAdded": 0, "uidlsRemoved": 0, "vectorsRewritten": 0}
-    report |= {"vectorEntriesDropped": 0, "vectorsSealed": 0}
+    report |= {"vectorEntriesDropped": 0, "vectorsSealed": 0, "undatedRedated": 0}
     summaries: dict[str, dict[str, Any]] = {}
     keys: set[str] = set()
     batch: list[dict[str, Any]] = []
+    redated: list[tuple[Any, dict[str, Any]]] = []  # written after the pass: ts is in the index it reads
     for message in ctx.messages.find({"mailboxId": ctx.mailbox_id}):
+        better = _undated_ts(ctx, message)
+        if better is not None:
+            message["ts"] = Int64(better)
+            redated.append((ctx.by_id(message["_id"]), {"$set": {"ts": Int64(better)}}))
         keys.add(message["messageKey"])
         summaries[message["threadKey"]] = fold_thread_summary(summaries.get(message["threadKey"]), message)
         batch.append(message)
@@ -174,6 +181,9 @@ def reindex(ctx: StoreContext) -> dict[str, int]:
             batch = []
     if batch:
         _repair_messages(ctx, batch, report)
+    for start in range(0, len(redated), _REPAIR_BATCH):
+        ctx.write_each(ctx.messages, redated[start : start + _REPAIR_BATCH])
+    report["undatedRedated"] = len(redated)
     dangling = [
         r["_id"]
         for r in ctx.uidls.find({"mailboxId": ctx.mailbox_id}, {"messageKey": 1})
@@ -201,6 +211,31 @@ def reindex(ctx: StoreContext) -> dict[str, int]:
     if ctx.search_index is not None:
         report["searchIndexed"] = indexing.rebuild(ctx)  # the local index, from scratch
     return report
+
+
+def _undated_ts(ctx: StoreContext, message: Mapping[str, Any]) -> int | None:
+    """The upgrade of mail stored before the Received fallback: a message without a date whose
+    ``ts`` is its ``processedAt`` (the ingest time) sorts by its newest Received header's date
+    when its raw copy has one (the source's own date is not stored, so it cannot be used here).
+    None: nothing to change."""
+    if message.get("timestamp") is not None or message.get("date") is not None:
+        return None
+    processed = message.get("processedAt")
+    if not isinstance(processed, str):
+        return None
+    try:
+        at = int(_dt.datetime.fromisoformat(processed.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return None
+    if int(message.get("ts") or 0) != at or "raw.eml" not in (message.get("blobs") or ()):
+        return None
+    raw = blobstore.get_raw(ctx, message["messageId"])
+    if raw is None:
+        return None
+    from ..normalize.dates import received_timestamp
+
+    found = received_timestamp(raw)
+    return found if found is not None and found != at else None
 
 
 def _repair_messages(ctx: StoreContext, batch: Sequence[Mapping[str, Any]], report: dict[str, int]) -> None:

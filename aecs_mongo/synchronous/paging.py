@@ -150,7 +150,7 @@ def mailbox_sample(ctx: StoreContext) -> tuple[list[dict[str, Any]], float]:
     ``aecs_messages_spec_version`` (a bounded key range there), the fraction growing until the
     sample holds enough (mail under another spec version is left out: a hint only). Kept by the
     store for ``windows.SAMPLE_TTL`` seconds, so a run of reads samples once."""
-    from ..normalize.parse import SPEC_VERSION
+    from ..pure.settings import SPEC_VERSION
 
     now = monotonic()
     kept = ctx.samples.get(SPEC_VERSION)

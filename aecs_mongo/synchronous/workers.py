@@ -48,6 +48,10 @@ log = logging.getLogger("aecs_mongo")
 _BACKFILL_PAGE = 500
 _MAX_BATCH = 1000
 _NOT_A_REPLICA_SET = 40573  # "The $changeStream stage is only supported on replica sets"
+#: The server no longer has the consumer's resume point: ChangeStreamHistoryLost, and the fatal
+#: error older servers give for a token that fell off the oplog.
+_HISTORY_LOST = (286, 280)
+_HISTORY_WORDS = ("history", "oplog", "resume")
 _NEEDS = "a replica set or a sharded cluster (MongoDB change streams; a single-node replica set will do)"
 
 
@@ -176,8 +180,20 @@ class Feed:
             # every message stored before the stream's token was read: on to the stream
             position = self._position = self._handed_out = feed.stream_position(position["backfill"]["stream"])
         if self._stream is None:
-            self._stream = self._open_stream(position["stream"])
-        event = self._stream.try_next()
+            try:
+                self._stream = self._open_stream(position["stream"])
+            except OperationFailure as exc:
+                if not _history_lost(exc):
+                    raise
+                self._fell_behind(exc)
+                return self._advance()
+        try:
+            event = self._stream.try_next()
+        except OperationFailure as exc:
+            if not _history_lost(exc):
+                raise
+            self._fell_behind(exc)
+            return self._advance()
         if event is None:
             token = self._stream.resume_token
             if token is not None and self._handed_out == self._saved:
@@ -214,6 +230,32 @@ class Feed:
         self._save(position)
         self._position = self._handed_out = position
 
+    def _fell_behind(self, exc: OperationFailure) -> None:
+        """The consumer's position fell out of the oplog (the embedded server keeps a bounded
+        one): read the mailbox again by the backfill, from its start, then follow the stream
+        from a token taken now. Nothing is skipped; what the consumer had may come again (the
+        feed is at least once). The stream is commit order and the backfill date order, so no
+        date would be a safe place to start from: a message stored late may be dated early."""
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            stream.__exit__(None, None, None)
+        log.warning(
+            "feed consumer %r of mailbox %r fell behind the server's oplog (%s): reading the mailbox again"
+            " from its start; items it had seen may come again",
+            self.consumer,
+            self.store.mailbox_id,
+            (exc.details or {}).get("codeName") or exc.code,
+        )
+        stream = self._open_stream(None)
+        token = stream.resume_token
+        stream.__exit__(None, None, None)
+        if token is None:
+            raise ServerFeatureError("the server reports no change stream position (postBatchResumeToken)")
+        position = feed.backfill_position(token, None)
+        self._page.clear()
+        self._position = self._handed_out = position
+        self._save(position)
+
     def _open_stream(self, resume_after: dict[str, Any] | None) -> Any:
         if not self.store.capabilities.change_streams_possible:
             raise ServerFeatureError(f"store.watch needs change streams: {_NEEDS}; mongomock has none")
@@ -249,6 +291,14 @@ class Feed:
             {"_id": self._id, "mailboxId": self.store.mailbox_id}, document, upsert=True
         )
         self._saved = position
+
+
+def _history_lost(exc: OperationFailure) -> bool:
+    """The server says the resume point is gone from its oplog."""
+    if exc.code in _HISTORY_LOST:
+        return True
+    message = str((exc.details or {}).get("errmsg") or exc).lower()
+    return "resume" in message and any(word in message for word in _HISTORY_WORDS[:2])
 
 
 def embed_new(

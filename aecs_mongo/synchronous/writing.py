@@ -39,7 +39,7 @@ from . import blobstore, capabilities, indexing
 from .context import StoreContext, insert_ignoring_duplicates, log, only_duplicates, resolve
 from .prefetch import Prefetch
 
-__all__ = ["build", "parse_raw", "store_iter", "write_batch"]
+__all__ = ["build", "fallback_ts", "parse_raw", "store_iter", "write_batch"]
 
 _THREAD_UPSERT_RETRIES = 5
 _TXN_ATTEMPTS = 5
@@ -53,19 +53,42 @@ def parse_raw(raw: bytes, for_ai_max_chars: int) -> Any:
     return parse_email(raw, for_ai_max_chars=for_ai_max_chars)
 
 
+def fallback_ts(raw: bytes | None, received_at: _dt.datetime | None) -> int | None:
+    """The sort time of a message without a usable Date: the newest Received header's date,
+    else the source's own date (``received_at``: an mbox From_ line, a file's time, IMAP
+    INTERNALDATE); None: ``processedAt`` then (seed 000's fallback, kept last)."""
+    if raw is not None:
+        from ..normalize.dates import received_timestamp
+
+        found = received_timestamp(raw)
+        if found is not None:
+            return found
+    if received_at is None:
+        return None
+    if not isinstance(received_at, _dt.datetime):
+        raise TypeError(f"received_at must be a datetime, not {type(received_at).__name__}")
+    if received_at.tzinfo is None:
+        raise ValueError("received_at must be an aware datetime (UTC if unsure)")
+    return int(received_at.timestamp())
+
+
 def build(
     ctx: StoreContext,
     email: Mapping[str, Any] | bytes,
     attachments: Sequence[bytes | None] | None,
     uidl: str | None,
+    received_at: _dt.datetime | None = None,
 ) -> MessageDocuments:
-    """The documents of one message (raw bytes are normalized first and kept byte-exact)."""
+    """The documents of one message (raw bytes are normalized first and kept byte-exact);
+    ``received_at``: the source's date of it, the sort time of a message with no usable Date
+    and no Received header (``fallback_ts``)."""
     if uidl is not None:
         check_str(uidl, "uidl")
     settings = ctx.settings
     if isinstance(email, (bytes, bytearray, memoryview)):
         raw = bytes(email)
         parsed = parse_raw(raw, settings.for_ai_max_chars)
+        undated = parsed.email["metadata"].get("timestamp") is None
         docs = build_documents(
             parsed.email,
             mailbox_id=ctx.mailbox_id,
@@ -75,6 +98,7 @@ def build(
             list_id=parsed.list_id,
             uidl=uidl,
             raw_from_full=True,
+            fallback_ts=fallback_ts(raw, received_at) if undated else None,
         )
     else:
         docs = build_documents(
@@ -83,6 +107,7 @@ def build(
             owner_addresses=settings.owner_addresses,
             attachment_data=attachments,
             uidl=uidl,
+            fallback_ts=fallback_ts(None, received_at),
         )
     for path in docs.ignored:
         name = _INDEX.sub("[]", path)
@@ -107,7 +132,10 @@ def store_iter(
         refused: list[tuple[int, Any, AecsMongoError]] = []  # reported from the caller's thread
         for index, item in numbered:
             try:
-                batch.append(build(ctx, item, None, None))
+                if hasattr(item, "received_at") and hasattr(item, "data"):  # a mail source's RawMessage
+                    batch.append(build(ctx, item.data, None, None, item.received_at))
+                else:
+                    batch.append(build(ctx, item, None, None))
             except AecsMongoError as exc:
                 if on_error is None:
                     raise

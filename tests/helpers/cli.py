@@ -38,7 +38,19 @@ class Result:
         return self.stderr.decode()
 
     def json(self) -> Any:
+        """The one JSON document a single-object command (show, stats, a report) printed."""
         return json.loads(self.stdout)
+
+    def lines(self) -> list[Any]:
+        """The JSON lines a listing command printed with ``--json`` (results, then any trailer)."""
+        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+
+    def page(self) -> tuple[list[Any], dict[str, Any] | None]:
+        """A listing's results and its last object (``next_cursor``, search's engine), if any."""
+        found = self.lines()
+        if found and ("next_cursor" in found[-1] or "engine" in found[-1]):
+            return found[:-1], found[-1]
+        return found, None
 
 
 Cli = Callable[..., Result]
@@ -70,13 +82,18 @@ def aecs(
     env: dict[str, str] | None = None,
     umask: int = -1,
     timeout: float = 180,
+    stdin: bytes | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """``python -m aecs_mongo argv`` in ``cwd``, output captured; ``env`` defaults to
-    ``command_env()``; ``umask`` -1 keeps this process's."""
+    ``command_env()`` with the data directory in ``cwd/aecs-data`` (``$AECS_DATA_DIR``: never
+    the user's own); ``umask`` -1 keeps this process's; ``stdin``: bytes on standard input."""
+    if env is None:
+        env = {**command_env(), "AECS_DATA_DIR": str(cwd / "aecs-data")}
     return subprocess.run(
         [sys.executable, "-m", "aecs_mongo", *argv],
         cwd=cwd,
-        env=command_env() if env is None else env,
+        env=env,
+        input=stdin,
         capture_output=True,
         timeout=timeout,
         umask=umask,
