@@ -197,8 +197,8 @@ def command_names() -> list[str]:
 
 
 _GLOBAL_HELP = (
-    "global options (--uri, --db, --mailbox, --data-dir, --keep-server, --json, --verbose) go before or after"
-    " the command; 'aecs-mongo --help' explains them"
+    "global options (--uri, --db, --mailbox, --data-dir, --keep-server, --search-index, --json, --verbose) go"
+    " before or after the command; 'aecs-mongo --help' explains them"
 )
 
 
@@ -247,8 +247,10 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         "--search-index",
         default=default(None),
         metavar="PATH",
-        help="the local search index file, or 'none' (default: in --data-dir for the embedded server; in"
-        " ~/.cache/aecs-mongo for --uri when the server has no text index)",
+        help=explain(
+            "the local search index file, or 'none' (default: in --data-dir for the embedded server; in"
+            " ~/.cache/aecs-mongo for --uri when the server has no text index)"
+        ),
     )
     group.add_argument(
         "--json",

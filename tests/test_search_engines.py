@@ -352,14 +352,14 @@ def test_mail_another_process_stores_is_found_by_the_command_line(
 ) -> None:
     assert cli("ingest", str(SAMPLES), "--no-progress").code == 0
     first = cli("search", "walrus", "--json")
-    assert first.code == 0 and first.json()["results"] == [] and first.json()["engine"] == "local"
+    assert first.code == 0 and first.page()[0] == [] and first.page()[1]["engine"] == "local"
     message = tmp_path / "m.eml"
     message.write_bytes(raw_mail("walrus@x", "A walrus", "seen at the zoo"))
     child = start_worker("search_workers", servers.uri(backend), db.name, "default", "-", str(message))
     assert child.stdout is not None and child.stdout.readline().strip() == "stored"
     child.wait(timeout=60)
-    found = cli("search", "walrus", "--json").json()
-    assert [r["messageId"] for r in found["results"]] == ["walrus@x"]
+    found, _ = cli("search", "walrus", "--json").page()
+    assert [r["messageId"] for r in found] == ["walrus@x"]
     assert cli("count", "walrus").out.strip() == "1"
 
 
@@ -371,18 +371,20 @@ def test_the_command_line_search_count_and_query_pages(cli: Cli) -> None:
     assert bad.err.count("\n") == 1 and "OR needs something on both sides at position 7" in bad.err
     assert cli("count", "(").code == 2
     assert cli("count", "planning").out.strip() == "3"
-    ranked = cli("search", "quarterly OR budget", "--sort", "relevance", "--json").json()
-    scores = [r["score"] for r in ranked["results"]]
-    assert scores == sorted(scores, reverse=True) and ranked["engine"] == "local"
-    first = cli("inbox", "--query", "planning OR budget", "--limit", "2", "--json").json()
-    assert len(first["messages"]) == 2 and first["next_cursor"]
-    rest = cli("inbox", "--query", "planning OR budget", "--limit", "2", "--cursor", first["next_cursor"], "--json")
-    everything = cli("search", "planning OR budget", "--json").json()["results"]
-    assert [m["messageId"] for m in first["messages"] + rest.json()["messages"]] == [r["messageId"] for r in everything]
-    threads = cli("threads", "--query", "planning", "--json").json()
-    assert [t["threadId"] for t in threads["threads"]] == ["plan-1@example.com"]
-    assert threads["threads"][0]["messageCount"] == 3
-    assert "plan-1@example.com" in cli("threads", "--query", "planning").out
+    ranked, about = cli("search", "quarterly OR budget", "--sort", "relevance", "--json").page()
+    scores = [r["score"] for r in ranked]
+    assert scores == sorted(scores, reverse=True) and about is not None and about["engine"] == "local"
+    first, more = cli("inbox", "--query", "planning OR budget", "--limit", "2", "--json").page()
+    assert len(first) == 2 and more is not None and more["next_cursor"]
+    rest, _ = cli(
+        "inbox", "--query", "planning OR budget", "--limit", "2", "--cursor", more["next_cursor"], "--json"
+    ).page()
+    everything, _ = cli("search", "planning OR budget", "--json").page()
+    assert [m["messageId"] for m in first + rest] == [r["messageId"] for r in everything]
+    threads, _ = cli("threads", "--query", "planning", "--json").page()
+    assert [t["threadId"] for t in threads] == ["plan-1@example.com"]
+    assert threads[0]["messageCount"] == 3
+    assert threads[0]["shortId"] in cli("threads", "--query", "planning").out  # the short id, as threads shows
 
 
 def test_the_embedded_default_keeps_its_index_in_the_data_directory(tmp_path: Path) -> None:
@@ -391,8 +393,8 @@ def test_the_embedded_default_keeps_its_index_in_the_data_directory(tmp_path: Pa
     assert ingest.returncode == 0, ingest.stderr.decode()
     found = aecs("--data-dir", str(data), "search", "from:alice Köln", "--json", cwd=tmp_path)
     assert found.returncode == 0, found.stderr.decode()
-    result = json.loads(found.stdout)
-    assert result["engine"] == "local" and [r["messageId"] for r in result["results"]] == ["koeln-2@example.com"]
+    *hits, about = [json.loads(line) for line in found.stdout.splitlines() if line.strip()]
+    assert about["engine"] == "local" and [r["messageId"] for r in hits] == ["koeln-2@example.com"]
     index = data / "search" / "aecs.sqlite"
     assert index.exists() and stat.S_IMODE(index.stat().st_mode) == 0o600
     assert stat.S_IMODE(index.parent.stat().st_mode) == 0o700
