@@ -19,6 +19,7 @@ from .errors import (
     MailboxError,
     NotFoundError,
     ServerFeatureError,
+    ToolError,
     UnsafeFieldNameError,
 )
 from .mail.sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
@@ -94,6 +95,7 @@ __all__ = [
     "Thread",
     "ThreadPage",
     "ThreadSummary",
+    "ToolError",
     "UnsafeFieldNameError",
     "__version__",
     "normalize",
