@@ -29,6 +29,8 @@ ROOT_ID = "crafted-1@evil.example"
 REPLY_ID = "crafted-2@example.org"
 SENT_ID = "crafted-3@example.com"
 SECRET_BCC = "secret-bcc@hidden.example"
+#: a Message-ID that itself hides a zero-width space (the normalizer keeps it as written)
+HIDDEN_ID = "zw\u200bid@evil.example"
 
 
 def _header(text: str) -> str:
@@ -88,6 +90,15 @@ def crafted_thread() -> list[bytes]:
     return [root, reply, sent]
 
 
+def hidden_id_message() -> bytes:
+    """A message of its own whose Message-ID holds a zero-width space."""
+    return (
+        "From: Eve <eve@evil.example>\r\nTo: alice@example.com\r\nSubject: A quiet id\r\n"
+        f"Date: Tue, 03 Nov 2026 13:00:00 +0000\r\nMessage-ID: <{HIDDEN_ID}>\r\n"
+        "Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\nnothing to see\r\n"
+    ).encode()
+
+
 def toy_embed(text: str) -> list[float]:
     """A deterministic 64-dimension embedding: hashed words, normalised (no model needed)."""
     vector = [0.0] * 64
@@ -96,6 +107,23 @@ def toy_embed(text: str) -> list[float]:
         vector[digest[0] % 64] += 1.0 if digest[1] % 2 else -1.0
     norm = math.sqrt(sum(x * x for x in vector)) or 1.0
     return [x / norm for x in vector]
+
+
+def every_read_call() -> list[tuple[str, dict[str, Any]]]:
+    """One call of every read tool (count aside: it returns no content) that reaches the crafted
+    thread; semantic_search needs vectors of ``toy_embed`` on the crafted messages."""
+    return [
+        ("search", {"query": "invoice"}),
+        ("get_thread", {"thread_id": ROOT_ID}),
+        ("get_message", {"message_id": ROOT_ID, "include_raw": True}),
+        ("get_message", {"message_id": REPLY_ID, "body": "full"}),
+        ("list_messages", {"since": "2026-11-03", "until": "2026-11-04", "limit": MAX_ITEMS}),
+        ("list_threads", {"limit": MAX_ITEMS}),
+        ("with_participant", {"address": "mallory@evil.example"}),
+        ("replies_to", {"message_id": ROOT_ID}),
+        ("semantic_search", {"text": "pay the invoice"}),
+        ("semantic_search", {"vector": toy_embed("phishing invoice")}),
+    ]
 
 
 def _strings(value: object, key: str | None = None) -> Iterator[tuple[str | None, str]]:
