@@ -46,6 +46,10 @@ Sections (each prints a table; everything also goes to a JSON file):
   pure Python, vs the one-pass exact search written by hand (PyMongo reads every float32 vector,
   numpy ranks them), and recall@10 of our two-pass search against exact float search.
 
+- agents (``--sections agents``, not in the default list): warm tool-call latency of the agent
+  tools at ``--agents-size`` (10k) real messages: search and get_thread as the store call, the
+  Python tool and the MCP round trip over stdio (``scripts/bench_agents.py``).
+
 Usage: ``python scripts/bench.py [--sizes 1000,10000,100000] [--rounds 15] [--json out.json]``.
 Uses ``MONGODB_URI`` if set, else starts the embedded server (``--mode standalone|rs``).
 """
@@ -1397,6 +1401,12 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
                 ],
             )
         )
+    if "agents" in args.sections:
+        import bench_agents
+
+        report["agents"] = bench_agents.bench_agents(client, uri, args.agents_size, args.rounds)
+        print(f"\n== agents: warm tool calls at {args.agents_size:,} real messages (median ms; shared view)")
+        print(table(report["agents"], bench_agents.COLUMNS))
     client.close()
     return report
 
@@ -1449,6 +1459,7 @@ def main(argv: list[str] | None = None) -> int:
         help="lifecycle: mailbox sizes (each is ingested first: 100k takes several minutes)",
     )
     parser.add_argument("--delete-sample", type=int, default=200, help="lifecycle: delete() calls timed one by one")
+    parser.add_argument("--agents-size", type=int, default=10_000, help="agents: real messages in the mailbox")
     parser.add_argument("--json", default="bench-results.json", help="where to write the JSON report")
     parser.add_argument(
         "--corpus", type=Path, default=gen_mbox.CORPUS, help=f"the real-mail corpus (default: {gen_mbox.CORPUS})"

@@ -58,6 +58,20 @@ def checked(name: str, result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def test_message_summaries_of_given_ids_in_one_read(mailbox: Any) -> None:
+    """The store method the search tools use: summaries in the order given, absent ones left
+    out, brackets accepted, no other mailbox's message."""
+    ids = ["<plan-3@example.net>", "absent@example.com", "plan-1@example.com", "plan-3@example.net"]
+    found = mailbox.message_summaries(ids)
+    assert [m["messageId"] for m in found] == ["plan-3@example.net", "plan-1@example.com", "plan-3@example.net"]
+    assert found[1] == mailbox.list_messages(limit=100, sender="alice@example.com").messages[-1]
+    assert mailbox.message_summaries([]) == []
+    with pytest.raises(TypeError):
+        mailbox.message_summaries("plan-1@example.com")
+    with pytest.raises(TypeError):
+        mailbox.message_summaries([{"$gt": ""}])
+
+
 def test_search_gives_sender_date_subject_and_a_snippet_never_bodies(mailbox: Any, make_tools: Any) -> None:
     tools = make_tools(mailbox)
     found = checked("search", tools.search("budget"))

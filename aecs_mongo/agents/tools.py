@@ -144,7 +144,8 @@ class _ToolSet:
         spec = SPECS[name]
         if spec.write and not self.writable:
             raise ToolError(
-                f"{name} is a write tool and these tools are read-only (the server was not started with writes allowed)"
+                f"{name} is a write tool and these tools are read-only"
+                " (writes need aecs-mongo mcp --allow-writes, or tools made with writable=True)"
             )
         checked = check_arguments(spec, arguments)
         view = View(shared=bool(getattr(self.store, "shared_view", False)))
