@@ -8,6 +8,8 @@ imported here only, when the command runs: other commands start no slower for it
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,10 +28,17 @@ def _embedder(spec: str | None) -> Callable[[str], Sequence[float]] | None:
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise CliError(f"--embedder must be MODULE:FUNCTION, not {spec!r}", EXIT_USAGE)
+    here = os.getcwd()
+    added = here not in sys.path
+    if added:  # the console script's path lacks the working directory that python -m has
+        sys.path.insert(0, here)
     try:
         function: Any = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise CliError(f"--embedder {spec}: {exc}", EXIT_USAGE) from None
+    finally:
+        if added:
+            sys.path.remove(here)
     if not callable(function):
         raise CliError(f"--embedder {spec} is not a function", EXIT_USAGE)
     embed: Callable[[str], Sequence[float]] = function
