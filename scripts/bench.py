@@ -1404,7 +1404,7 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
     if "agents" in args.sections:
         import bench_agents
 
-        report["agents"] = bench_agents.bench_agents(client, uri, args.agents_size, args.rounds)
+        report["agents"] = bench_agents.bench_agents(client, uri, args.agents_size, args.rounds, args.agents_only)
         print(f"\n== agents: warm tool calls at {args.agents_size:,} real messages (median ms; shared view)")
         print(table(report["agents"], bench_agents.COLUMNS))
     client.close()
@@ -1460,6 +1460,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--delete-sample", type=int, default=200, help="lifecycle: delete() calls timed one by one")
     parser.add_argument("--agents-size", type=int, default=10_000, help="agents: real messages in the mailbox")
+    parser.add_argument("--agents-only", default="", help="agents: only the calls whose label contains this")
     parser.add_argument("--json", default="bench-results.json", help="where to write the JSON report")
     parser.add_argument(
         "--corpus", type=Path, default=gen_mbox.CORPUS, help=f"the real-mail corpus (default: {gen_mbox.CORPUS})"

@@ -125,7 +125,8 @@ def _mcp_latencies(uri: str, mailbox: str, calls: list[tuple[str, str, Doc]], ro
     return medians
 
 
-def bench_agents(client: MongoClient[Doc], uri: str, size: int, rounds: int) -> list[Doc]:
+def bench_agents(client: MongoClient[Doc], uri: str, size: int, rounds: int, only: str = "") -> list[Doc]:
+    """The rows of the section; ``only``: the calls whose label contains it (all by default)."""
     db = client[DB]
     mailbox = f"agents-{size}"
     _populate(db, mailbox, size)
@@ -146,6 +147,7 @@ def bench_agents(client: MongoClient[Doc], uri: str, size: int, rounds: int) -> 
             lambda: store.thread_context(LONG_THREAD, 20),
         ),
     ]
+    cases = [c for c in cases if only in c[0]]
     rows: list[Doc] = []
     for label, name, arguments, raw in cases:
         result = tools.call(name, arguments)
