@@ -48,6 +48,7 @@ from .types import (
 )
 
 __version__ = "0.1.0"
+"""The package's version (PEP 440), also the distribution's (``pyproject.toml`` reads it here)."""
 
 __all__ = [
     "Address",

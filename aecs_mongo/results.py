@@ -1,4 +1,4 @@
-"""What the store's methods and the POP3 pipeline (``aecs_mongo.mailbox``) return."""
+"""What the store's methods and the POP3 pipeline (``aecs_mongo.mail.pop3``) return."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ class SearchResults(list[HitT], Generic[HitT]):
         self.engine = engine
 
 
-# --- the IMAP sync (aecs_mongo.imap) ---------------------------------------------------------------
+# --- the IMAP sync (aecs_mongo.mail.imap) ------------------------------------------------------------
 
 __all__ += ["ImapFolderReport", "ImapSyncReport"]  # kept apart from the list above
 

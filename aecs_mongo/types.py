@@ -57,6 +57,9 @@ Metadata = TypedDict(
         "timestamp": NotRequired[int | None],  # Unix seconds, null when date is
     },
 )
+"""The headers AECS-1 keeps (``metadata``): ``from``, ``to``, ``cc``, ``bcc``, ``subject``, ``date``
+(ISO 8601 UTC) and ``timestamp`` (Unix seconds); ``date`` and ``timestamp`` are null when the Date
+header is absent or unparseable."""
 
 
 class Content(TypedDict, total=False):
@@ -72,12 +75,20 @@ class Content(TypedDict, total=False):
 
 
 class Thread(TypedDict, total=False):
+    """Threading (``thread``): ``position`` in the conversation (0 = earliest; null where it is
+    not computed), ``inReplyTo`` and ``references`` (Message-IDs without angle brackets, earliest
+    first)."""
+
     position: int | None
     inReplyTo: str | None
     references: list[str]
 
 
 class Attachment(TypedDict):
+    """One MIME attachment's metadata (the bytes are stored apart): ``filename``, ``contentType``,
+    ``size`` in bytes, ``id`` (``<messageId>:<index>`` in MIME order) and ``cid`` (Content-ID of an
+    inline part)."""
+
     filename: str
     contentType: str
     size: int
@@ -86,6 +97,9 @@ class Attachment(TypedDict):
 
 
 class Processing(TypedDict, total=False):
+    """How the object was made (``processing``): ``processedAt`` (ISO 8601 UTC), ``specVersion``
+    (e.g. ``"1.1"``) and ``cleanFallback`` (AECS-1.1: ``clean`` fell back to ``text``)."""
+
     processedAt: str | None
     specVersion: str | None
     cleanFallback: bool | None  # AECS-1.1: clean fell back to text (the store keeps it)
@@ -118,6 +132,7 @@ MessageSummary = TypedDict(
         "attachmentCount": int,
     },
 )
+"""One message of ``list_messages``, ``with_participant`` and ``replies_to``."""
 MessageSummary.__doc__ = "One message of ``list_messages``, ``with_participant`` and ``replies_to``."
 
 ContextEntry = TypedDict(
@@ -132,6 +147,7 @@ ContextEntry = TypedDict(
         "position": int,
     },
 )
+"""One message of ``thread_context``: what a prompt needs, with its position in the thread."""
 ContextEntry.__doc__ = "One message of ``thread_context``: what a prompt needs, with its position in the thread."
 
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Set up everything the tests need (a venv with the package and its test extra, mongosh from
-# npm) and run every check CI runs. Extra arguments go to pytest. CI=true runs the big test
-# budgets (tests/helpers/budgets.py); the default ones keep this around 5 minutes on 2 cores, set-up of
-# a fresh clone included.
+# Set up everything the tests need (a venv with the package and its test and docs extras, mongosh
+# from npm) and run every check CI runs, the manual's strict build included. Extra arguments go
+# to pytest. CI=true runs the big test budgets (tests/helpers/budgets.py); the default ones keep
+# this around 5 minutes on 2 cores, set-up of a fresh clone included.
 #
-# Where the time goes and what is done about it (README, "Test it"): the npm install runs in
+# Where the time goes and what is done about it (docs/contributing.md): the npm install runs in
 # the background while pip installs and the linters and mypy run; node_modules is kept in a
 # cache keyed on package-lock.json ($AECS_CACHE_DIR, default ~/.cache/aecs-mongo), so another
 # clone on the same machine copies it instead of installing again; pytest runs two workers per
@@ -53,15 +53,29 @@ want="$(sha256sum pyproject.toml)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # --no-compile: Python compiles what the tests import when they import it; compiling every
   # installed file up front (about 2,900 of them) took a third of the install here
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -e '.[test]'
+  # the docs extra (MkDocs) only here: the package's test extra stays what the tests need
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -e '.[test,docs]'
   echo "$want" >"$stamp"
 fi
+
+# the manual, strictly, in the background while the checks below run (mypy leaves a core idle):
+# a broken link or anchor, a page left out of the nav, a public name without a docstring or
+# without its entry in docs/reference.md fails it (mkdocs.yml, docs/hooks.py)
+docs_log=$(mktemp)
+trap 'rm -f "$npm_log" "$docs_log"' EXIT
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet >"$docs_log" 2>&1 &
+docs_pid=$!
 
 .venv/bin/python scripts/unasync.py --check
 .venv/bin/python scripts/gen_indexes_js.py --check
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy --strict aecs_mongo
+if ! wait "$docs_pid"; then
+  cat "$docs_log" >&2
+  echo "mkdocs build --strict failed" >&2
+  exit 1
+fi
 
 if [ -n "$npm_pid" ] && ! wait "$npm_pid"; then
   cat "$npm_log" >&2

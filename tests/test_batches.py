@@ -201,6 +201,7 @@ def canonical(db: Any) -> dict[str, list[dict[str, Any]]]:
             undated_threads.add(message["threadKey"])
         for variant in message.get("variants") or ():
             variant.pop("receivedAt")
+            variant.pop("delivery")
     for thread in dump["threads"]:
         if thread["threadKey"] in undated_threads:
             for field in ("firstTs", "lastTs", "firstMessageKey", "lastMessageKey", "subject"):

@@ -101,14 +101,16 @@ def run_clean(server: EmbeddedServer, job: str, db_name: str, work: Path, *extra
 
 def snapshot(db: Any) -> dict[str, Any]:
     """Every collection of the database, comparable between two runs of the same work: without
-    the times of the run (``processedAt``, a variant's ``receivedAt``, an upload's date) and
+    the times of the run (``processedAt``, a variant's ``receivedAt`` and ``delivery`` id, an
+    upload's date) and
     without the vector bookkeeping that depends on when blocks were sealed (each vector's bytes
     are kept). Blobs as the bytes of their chunks, in order; chunks of no file are listed."""
     messages = {}
-    for m in db.messages.find({"_id": {"$ne": f"{MAILBOX}:journal-barrier"}}):
+    for m in db.messages.find():
         m.pop("processedAt", None)
         for variant in m.get("variants") or ():
             variant.pop("receivedAt", None)
+            variant.pop("delivery", None)
         messages[m["_id"]] = m
     files = {f["_id"]: {k: v for k, v in f.items() if k != "uploadDate"} for f in db["aecs.files"].find()}
     chunks: dict[str, list[Any]] = {}
@@ -132,17 +134,19 @@ def snapshot(db: Any) -> dict[str, Any]:
 
 def assert_same(killed: dict[str, Any], clean: dict[str, Any]) -> None:
     assert killed["chunks without a file"] == [] and killed["files with missing or extra chunks"] == []
-    for name in clean:
-        missing = set(clean[name]) - set(killed[name]) if isinstance(clean[name], dict) else set()
-        extra = set(killed[name]) - set(clean[name]) if isinstance(clean[name], dict) else set()
-        assert not missing and not extra, (name, sorted(missing)[:3], sorted(extra)[:3])
-        differ = [k for k in clean[name] if killed[name][k] != clean[name][k]] if isinstance(clean[name], dict) else []
-        assert not differ, (
-            name,
-            differ[:3],
-            [killed[name][k] for k in differ[:1]],
-            [clean[name][k] for k in differ[:1]],
-        )
+    for name, expected in clean.items():
+        if not isinstance(expected, dict):
+            continue
+        got = killed[name]
+        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+        assert not missing and not extra, (name, missing[:3], extra[:3])
+        for key, want in expected.items():
+            if got[key] == want:
+                continue
+            if not isinstance(want, dict):
+                raise AssertionError(f"{name} {key}: {len(got[key])} bytes, {len(want)} in the clean run")
+            fields = sorted(f for f in set(want) | set(got[key]) if want.get(f) != got[key].get(f))
+            raise AssertionError(f"{name} {key}: {[(f, got[key].get(f), want.get(f)) for f in fields]} (killed, clean)")
 
 
 def prepared(server: EmbeddedServer, *names: str) -> MongoClient[dict[str, Any]]:

@@ -16,7 +16,7 @@ from ..pure.documents import Blob, variant_blob_key
 from ..pure.keys import blob_prefix, message_key
 from .context import AsyncStoreContext, insert_ignoring_duplicates, log
 
-__all__ = ["blob_key", "get_attachment", "get_html", "get_raw", "get_raw_variants", "put_blobs", "recorded_hashes"]
+__all__ = ["blob_key", "get_attachment", "get_html", "get_raw", "get_raw_variants", "kept_hashes", "put_blobs"]
 
 
 async def put_blobs(ctx: AsyncStoreContext, items: Sequence[tuple[Blob, str]], absent: bool = False) -> None:
@@ -84,11 +84,13 @@ async def _replace_leftover_chunks(
             await ctx.chunks.delete_many({"files_id": blob.key, "n": {"$gte": blobs.chunk_count(len(blob.data))}})
 
 
-async def recorded_hashes(ctx: AsyncStoreContext, message: Mapping[str, Any]) -> set[str]:
-    """SHA-256 of every copy of a stored message kept with its record: the first copy (hashing
-    raw.eml for mail stored before the store recorded ``rawSha256``) and each ``variants``
-    record. A hash in ``variantHashes`` without its record (a write cut short) is not in it."""
-    hashes = {v["sha256"] for v in message.get("variants") or () if v.get("sha256")}
+async def kept_hashes(ctx: AsyncStoreContext, message: Mapping[str, Any]) -> set[str]:
+    """SHA-256 of every copy of a stored message kept whole: the first copy (hashing raw.eml for
+    mail stored before the store recorded ``rawSha256``), and each variant that has both its
+    hash in ``variantHashes`` and its record in ``variants`` (one without the other is a write
+    a crash cut short, which the next delivery completes)."""
+    recorded = {v["sha256"] for v in message.get("variants") or () if v.get("sha256")}
+    hashes = recorded & set(message.get("variantHashes") or ())
     if message.get("rawSha256"):
         hashes.add(message["rawSha256"])
     elif "raw.eml" in (message.get("blobs") or ()):

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar, overload
 
 from pymongo import ReplaceOne, UpdateOne
-from pymongo.errors import BulkWriteError, OperationFailure
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from ..pure import blobs, vectors
-from ..pure.indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
+from ..pure.indexes import BARRIER_COLLECTION, BLOCKS_COLLECTION, VECTORS_COLLECTION
 from ..pure.keys import doc_id, message_key
 from ..pure.settings import Capabilities, StoreSettings
 
@@ -100,6 +100,7 @@ class AsyncStoreContext:
         self.uidls = db["uidls"]
         self.vectors = db[VECTORS_COLLECTION]
         self.blocks = db[BLOCKS_COLLECTION]
+        self.barrier = db[BARRIER_COLLECTION]
         self.files = db[f"{settings.bucket_name}.files"]
         self.chunks = db[f"{settings.bucket_name}.chunks"]
         #: vectors written since the last check for a block to seal (the first write checks)
@@ -168,11 +169,17 @@ class AsyncStoreContext:
 
     async def journal_barrier(self, concern: Any) -> None:
         """Make every write acknowledged so far durable when the batch's own last write was not
-        journaled (it wrote nothing new): one write that matches nothing, under ``concern``,
-        which the server acknowledges once its journal holds everything before it."""
-        if concern is not None:
-            marker = self.by_id(f"{self.mailbox_id}:journal-barrier")  # never a message's _id
-            await self.completing(self.messages, concern).update_one(marker, {"$set": {"never": True}})
+        journaled (it wrote nothing new): one journaled write under ``concern``, which the server
+        acknowledges once its log, sequential, holds everything before it. The write changes a
+        counter (``BARRIER_COLLECTION``): a write that matched nothing was acknowledged by
+        SecantusDB without a log flush, and a server kill then lost the batch's variants."""
+        if concern is None:
+            return
+        barrier = self.completing(self.barrier, concern)
+        try:
+            await barrier.update_one({"_id": "journal"}, {"$inc": {"writes": 1}}, upsert=True)
+        except DuplicateKeyError:  # a concurrent first barrier inserted it: it exists now
+            await barrier.update_one({"_id": "journal"}, {"$inc": {"writes": 1}})
 
     async def get_blob(self, key: str) -> bytes | None:
         """One GridFS blob's bytes by its key (the file ``_id``), or None."""

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from time import monotonic
 from typing import Any
 
+from bson import ObjectId
 from pymongo import ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
@@ -177,12 +178,16 @@ async def _keep_variants(ctx: AsyncStoreContext, copies: Sequence[MessageDocumen
     """Keep the raw bytes of each copy of a stored message that differ from every copy kept
     (compared by SHA-256), as a blob under the message's prefix and a ``variants`` record on it.
 
-    Blob first, then the hash added to ``variantHashes`` (the claim: atomic and idempotent, so
-    the same bytes again or from a concurrent writer add nothing), then the copy's record (size,
-    time, UIDL) pushed to ``variants`` unless a record of that hash is there (so exactly one
-    writer records it, and a re-delivery completes a claim that a crash left without its
-    record). Returns ``id()`` of the copies this call recorded, and whether it wrote anything
-    (the caller then makes it durable). Costs nothing for mail without duplicates.
+    In this order, each statement by ``_id`` and batched: the blobs; each copy's record pushed
+    to ``variants`` with a ``delivery`` id of its own; one read of those messages, where the
+    first record of each hash wins (pushes are appended atomically, so every writer that reads
+    after its own push agrees on the first) and the other writers pull theirs; then the hash
+    added to ``variantHashes`` (``$addToSet``: idempotent), which makes the copy listed. A crash
+    anywhere in between is completed by the next delivery of those bytes, as a clean delivery
+    would end: a record without its hash gets the hash, a hash without its record (a release
+    that claimed first) gets a record. Returns ``id()`` of the copies whose record won here, and
+    whether anything was written (the caller then makes it durable). Costs nothing for mail
+    without duplicates.
     """
     copies = [d for d in copies if d.message.get("rawSha256")]
     if not copies:
@@ -190,38 +195,55 @@ async def _keep_variants(ctx: AsyncStoreContext, copies: Sequence[MessageDocumen
     ids = list({d.message["_id"] for d in copies})
     fields = {"rawSha256": 1, "variantHashes": 1, "variants.sha256": 1, "blobPrefix": 1, "blobs": 1, "messageKey": 1}
     stored = {m["_id"]: m async for m in ctx.messages.find(ctx.by_ids(ids), fields)}
-    known: dict[str, set[str]] = {}
-    todo: list[tuple[MessageDocuments, Mapping[str, Any], Blob]] = []
+    done: dict[str, set[str]] = {}
+    todo: list[tuple[MessageDocuments, Mapping[str, Any], Blob, bool]] = []
     for docs in copies:
         message = stored.get(docs.message["_id"])
         if message is None:  # deleted meanwhile: nothing to keep it beside
             continue
-        if message["_id"] not in known:
-            known[message["_id"]] = await blobstore.recorded_hashes(ctx, message)
+        if message["_id"] not in done:
+            done[message["_id"]] = await blobstore.kept_hashes(ctx, message)
         sha = docs.message["rawSha256"]
-        if sha in known[message["_id"]]:
+        if sha in done[message["_id"]]:
             continue
-        known[message["_id"]].add(sha)
+        done[message["_id"]].add(sha)
         raw = next(b.data for b in docs.blobs if b.key.endswith("/raw.eml"))
-        todo.append((docs, message, Blob(variant_blob_key(message["blobPrefix"], sha), raw, "message/rfc822")))
+        recorded = any(v.get("sha256") == sha for v in message.get("variants") or ())
+        todo.append(
+            (docs, message, Blob(variant_blob_key(message["blobPrefix"], sha), raw, "message/rfc822"), recorded)
+        )
     if not todo:
         return set(), False
-    await blobstore.put_blobs(ctx, [(blob, message["messageKey"]) for _, message, blob in todo])
-    claims = [(ctx.by_id(m["_id"]), {"$addToSet": {"variantHashes": d.message["rawSha256"]}}) for d, m, _ in todo]
-    await ctx.write_each(ctx.messages, claims)
+    await blobstore.put_blobs(ctx, [(blob, message["messageKey"]) for _, message, blob, _ in todo])
     now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
+    mine: dict[Any, MessageDocuments] = {}  # delivery id -> the copy it records
+    pushes = []
+    for docs, message, blob, recorded in todo:
+        if recorded:  # a record without its hash (a crash before the hash): the hash only
+            continue
+        delivery = ObjectId()
+        mine[delivery] = docs
+        record = {"sha256": docs.message["rawSha256"], "size": len(blob.data), "receivedAt": now}
+        record |= {"uidl": docs.message.get("uidl"), "blobKey": blob.key, "delivery": delivery}
+        pushes.append((ctx.by_id(message["_id"]), {"$push": {"variants": record}}))
     kept: set[int] = set()
-    for docs, message, blob in todo:
-        sha = docs.message["rawSha256"]
-        record = {"sha256": sha, "size": len(blob.data), "receivedAt": now, "uidl": docs.message.get("uidl")}
-        record["blobKey"] = blob.key
-        # one statement a copy: its filter (no record of this hash yet) is what makes it exactly once
-        pushed = await ctx.messages.update_one(
-            {**ctx.by_id(message["_id"]), "variants.sha256": {"$ne": sha}}, {"$push": {"variants": record}}
-        )
-        if pushed.modified_count:
-            kept.add(id(docs))
-            log.debug("kept other bytes of %s as a variant (%s)", docs.message_id, sha[:12])
+    if pushes:
+        await ctx.write_each(ctx.messages, pushes)
+        pushed = list({selector["_id"] for selector, _ in pushes})
+        first: dict[tuple[str, str], Any] = {}
+        async for message in ctx.messages.find(ctx.by_ids(pushed), {"variants": 1}):
+            for variant in message.get("variants") or ():
+                first.setdefault((message["_id"], variant.get("sha256")), variant.get("delivery"))
+        losers = []
+        for delivery, docs in mine.items():
+            if first.get((docs.message["_id"], docs.message["rawSha256"])) == delivery:
+                kept.add(id(docs))
+                log.debug("kept other bytes of %s as a variant (%s)", docs.message_id, docs.message["rawSha256"][:12])
+            else:  # a concurrent writer recorded the same bytes first
+                losers.append((ctx.by_id(docs.message["_id"]), {"$pull": {"variants": {"delivery": delivery}}}))
+        await ctx.write_each(ctx.messages, losers)
+    claims = [(ctx.by_id(m["_id"]), {"$addToSet": {"variantHashes": d.message["rawSha256"]}}) for d, m, _, _ in todo]
+    await ctx.write_each(ctx.messages, claims)
     return kept, True
 
 

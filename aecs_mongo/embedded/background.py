@@ -6,7 +6,7 @@ line keeps one server per data directory running in the background and lets it s
 once idle. The library's ``EmbeddedServer`` (a child of its caller, stopped on exit) does not
 change: this module is the command line's choice.
 
-In the data directory (private, like the rest of it; see :mod:`aecs_mongo.datadir`):
+In the data directory (private, like the rest of it; see :mod:`aecs_mongo.embedded.datadir`):
 
 - ``server.json``: the record of the running server (pid, port, start time, idle time, boot id,
   uid), written while holding ``server.lock``. It is trusted only when its process is alive, ours

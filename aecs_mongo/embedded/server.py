@@ -88,7 +88,7 @@ class EmbeddedServer:
     session of its own (a terminal's Ctrl-C reaches only us) and stops by itself when this
     process dies without stopping it (SIGTERM, then a hard exit after ``ORPHAN_GRACE_SECONDS``).
 
-    Private by default (:mod:`aecs_mongo.datadir`): the data directory is made 0700 and the
+    Private by default (:mod:`aecs_mongo.embedded.datadir`): the data directory is made 0700 and the
     server creates its files with umask 077; with ``auth=True`` (the default) it requires
     SCRAM-SHA-256 authentication, and ``uri`` carries the credentials of its one user (``root``
     role), created on the first start with a random secret kept in ``credentials.json`` (0600).

@@ -1,6 +1,6 @@
 """Mail sinks: write raw messages out as an mbox file, a Maildir folder or a directory of ``.eml`` files.
 
-The way back of :mod:`aecs_mongo.sources`: what a writer here produces, ``read_messages`` (and so
+The way back of :mod:`aecs_mongo.mail.sources`: what a writer here produces, ``read_messages`` (and so
 ``aecs-mongo ingest``) reads back byte for byte, in the order it was written::
 
     with open_writer("maildir", "out/") as writer:

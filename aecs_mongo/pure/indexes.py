@@ -65,7 +65,7 @@ INDEXES: tuple[IndexSpec, ...] = (
     # the exact vector search off Atlas (aecs_mongo.vectors): the unsealed vectors, and the blocks
     IndexSpec("vectors", "aecs_vectors_unsealed", (("mailboxId", 1), ("block", 1))),
     IndexSpec("vector_blocks", "aecs_vector_blocks_mailbox", (("mailboxId", 1), ("seq", -1))),
-    # the IMAP sync (aecs_mongo.imap): where each message was seen, and each folder's position
+    # the IMAP sync (aecs_mongo.mail.imap): where each message was seen, and each folder's position
     IndexSpec("imap_sources", "aecs_imap_sources_message", (("mailboxId", 1), ("messageKey", 1))),
     IndexSpec(
         "imap_sources",
@@ -121,6 +121,7 @@ class IndexReport:
 __all__ += [  # additions: kept apart from the list above, which is left as it was
     "ATLAS_SEARCH_INDEX",
     "ATLAS_VECTOR_INDEX_NAME",
+    "BARRIER_COLLECTION",
     "BLOCKS_COLLECTION",
     "MAX_VECTOR_DIMENSIONS",
     "VECTORS_COLLECTION",
@@ -138,6 +139,12 @@ sealed into a block (then ``block``; see ``vectors``)."""
 
 BLOCKS_COLLECTION = "vector_blocks"
 """The quantized copies of sealed vectors, about a thousand per document (see ``vectors``)."""
+
+BARRIER_COLLECTION = "journal_barrier"
+"""One document (``_id: "journal"``, a counter) that a journaled write increments where a batch
+wrote nothing new of its own: a write that changes nothing is not journaled by every server
+(SecantusDB commits an empty transaction without flushing its log), so the barrier must change
+something. It holds no mail: no mailbox's data, not swept by an erase."""
 
 ATLAS_VECTOR_INDEX_NAME = "aecs_vectors_atlas"
 MAX_VECTOR_DIMENSIONS = 8192
