@@ -78,6 +78,15 @@ def _vector(value: object) -> list[float]:
     return vector
 
 
+def _method(store: Any, method: str, name: str) -> Any:
+    """The store's ``method``; a store without it (``count`` came with the query language) refuses
+    the tool with a ``ToolError`` rather than crash the caller."""
+    found = getattr(store, method, None)
+    if not callable(found):
+        raise ToolError(f"{name} is not available on this store (it has no {method}: upgrade aecs-mongo)")
+    return found
+
+
 def run_steps(store: Any, steps: Generator[Call | Embed, Any, T], embed: Any, name: str, said: set[str]) -> T:
     """Drive a body over a sync store: each ``Call`` a plain call, each ``Embed`` ``embed(text)``."""
     value: Any = None
@@ -90,7 +99,7 @@ def run_steps(store: Any, steps: Generator[Call | Embed, Any, T], embed: Any, na
                         raise ToolError("no embedding function is configured here: give a vector instead of text")
                     value = _vector(embed(step.text))
                 else:
-                    value = getattr(store, step.method)(*step.args, **step.kwargs)
+                    value = _method(store, step.method, name)(*step.args, **step.kwargs)
     except StopIteration as stop:
         done: T = stop.value
         return done
@@ -109,7 +118,7 @@ async def arun_steps(store: Any, steps: Generator[Call | Embed, Any, T], embed: 
                     vector = embed(step.text)
                     value = _vector(await vector if inspect.isawaitable(vector) else vector)
                 else:
-                    value = getattr(store, step.method)(*step.args, **step.kwargs)
+                    value = _method(store, step.method, name)(*step.args, **step.kwargs)
                     value = await value if inspect.isawaitable(value) else value
     except StopIteration as stop:
         done: T = stop.value
