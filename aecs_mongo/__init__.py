@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         SearchIndexError,
         SearchQueryError,
         ServerFeatureError,
+        ToolError,
         UnsafeFieldNameError,
     )
     from .mail.sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
@@ -106,6 +107,7 @@ __all__ = [
     "Thread",
     "ThreadPage",
     "ThreadSummary",
+    "ToolError",
     "UnsafeFieldNameError",
     "__version__",
     "normalize",
@@ -163,6 +165,7 @@ _LAZY = {
     "Thread": ".types",
     "ThreadPage": ".results",
     "ThreadSummary": ".types",
+    "ToolError": ".errors",
     "UnsafeFieldNameError": ".errors",
     "normalize": ".normalize",
     "open_writer": ".mail.sinks",

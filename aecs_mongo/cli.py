@@ -122,6 +122,12 @@ def _watch() -> Handlers:
     return watch.HANDLERS
 
 
+def _agents() -> Handlers:
+    from .commands import agents
+
+    return agents.HANDLERS
+
+
 _COMMANDS = (
     Command(
         "ingest",
@@ -177,6 +183,7 @@ _COMMANDS = (
         indexes=True,
     ),
     Command("watch", "follow the mailbox: one line per newly stored message, until interrupted", options.watch, _watch),
+    Command("mcp", "serve the mailbox to LLM agents over the Model Context Protocol", options.mcp, _agents),
     Command("server", "the embedded server kept running between commands: status, stop, start", options.server, None),
     Command(
         "imap",

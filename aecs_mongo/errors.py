@@ -21,7 +21,8 @@ cursor) rather than the driver's or the server's. Argument type mistakes are pla
     ├── MailboxError                the POP3 or IMAP server, or the old GDBM store, failed as a whole
     │   ├── MailboxConnectionError  unreachable, TLS failed or refused (no STARTTLS), connection dropped
     │   └── MailboxAuthError        user name or password refused
-    └── DispatchError               one or more dispatch handlers raised (the others still ran)
+    ├── DispatchError               one or more dispatch handlers raised (the others still ran)
+    └── ToolError                   an agent tool refused a call (bad argument, write when read-only, not found)
 """
 
 from __future__ import annotations
@@ -129,3 +130,10 @@ class DispatchError(AecsMongoError):
         super().__init__(message)
         self.report = report
         self.errors = errors
+
+
+class ToolError(AecsMongoError, ValueError):
+    """A tool of ``aecs_mongo.agents`` refused a call: an argument that does not fit its schema,
+    a write tool on a read-only tool set, a message or thread that is not there, or a store
+    error. The message is written for the model that called the tool (it names no stored
+    content), and the MCP server returns it as a tool error, never as a crash."""

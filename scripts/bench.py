@@ -53,6 +53,10 @@ Sections (each prints a table; everything also goes to a JSON file):
   pure Python, vs the one-pass exact search written by hand (PyMongo reads every float32 vector,
   numpy ranks them), and recall@10 of our two-pass search against exact float search.
 
+- agents (``--sections agents``, not in the default list): warm tool-call latency of the agent
+  tools at ``--agents-size`` (10k) real messages: search and get_thread as the store call, the
+  Python tool and the MCP round trip over stdio (``scripts/bench_agents.py``).
+
 Usage: ``python scripts/bench.py [--sizes 1000,10000,100000] [--rounds 15] [--json out.json]``.
 Uses ``MONGODB_URI`` if set, else starts the embedded server (``--mode standalone|rs``).
 """
@@ -1430,6 +1434,12 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
                 ],
             )
         )
+    if "agents" in args.sections:
+        import bench_agents
+
+        report["agents"] = bench_agents.bench_agents(client, uri, args.agents_size, args.rounds, args.agents_only)
+        print(f"\n== agents: warm tool calls at {args.agents_size:,} real messages (median ms; shared view)")
+        print(table(report["agents"], bench_agents.COLUMNS))
     client.close()
     return report
 
@@ -1486,6 +1496,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--search-rounds", type=int, default=7, help="search: rounds per query (median)")
     parser.add_argument("--search-ingest", type=int, default=2000, help="search: messages per ingest round")
     parser.add_argument("--search-scan-max", type=int, default=10_000, help="search: the scan up to this size")
+    parser.add_argument("--agents-size", type=int, default=10_000, help="agents: real messages in the mailbox")
+    parser.add_argument("--agents-only", default="", help="agents: only the calls whose label contains this")
     parser.add_argument("--json", default="bench-results.json", help="where to write the JSON report")
     parser.add_argument(
         "--corpus", type=Path, default=gen_mbox.CORPUS, help=f"the real-mail corpus (default: {gen_mbox.CORPUS})"

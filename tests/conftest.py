@@ -284,6 +284,20 @@ def store(make_store: Callable[..., Any]) -> Any:
     return make_store()
 
 
+@pytest.fixture
+def make_tools() -> Callable[..., Any]:
+    """Agent tools over a store of ``make_store``, in its flavour: ``MailTools`` over the sync
+    store, ``AsyncMailTools`` over the async ones (driven like the store, on its loop)."""
+    from aecs_mongo.agents import AsyncMailTools, MailTools
+
+    def factory(store: Any, **kwargs: Any) -> Any:
+        if isinstance(store, SyncOverAsync):
+            return SyncOverAsync(AsyncMailTools(store._astore, **kwargs), store._loop)
+        return MailTools(store, **kwargs)
+
+    return factory
+
+
 @pytest.fixture(scope="module")
 def validator() -> Any:
     """The AECS-1 schema validator of the normalizer tests (tests/helpers/normalize.py)."""

@@ -13,4 +13,5 @@ code. It prints nothing on stdout itself (``watch`` streams through ``Context.em
 - ``ingest``: ingest; ``lifecycle``: delete, export, expire, erase
 - ``maintenance``: reindex, indexes, stats; ``mail``: pop3, migrate-gdbm, imap
 - ``watch``: watch; ``server``: the shared embedded server (status, stop, start)
+- ``agents``: mcp (the mailbox over the Model Context Protocol)
 """

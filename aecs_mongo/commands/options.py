@@ -20,6 +20,7 @@ __all__ = [
     "imap",
     "inbox",
     "ingest",
+    "mcp",
     "message_id",
     "migrate_gdbm",
     "nothing",
@@ -258,6 +259,51 @@ def pop3(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--delete-on-server", action="store_true", help="delete on the server what the store has confirmed")
     p.add_argument("--timeout", type=float, default=30.0, help="socket timeout in seconds (default: 30)")
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be between 1 and 65535")
+    return value
+
+
+def mcp(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Serve the mailbox (--mailbox, chosen now: a client cannot name another) to LLM agents over the Model"
+        " Context Protocol: search, count, get_thread, get_message, list_messages, list_threads,"
+        " with_participant, replies_to and, where vectors are stored, semantic_search. Read-only unless"
+        " --allow-writes; bcc recipients are never shown (a shared view). Over stdio by default (what a"
+        " desktop client starts); with --http PORT, streamable HTTP on 127.0.0.1 that needs the token kept in"
+        " the data directory (--print-token shows it). Needs: pip install 'aecs-mongo[mcp]'."
+    )
+    p.add_argument(
+        "--http",
+        type=_port,
+        default=None,
+        metavar="PORT",
+        help="serve streamable HTTP on http://127.0.0.1:PORT/mcp instead of stdio; every request must carry"
+        " 'Authorization: Bearer <token>' (the token file is in --data-dir, 0600)",
+    )
+    p.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="also offer the write tools store_message and delete_message (default: read-only)",
+    )
+    p.add_argument(
+        "--embedder",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="a Python function from text to a vector, for semantic_search by text (default: by vector only)",
+    )
+    p.add_argument(
+        "--print-token",
+        action="store_true",
+        help="print the HTTP transport's token (made on first use) and exit, for a client's configuration",
+    )
 
 
 def migrate_gdbm(p: argparse.ArgumentParser) -> None:

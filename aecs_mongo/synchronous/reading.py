@@ -10,7 +10,7 @@ indexes of the document contract, each returning the summaries the pure module s
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from ..errors import AecsMongoError
@@ -30,6 +30,7 @@ __all__ = [
     "get_thread",
     "list_messages",
     "list_threads",
+    "message_summaries",
     "replies_to",
     "stale",
     "thread_context",
@@ -170,6 +171,18 @@ def replies_to(ctx: StoreContext, message_id: str) -> list[MessageSummary]:
     unique = {r["messageKey"]: r for r in by_references + by_parent}
     ordered = sorted(unique.values(), key=lambda r: (r["ts"], r["messageKey"]))
     return [cast(MessageSummary, message_summary(r)) for r in ordered]
+
+
+def message_summaries(ctx: StoreContext, message_ids: Sequence[str]) -> list[MessageSummary]:
+    """The list summaries of ``message_ids`` (a search's hits), in the order given; a message
+    that is not stored is left out. One ``_id $in`` read (split as the server likes it)."""
+    if isinstance(message_ids, str):
+        raise TypeError("message_ids must be a sequence of message ids, not a str")
+    ids = [ctx.id_for(check_str(mid, "message_id")) for mid in message_ids]
+    found: dict[str, dict[str, Any]] = {}
+    for selector in queries.split_in(ctx.by_ids(list(dict.fromkeys(ids)))):
+        found.update({r["_id"]: r for r in ctx.messages.find(selector, {**queries.LIST_PROJECTION, "_id": 1})})
+    return [cast(MessageSummary, message_summary(found[i])) for i in ids if i in found]
 
 
 def stale(ctx: StoreContext, spec_version: str, limit: int = 100) -> list[str]:

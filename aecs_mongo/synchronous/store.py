@@ -227,6 +227,11 @@ class MessageStore:
         """Messages whose References (or In-Reply-To) name ``message_id``, oldest first."""
         return reading.replies_to(self._context, message_id)
 
+    def message_summaries(self, message_ids: Sequence[str]) -> list[MessageSummary]:
+        """The list summaries (as ``list_messages`` gives them) of these messages, in the order
+        given, in one read; messages that are not stored are left out. For search hits."""
+        return reading.message_summaries(self._context, message_ids)
+
     def stale(self, spec_version: str, limit: int = 100) -> list[str]:
         """Message ids normalized under a spec version other than ``spec_version`` (C.4)."""
         return reading.stale(self._context, spec_version, limit)

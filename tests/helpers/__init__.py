@@ -4,6 +4,8 @@
 - ``cli``: the command line as the tests run it (``Result``/``Cli`` of the ``cli`` fixture in
   conftest.py, ``aecs`` for a subprocess).
 - ``factories``: small NormalizedEmail builders and thread-summary readers.
+- ``agents``: crafted mail that hides text, a toy embedding, the checks of agent-tool results.
+- ``mcp_client``: an MCP client session (the SDK's own client) over stdio or HTTP, for sync tests.
 - ``lifecycle``: what a mailbox left in the database (``traces``, ``snapshot``).
 - ``monitoring``: the ``Recorder`` of the reads a store sends (the ``recorded`` fixture).
 - ``normalize``: the normalizer tests' processing time, ``parse`` and AECS-1 schema.

@@ -1,0 +1,186 @@
+"""LangChain glue: a retriever over the store's search and a loader of whole threads.
+
+``pip install 'aecs-mongo[langchain]'`` (``langchain-core``). Both take a ``MessageStore`` or an
+``AsyncMessageStore`` (``invoke``/``load`` for the first, ``ainvoke``/``aload`` for the second):
+
+```python
+from aecs_mongo.agents.langchain import MailRetriever, ThreadLoader
+
+retriever = MailRetriever(store=store, k=4)
+docs = retriever.invoke("budget storage migration")   # Documents, best first
+docs[0].page_content, docs[0].metadata["messageId"]
+threads = ThreadLoader(store=store).load()              # one Document per thread, to index
+```
+
+``MailRetriever``: ``search_type="search"`` (the default) runs ``store.search`` (the query
+language); ``"semantic"`` runs ``store.semantic_search`` on ``embed(query)`` (an embedding
+function is then required; the mailbox must hold vectors of its dimensions). Each hit is one
+``Document`` whose ``page_content`` is the message's ``forAI`` text (``page_content="clean"``:
+the clean text) and whose metadata carries ``messageId``, ``threadId``, ``from`` (``Name
+<address>``), ``date`` (ISO 8601 UTC), ``subject`` and ``score`` (search engines that rank;
+None otherwise). ``ThreadLoader`` yields one ``Document`` per thread, most recent activity
+first: its newest ``max_messages`` messages oldest first, each as a short header block and its
+``forAI`` text; metadata ``threadId``, ``subject``, ``messageCount``, and the newest message's
+``messageId``, ``from`` and ``date``.
+
+Mail is untrusted: text and metadata have the characters that hide text from a person removed
+(``aecs_mongo.pure.invisible``) and their count in ``metadata["hiddenCharactersRemoved"]``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.document_loaders import BaseLoader
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+
+from ..errors import ToolError
+from ..pure.invisible import strip_hidden
+from .bodies import Call, Embed
+from .shaping import date_of
+from .tools import arun_steps, run_steps
+
+__all__ = ["MailRetriever", "ThreadLoader"]
+
+Steps = Generator[Call | Embed, Any, Any]
+
+
+def _sender(address: Mapping[str, Any] | None) -> str | None:
+    if not address:
+        return None
+    name, email = address.get("name"), address.get("email")
+    return f"{name} <{email}>" if name else str(email)
+
+
+def _document(text: str, metadata: dict[str, Any]) -> Document:
+    """A Document with hidden characters removed from its text and its string metadata."""
+    content, hidden = strip_hidden(text)
+    clean: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if isinstance(value, str) and key not in ("messageId", "threadId"):
+            value, count = strip_hidden(value)
+            hidden += count
+        clean[key] = value
+    clean["hiddenCharactersRemoved"] = hidden
+    return Document(page_content=content, metadata=clean)
+
+
+def _is_async(store: Any) -> bool:
+    return inspect.iscoroutinefunction(getattr(store, "search", None))
+
+
+class MailRetriever(BaseRetriever):
+    """Messages of one store's mailbox for a query, as LangChain ``Document``s (best first)."""
+
+    store: Any
+    """A ``MessageStore`` (``invoke``) or an ``AsyncMessageStore`` (``ainvoke``)."""
+    k: int = 4
+    """How many Documents at most."""
+    search_type: Literal["search", "semantic"] = "search"
+    """``search``: the store's query language; ``semantic``: nearest vectors to ``embed(query)``."""
+    embed: Callable[[str], Any] | None = None
+    """Text to vector, for ``search_type="semantic"`` (may be async with an async store)."""
+    page_content: Literal["forAI", "clean"] = "forAI"
+    """What a Document's ``page_content`` is: the prompt-ready ``forAI`` text or the clean text."""
+
+    def _steps(self, query: str) -> Steps:
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, not {type(query).__name__}")
+        if self.search_type == "semantic":
+            if self.embed is None:
+                raise ToolError("search_type='semantic' needs an embedding function (embed=...)")
+            vector = yield Embed(query)
+            hits = yield Call("semantic_search", (vector,), {"limit": self.k})
+        else:
+            hits = yield Call("search", (query,), {"limit": self.k})
+        documents = []
+        for hit in hits:
+            message = yield Call("get_message", (hit["messageId"],))
+            if message is None:  # deleted since the search read it
+                continue
+            meta: Mapping[str, Any] = message.get("metadata") or {}
+            content: Mapping[str, Any] = message.get("content") or {}
+            text = content.get("forAI") if self.page_content == "forAI" else content.get("clean")
+            metadata = {
+                "messageId": message["messageId"],
+                "threadId": message.get("threadId"),
+                "from": _sender(meta.get("from")),
+                "date": meta.get("date"),
+                "subject": meta.get("subject"),
+                "score": hit.get("score"),
+            }
+            documents.append(_document(text or content.get("text") or "", metadata))
+        return documents
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        if _is_async(self.store):
+            raise TypeError("this retriever's store is an AsyncMessageStore: use ainvoke")
+        documents: list[Document] = run_steps(self.store, self._steps(query), self.embed, "retriever", set())
+        return documents
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        if not _is_async(self.store):
+            return self._get_relevant_documents(query, run_manager=run_manager.get_sync())
+        documents: list[Document] = await arun_steps(self.store, self._steps(query), self.embed, "retriever", set())
+        return documents
+
+
+def _thread_document(thread: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> Document:
+    blocks = []
+    for entry in entries:
+        head = [f"From: {_sender(entry.get('from')) or '?'}", f"Date: {date_of(entry) or '-'}"]
+        if entry.get("subject"):
+            head.append(f"Subject: {entry['subject']}")
+        blocks.append("\n".join(head) + "\n\n" + (entry.get("forAI") or "").strip())
+    newest = entries[-1] if entries else {}
+    metadata = {
+        "threadId": thread["threadId"],
+        "subject": thread.get("subject"),
+        "messageCount": int(thread["messageCount"]),
+        "messageId": newest.get("messageId"),
+        "from": _sender(newest.get("from")),
+        "date": date_of(newest) if newest else None,
+    }
+    return _document("\n\n---\n\n".join(blocks), metadata)
+
+
+class ThreadLoader(BaseLoader):
+    """One ``Document`` per thread of a store's mailbox, most recent activity first, for indexing."""
+
+    def __init__(self, store: Any, *, max_messages: int = 50, page_size: int = 100) -> None:
+        self.store = store
+        self.max_messages = max_messages
+        self.page_size = page_size
+
+    def lazy_load(self) -> Iterator[Document]:
+        if _is_async(self.store):
+            raise TypeError("this loader's store is an AsyncMessageStore: use aload or alazy_load")
+        cursor = None
+        while True:
+            page = self.store.list_threads(cursor=cursor, limit=self.page_size)
+            for thread in page.threads:
+                yield _thread_document(thread, self.store.thread_context(thread["threadId"], limit=self.max_messages))
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def alazy_load(self) -> AsyncIterator[Document]:
+        if not _is_async(self.store):
+            for document in self.lazy_load():
+                yield document
+            return
+        cursor = None
+        while True:
+            page = await self.store.list_threads(cursor=cursor, limit=self.page_size)
+            for thread in page.threads:
+                entries = await self.store.thread_context(thread["threadId"], limit=self.max_messages)
+                yield _thread_document(thread, entries)
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor

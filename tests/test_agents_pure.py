@@ -1,0 +1,129 @@
+"""The pure parts of the agent tools: hidden characters (pure/invisible.py), argument checks
+(agents/arguments.py), the byte cap (agents/shaping.fit) and the Bcc fields of a raw message.
+No server: these are the rules; tests/test_agents.py runs them through every tool."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aecs_mongo import ToolError
+from aecs_mongo.agents import SPECS
+from aecs_mongo.agents.arguments import check_arguments
+from aecs_mongo.agents.bodies import drop_bcc_headers
+from aecs_mongo.agents.shaping import fit, json_size, result
+from aecs_mongo.pure.invisible import HIDDEN_PATTERN, escape_hidden, strip_hidden, strip_hidden_in, unescape_hidden
+
+from .helpers.agents import BIDI_PAYLOAD, PERSIAN, TAG_PAYLOAD, VS_PAYLOAD, ZW_PAYLOAD
+from .helpers.budgets import budget
+
+EXAMPLES = budget("AECS_HIDDEN_EXAMPLES", big=3000, small=300)
+FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # one emoji of three, joined
+HIDDEN_CHARS = [chr(c) for c in range(0x110000) if HIDDEN_PATTERN.fullmatch(chr(c))]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "removed"),
+    [
+        ("plain text", "plain text", 0),
+        ("pay" + TAG_PAYLOAD + " now", "pay now", len(TAG_PAYLOAD)),
+        ("file" + BIDI_PAYLOAD, "fileexe.txt", 2),
+        ("a" + ZW_PAYLOAD + "b", "ab", len(ZW_PAYLOAD)),
+        (PERSIAN, PERSIAN, 0),  # a lone ZWNJ between letters is typography: kept
+        (FAMILY, FAMILY, 0),
+        ("x\u200dy\u200d", "x\u200dy", 1),  # a joiner at the end joins nothing
+        (" \u200c ", "  ", 1),
+        ("\u2764\ufe0f", "\u2764\ufe0f", 0),  # one variation selector picks the emoji form: kept
+        (VS_PAYLOAD, VS_PAYLOAD[:2], len(VS_PAYLOAD) - 2),  # data hidden in selectors: gone
+        ("\ufe0fstart", "start", 1),
+        ("\ufeffBOM", "BOM", 1),
+        ("a\x1b[2Jb\x08c\x00", "a[2Jbc", 3),
+        ("tab\tline\nreturn\r", "tab\tline\nreturn\r", 0),
+        ("a\u200d\U000e0041\u200db", "ab", 3),  # removing the tag leaves a run of two joiners: gone too
+        ("\u206aold\u206f format", "old format", 2),
+    ],
+)
+def test_strip_hidden_on_crafted_text(text: str, expected: str, removed: int) -> None:
+    assert strip_hidden(text) == (expected, removed)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.text(alphabet=st.one_of(st.characters(), st.sampled_from(HIDDEN_CHARS)), max_size=60))
+def test_strip_hidden_leaves_nothing_to_strip_and_counts_what_it_took(text: str) -> None:
+    cleaned, removed = strip_hidden(text)
+    assert strip_hidden(cleaned) == (cleaned, 0)  # nothing hidden is left (and it is idempotent)
+    assert len(cleaned) + removed == len(text)
+
+    def visible(s: str) -> list[str]:
+        return [c for c in s if not HIDDEN_PATTERN.fullmatch(c)]
+
+    assert visible(text) == visible(cleaned)
+    for i, char in enumerate(cleaned):  # what stays of the hidden kinds is typography only
+        if HIDDEN_PATTERN.fullmatch(char):
+            assert char in "\u200c\u200d" or unicodedata.category(char) == "Mn", repr(char)
+            assert i > 0
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.text(st.one_of(st.characters(), st.sampled_from(HIDDEN_CHARS), st.sampled_from("\\u{}0A")), max_size=40))
+def test_escaped_identifiers_show_nothing_hidden_and_come_back(text: str) -> None:
+    escaped, count = escape_hidden(text)
+    assert HIDDEN_PATTERN.search(escaped) is None and count == len(HIDDEN_PATTERN.findall(text))
+    if "\\u{" not in text:  # an id that already holds an escape is not ours to tell apart
+        assert unescape_hidden(escaped) == text
+
+
+def test_strip_hidden_in_escapes_handles_and_strips_the_rest() -> None:
+    value = {"messageId": "a\u200b@x", "subject": "s" + TAG_PAYLOAD, "to": [{"email": "b\u202e@y", "name": "n\u200b"}]}
+    cleaned, count = strip_hidden_in(value, frozenset({"messageId", "email"}))
+    assert cleaned == {"messageId": "a\\u{200B}@x", "subject": "s", "to": [{"email": "b\\u{202E}@y", "name": "n"}]}
+    assert count == 3 + len(TAG_PAYLOAD)
+    assert value["subject"] == "s" + TAG_PAYLOAD  # the input is left as it was
+
+
+def test_arguments_are_checked_against_the_schema() -> None:
+    spec = SPECS["get_message"]
+    assert check_arguments(spec, {"message_id": "m@x"}) == {
+        "message_id": "m@x",
+        "max_chars": 8000,
+        "body": "clean",
+        "include_raw": False,
+        "raw_max_bytes": 16384,
+    }
+    assert check_arguments(spec, {"message_id": "m@x", "max_chars": 200.0, "include_raw": None})["max_chars"] == 200
+    for bad, message in [
+        ({"message_id": 3}, "must be a string, not a number"),
+        ({"message_id": "m", "max_chars": 1.5}, "must be an integer"),
+        ({"message_id": "m", "include_raw": "yes"}, "true or false"),
+        ({"message_id": "m", "extra": 1}, "no argument 'extra'"),
+        ({"max_chars": 100}, "needs the argument 'message_id'"),
+        ("m@x", "must be an object"),
+    ]:
+        with pytest.raises(ToolError, match=message):
+            check_arguments(spec, bad)
+    assert isinstance(ToolError("x"), ValueError)
+
+
+def test_fit_shortens_the_longest_texts_then_drops_trailing_items() -> None:
+    items = [{"messageId": f"m{i}@x", "text": "é" * (2000 + i)} for i in range(40)]
+    shaped = fit(result(items), 20_000)
+    assert json_size(shaped) <= 20_000 and shaped["truncated"]
+    assert [m["messageId"] for m in shaped["mail"]] == [f"m{i}@x" for i in range(40)]  # handles are never cut
+    handles_only = [{"messageId": "x" * 1000 + str(i)} for i in range(100)]
+    shaped = fit(result(handles_only), 20_000)
+    assert json_size(shaped) <= 20_000 and 0 < len(shaped["mail"]) < 100
+    small = result([{"messageId": "m@x", "text": "hi"}])
+    assert fit(small, 20_000) == small and not small["truncated"]
+
+
+def test_drop_bcc_headers_only_in_the_header_section() -> None:
+    raw = (
+        "From: a@x\r\nBcc: secret@y,\r\n  other@z\r\nSubject: s\r\nResent-Bcc: r@y\r\nbcc : spaced@y\r\n\r\n"
+        "Bcc: this line is the body\r\n"
+    )
+    kept = drop_bcc_headers(raw)
+    assert kept == "From: a@x\r\nSubject: s\r\n\r\nBcc: this line is the body\r\n"
+    assert drop_bcc_headers("Bcc: only@y") == ""
