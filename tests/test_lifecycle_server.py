@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the shared corpus beside the repository (``$AECS_CORPUS`` names it elsewhere, e.g. from a git worktree)
 CORPUS = Path(os.environ.get("AECS_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus" / "eml")
 SAMPLES = ROOT / "samples" / "mailbox"
-ERASE_KILLS = budget("AECS_ERASE_KILLS", big=6, small=3)
+ERASE_KILLS = budget("AECS_ERASE_KILLS", big=4, small=3)
 #: statements an erase may send beyond N/10: a find per collection, the final check, slack
 SMALL_CONSTANT = 30
 

@@ -36,9 +36,9 @@ from .helpers.reliability_workers import VICTIM_APP, concurrent_worker, generate
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
-MESSAGES = budget("AECS_CONCURRENCY_MESSAGES", big=1000, small=400)
+MESSAGES = budget("AECS_CONCURRENCY_MESSAGES", big=800, small=400)
 WORKERS = 8
-CRASH_RUNS_PER_MODE = budget("AECS_CRASH_RUNS", big=12, small=4)
+CRASH_RUNS_PER_MODE = budget("AECS_CRASH_RUNS", big=8, small=4)
 
 
 def test_eight_workers_store_every_message_once(servers: Any, backend: str, db: Any) -> None:

@@ -2,7 +2,7 @@
 
 Pure rules first (encoding, the quantization bound, ``ExactSearch`` against brute force on both
 the numpy and the pure-Python path), then every backend: the stored form, old vectors found and
-rewritten by ``reindex``, an explicit cap reported, and one mailbox of 10,000 vectors under
+rewritten by ``reindex``, an explicit cap reported, and one mailbox of 6,000 vectors under
 ``CI=true`` (2,000 by default) searched exactly and written by one ``set_embeddings`` call.
 The pure-Python path is forced with the documented switch ``AECS_MONGO_NUMPY=0``, not a mock.
 """
@@ -494,9 +494,9 @@ def test_a_seal_cut_short_loses_nothing(db: Any, failpoints: Any, monkeypatch: p
     )
 
 
-# --- 10,000 vectors in one mailbox (2,000 by default; 10,000 under CI=true) ------------------------------
+# --- 6,000 vectors in one mailbox (2,000 by default; 6,000 under CI=true) ------------------------------
 
-BIG = budget("AECS_VECTOR_MESSAGES", big=10_000, small=2_000)
+BIG = budget("AECS_VECTOR_MESSAGES", big=6_000, small=2_000)
 
 
 @pytest.mark.server  # mongomock's updates scan the collection: minutes at this size, and nothing more to learn
