@@ -40,21 +40,7 @@ from .helpers.server_kill_workers import MAILBOX, vector_for
 pytestmark = [pytest.mark.slow]
 
 
-#: A known defect, open in issue 33 (docs/reliability.md, "Known defect"): on the replica set, with
-#: the whole corpus and several kills, a batch of copies of one Message-ID can be acknowledged with
-#: some of its variants unrecorded (their blobs stored, some without their files document). The
-#: server keeps the order of its writes across a SIGKILL (measured apart), so the cause is on our
-#: side of the retries and is not found yet. Not strict: the test still runs and shows when it holds.
-KNOWN_REPLICA_SET_DEFECT = pytest.mark.xfail(
-    reason="issue 33: variants of an acknowledged batch can go unrecorded on the replica set", strict=False
-)
-
-
-def test_store_many_acknowledged_is_kept_when_the_server_dies(
-    killable: EmbeddedServer, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    if not killable.standalone:
-        request.applymarker(KNOWN_REPLICA_SET_DEFECT)
+def test_store_many_acknowledged_is_kept_when_the_server_dies(killable: EmbeddedServer, tmp_path: Path) -> None:
     files = corpus_files(tmp_path)[: STORED or None]
     listing = tmp_path / "inputs.txt"
     listing.write_text("\n".join(map(str, files)))

@@ -183,6 +183,17 @@ class StoreContext:
         write concern of ``capabilities.completion_concern``), or as it is when that is None."""
         return collection if concern is None else collection.with_options(write_concern=concern)
 
+    def server_process(self) -> tuple[Any, Any] | None:
+        """Which server process takes the writes: ``hello``'s ``topologyVersion.processId`` and
+        the primary it names. It differs after a restart or a failover, which the driver's
+        retries hide from the writer. None where the server says neither (the unit tier, servers
+        before MongoDB 4.4)."""
+        if self.capabilities.unit_tier:
+            return None
+        reply = self.db.command("hello")
+        process = (reply.get("topologyVersion") or {}).get("processId")
+        return None if process is None else (process, reply.get("primary") or reply.get("me"))
+
     def journal_barrier(self, concern: Any) -> None:
         """Make every write acknowledged so far durable when the batch's own last write was not
         journaled (it wrote nothing new): one journaled write under ``concern``, which the server

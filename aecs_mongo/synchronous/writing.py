@@ -11,6 +11,7 @@ re-delivery after any crash end as one clean delivery would.
 from __future__ import annotations
 
 import time
+import dataclasses
 import datetime as _dt
 import random
 import re
@@ -169,7 +170,41 @@ _STORED_FIELDS = {
 }
 
 
+#: how many times a batch is written again because the server restarted under it
+MAX_REWRITES = 5
+
+
 def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[StoreResult]:
+    """``write_once``, written again while the server restarted (or the primary changed) under it.
+
+    The driver retries a write across a server restart (retryable writes), and the commit is
+    retried after a lost transaction, so a batch can complete on a server that lost its earlier
+    unjournaled writes (blobs, variant records) in the crash: the batch's journaled last write
+    then makes only what survived durable. So the server's process (``hello``'s
+    ``topologyVersion.processId`` and the primary) is read before the batch and after its
+    durable write; where it changed, the batch is written again, which repairs what the crash
+    took (a stored message's own blobs are uploaded again where their ``files`` document is
+    missing; a variant's record is written where it is missing). Costs two ``hello`` per batch.
+    """
+    before = ctx.server_process()
+    results = write_once(ctx, batch)
+    for _ in range(MAX_REWRITES):
+        after = ctx.server_process() if before is not None else None
+        if after == before:
+            break
+        log.debug("the server restarted while a batch was written: writing it again (%s -> %s)", before, after)
+        before = after
+        again = write_once(ctx, batch, repair=True)
+        results = [
+            dataclasses.replace(r, inserted=r.inserted or a.inserted, variant=r.variant or a.variant)
+            for r, a in zip(results, again, strict=True)
+        ]
+    return results
+
+
+def write_once(
+    ctx: StoreContext, batch: Sequence[MessageDocuments], *, repair: bool = False
+) -> list[StoreResult]:
     """C.4 order, batched: blobs, bodies, messages (one unordered insert), thread updates.
 
     One ``_id $in`` find first tells the batch's new messages from copies of stored ones: only
@@ -188,6 +223,17 @@ def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[St
     stored = {m["_id"]: m for m in ctx.messages.find(ctx.by_ids(ids), _STORED_FIELDS)}
     unique = [d for d in first.values() if d.message["_id"] not in stored]
     blobstore.put_blobs(ctx, [(blob, d.message_key) for d in unique for blob in d.blobs], absent=True)
+    # the same bytes again (a re-delivery): their blobs are made whole where a crash cut them
+    # (one files lookup; nothing is uploaded where every files document is there)
+    same = [
+        d
+        for d in first.values()
+        if d.message.get("rawSha256") and stored.get(d.message["_id"], {}).get("rawSha256") == d.message["rawSha256"]
+    ]
+    blobstore.put_blobs(ctx, [(blob, d.message_key) for d in same for blob in d.blobs])
+    if repair and same and not capabilities.transactions(ctx):
+        # without transactions a body is written before its message: the restart may have taken it
+        insert_ignoring_duplicates(ctx.bodies, [d.body for d in same])
     if not unique:
         created: set[str] = set()
     elif capabilities.transactions(ctx):
