@@ -186,8 +186,10 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
     """
     before = await ctx.server_process()
     results = await write_once(ctx, batch)
+    if before is None:  # a server that does not say which process it is: nothing to compare
+        return results
     for _ in range(MAX_REWRITES):
-        after = await ctx.server_process() if before is not None else None
+        after = await ctx.server_process()
         if after == before:
             break
         log.debug("the server restarted while a batch was written: writing it again (%s -> %s)", before, after)
@@ -207,8 +209,11 @@ async def write_once(
 
     One ``_id $in`` find first tells the batch's new messages from copies of stored ones: only
     new messages upload blobs (a copy keeps nothing but its raw bytes, as a variant), so the
-    end state does not depend on where batches begin, and the blob upload needs no lookup.
-    The same find reads what keeping a copy as a variant needs of each stored message.
+    end state does not depend on where batches begin, and their upload needs no lookup; a copy
+    of the same bytes (a re-delivery) has its blobs looked up and completed where a crash cut
+    them. The same find reads what keeping a copy as a variant needs of each stored message.
+    ``repair`` (a pass after a server restart): bodies are written again too, where there are
+    no transactions to have written them with their messages.
     The batch returns only once its last write is durable (``capabilities.completion_concern``):
     that write is journaled, or, where the batch wrote nothing new (every message already
     stored, as in a re-delivery), one barrier write is.
