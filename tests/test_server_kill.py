@@ -17,10 +17,12 @@ standalone comparison runs first; with transactions the summaries must match as 
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
-from pymongo import MongoClient
+from pymongo import MongoClient, WriteConcern
 
 from aecs_mongo import MessageStore, normalize
 from aecs_mongo.embedded.server import EmbeddedServer
@@ -85,3 +87,67 @@ def test_a_killed_run_proves_something(killable: EmbeddedServer, tmp_path: Path)
         with MongoClient(killable.uri) as client:
             lost = len(raws) - client["fast"].messages.count_documents({"mailboxId": MAILBOX})
     assert lost > 0, f"{attempts} kills right after a non-durable store lost nothing: the kill test is blind"
+
+
+def _copy(body: str) -> bytes:
+    return (
+        "From: Ann <ann@example.com>\r\nTo: bob@example.com\r\nSubject: launch\r\n"
+        "Date: Mon, 02 Nov 2026 09:00:00 +0000\r\nMessage-ID: <launch@example.com>\r\n\r\n" + body + "\r\n"
+    ).encode()
+
+
+def test_a_restart_between_a_variant_blob_and_its_record_is_repaired(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The server restarts after a copy's blob was uploaded and before its record was written:
+    the driver retries the record's update on the new server, which never had the blob (what a
+    kill takes of writes not yet in the journal; deleted here so that the loss is certain, not a
+    matter of when the log was flushed). The batch sees the restart (``hello``'s process id)
+    and writes again: the copy's blob is uploaded again. It was left missing before, with its
+    record present (seen by the kill test above). On a replica set only: the driver retries
+    writes there, not on a standalone server (there the batch fails and is delivered again)."""
+    import threading
+    import time
+
+    from aecs_mongo.embedded.server import _free_port
+    from aecs_mongo.pure.documents import variant_blob_key
+    from aecs_mongo.pure.keys import blob_prefix, message_key
+
+    from .conftest import enabled_backends
+
+    if "rs" not in enabled_backends(request.config):
+        pytest.skip("the rs backend is not requested")
+    server = EmbeddedServer(tmp_path / "data", test_commands=True)
+    server.requested_port = _free_port("127.0.0.1")
+    server.start()
+    first, other = _copy("the plan"), _copy("the plan, as the list sent it")
+    key = variant_blob_key(blob_prefix(MAILBOX, message_key("launch@example.com")), hashlib.sha256(other).hexdigest())
+    writer, admin = MongoClient(server.uri, appName="writer"), MongoClient(server.uri)
+    try:
+        store = MessageStore(writer["restart"], mailbox_id=MAILBOX)
+        store.ensure_indexes()
+        assert store.store(first).outcome == "stored"
+        block = {"failCommands": ["update"], "blockConnection": True, "blockTimeMS": 60_000, "appName": "writer"}
+        admin.admin.command("configureFailPoint", "failCommand", mode="alwaysOn", data=block)
+        outcome: list[Any] = []
+        worker = threading.Thread(target=lambda: outcome.append(store.store_many([other])))
+        worker.start()
+        durably = admin.get_database("restart", write_concern=WriteConcern(j=True))
+        files, chunks = durably["aecs.files"], durably["aecs.chunks"]
+        deadline = time.monotonic() + 60
+        while files.find_one({"_id": key}) is None:  # uploaded; the record's update is blocked
+            assert time.monotonic() < deadline, "the copy's blob was never uploaded"
+            time.sleep(0.05)
+        files.delete_one({"_id": key})
+        chunks.delete_many({"files_id": key})
+        server.kill()
+        server.start()
+        worker.join(timeout=120)
+        assert not worker.is_alive()
+        ((result,),) = outcome
+        assert result.outcome == "variant"
+        assert store.get_raw_variants("launch@example.com") == [first, other]
+    finally:
+        writer.close()
+        admin.close()
+        server.stop()

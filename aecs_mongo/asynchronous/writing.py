@@ -261,7 +261,7 @@ async def write_once(
         created.discard(docs.message["_id"])  # a repeat within the batch is "already stored"
     # a repeat within the batch, and every copy of a stored message, may be other bytes
     copies = [d for d, new in zip(batch, fresh, strict=True) if not new]
-    variants, wrote = await _keep_variants(ctx, copies, stored, concern)
+    variants, wrote = await _keep_variants(ctx, copies, stored, concern, repair=repair)
     if not wrote and not journaled:
         await ctx.journal_barrier(concern)
     # the local search index (search_index=) follows the commit: what this batch created
@@ -273,7 +273,12 @@ async def write_once(
 
 
 async def _keep_variants(
-    ctx: AsyncStoreContext, copies: Sequence[MessageDocuments], stored: dict[str, Mapping[str, Any]], concern: Any
+    ctx: AsyncStoreContext,
+    copies: Sequence[MessageDocuments],
+    stored: dict[str, Mapping[str, Any]],
+    concern: Any,
+    *,
+    repair: bool = False,
 ) -> tuple[set[int], bool]:
     """Keep the raw bytes of each copy of a stored message that differ from every copy kept
     (compared by SHA-256), as a blob under the message's prefix and a ``variants`` record on it.
@@ -286,6 +291,10 @@ async def _keep_variants(
     copies this call recorded, and whether it wrote: then its last update was under ``concern``
     (the journal holds it, and every write of the batch before it, as a barrier would).
     Costs nothing for mail without duplicates.
+
+    ``repair`` (a pass after a server restart): a copy whose record is there gets its blob
+    uploaded again where its ``files`` document is missing: the blob may have gone with the
+    server that restarted, while the driver's retry wrote the record on the new one.
     """
     copies = [d for d in copies if d.message.get("rawSha256")]
     if not copies:
@@ -295,6 +304,7 @@ async def _keep_variants(
         stored = {**stored, **{m["_id"]: m async for m in ctx.messages.find(ctx.by_ids(unknown), _STORED_FIELDS)}}
     known: dict[str, set[str]] = {}
     todo: list[tuple[MessageDocuments, Mapping[str, Any], Blob]] = []
+    recorded: list[tuple[Blob, str]] = []  # copies recorded already: their blobs, for a repair
     for docs in copies:
         message = stored.get(docs.message["_id"])
         if message is None:  # deleted meanwhile: nothing to keep it beside
@@ -302,11 +312,16 @@ async def _keep_variants(
         if message["_id"] not in known:
             known[message["_id"]] = await blobstore.recorded_hashes(ctx, message)
         sha = docs.message["rawSha256"]
+        raw = next(b.data for b in docs.blobs if b.key.endswith("/raw.eml"))
+        blob = Blob(variant_blob_key(message["blobPrefix"], sha), raw, "message/rfc822")
         if sha in known[message["_id"]]:
+            if repair and sha != message.get("rawSha256"):
+                recorded.append((blob, message["messageKey"]))
             continue
         known[message["_id"]].add(sha)
-        raw = next(b.data for b in docs.blobs if b.key.endswith("/raw.eml"))
-        todo.append((docs, message, Blob(variant_blob_key(message["blobPrefix"], sha), raw, "message/rfc822")))
+        todo.append((docs, message, blob))
+    # one files lookup; an upload only where the restart took a recorded copy's blob
+    await blobstore.put_blobs(ctx, recorded)
     if not todo:
         return set(), False
     # none of these is expected to be there (its hash is not recorded); one that is (a
