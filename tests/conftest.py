@@ -56,6 +56,37 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+#: The test files that take longest (seconds of one run on 2 cores, default budgets): they are
+#: collected first, because pytest-xdist's ``--dist loadfile`` (scripts/test.sh) hands files to
+#: its workers in collection order; a long file handed out last kept one worker busy for a
+#: minute after the others had finished. Others keep their order after these.
+SLOWEST_FILES = (
+    "test_cli_ux.py",
+    "test_cli.py",
+    "test_background.py",
+    "test_search_engines.py",
+    "test_vectors.py",
+    "test_lifecycle_server.py",
+    "test_server_kill_deletions.py",
+    "test_windowed_reads.py",
+    "test_server_kill.py",
+    "test_indexes_js.py",
+    "test_store.py",
+    "test_bad_input.py",
+    "test_mcp.py",
+    "test_agents.py",
+    "test_imap.py",
+    "test_mailbox.py",
+    "test_feed.py",
+    "test_reliability.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: n for n, name in enumerate(SLOWEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the order within a file stays
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--backends", default=None, help="comma-separated: " + ",".join(ALL_BACKENDS))
     parser.addoption("--flavors", default=",".join(FLAVORS), help="store flavors: " + ",".join(FLAVORS))

@@ -514,7 +514,8 @@ def test_subprocess_with_the_embedded_server(tmp_path: Path) -> None:
 
     if not embedded_available():
         pytest.skip("the embedded server is not installed")
-    env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"}
+    # the server kept between the three commands (a process each), stopped at the end
+    env = {k: v for k, v in os.environ.items() if k != "MONGODB_URI"} | {"AECS_KEEP_SERVER": "5m"}
     data_dir = tmp_path / "data"
 
     def run(*argv: str) -> subprocess.CompletedProcess[bytes]:
@@ -526,6 +527,13 @@ def test_subprocess_with_the_embedded_server(tmp_path: Path) -> None:
             timeout=180,
         )
 
+    try:
+        _three_commands(run, data_dir)
+    finally:
+        run("server", "stop")
+
+
+def _three_commands(run: Callable[..., subprocess.CompletedProcess[bytes]], data_dir: Path) -> None:
     ingest = run("ingest", str(SAMPLES))
     assert ingest.returncode == 0, ingest.stderr.decode()
     assert b"embedded" in ingest.stderr and str(data_dir).encode() in ingest.stderr

@@ -31,6 +31,10 @@ SAMPLES = ROOT / "samples" / "mailbox"
 CORPUS = SHARED / "corpus" / "eml"
 
 
+#: how long a test that runs several commands keeps its data directory's server (stopped at its end)
+KEEP = "5m"
+
+
 def _embedded() -> None:
     from aecs_mongo.embedded.server import embedded_available
 
@@ -157,23 +161,19 @@ def test_export_refuses_a_non_empty_target_and_maildir_does_not_double(tmp_path:
     (box / "b.eml").write_bytes(_message(1, date="Mon, 02 Nov 2026 09:00:00 +0000", body="other bytes"))
     (box / "c.eml").write_bytes(_message(2, date="Tue, 03 Nov 2026 09:00:00 +0000"))
     try:
-        assert aecs("--keep-server", "0", "ingest", str(box), cwd=tmp_path).returncode == 0
-        eml = aecs("--keep-server", "0", "export", "--format", "eml", str(tmp_path / "e"), cwd=tmp_path)
+        assert aecs("ingest", str(box), cwd=tmp_path, keep=KEEP).returncode == 0
+        eml = aecs("export", "--format", "eml", str(tmp_path / "e"), cwd=tmp_path, keep=KEEP)
         assert eml.returncode == 0, eml.stderr.decode()
         assert b"left out: 1 other copy" in eml.stdout and b"--variants" in eml.stdout  # said, not silent
-        again = aecs("--keep-server", "0", "export", "--format", "eml", str(tmp_path / "e"), cwd=tmp_path)
+        again = aecs("export", "--format", "eml", str(tmp_path / "e"), cwd=tmp_path, keep=KEEP)
         assert again.returncode == 1  # a FileExistsError traceback before
         _one_line_error(again.stderr.decode())
         assert b"--add" in again.stderr
         maildir = tmp_path / "M"
-        first = aecs(
-            "--keep-server", "0", "--json", "export", "--format", "maildir", "--variants", str(maildir), cwd=tmp_path
-        )
+        first = aecs("--json", "export", "--format", "maildir", "--variants", str(maildir), cwd=tmp_path, keep=KEEP)
         assert json.loads(first.stdout)["copies"] == 3
-        assert aecs("--keep-server", "0", "export", "--format", "maildir", str(maildir), cwd=tmp_path).returncode == 1
+        assert aecs("export", "--format", "maildir", str(maildir), cwd=tmp_path, keep=KEEP).returncode == 1
         added = aecs(
-            "--keep-server",
-            "0",
             "--json",
             "export",
             "--format",
@@ -182,15 +182,14 @@ def test_export_refuses_a_non_empty_target_and_maildir_does_not_double(tmp_path:
             "--add",
             str(maildir),
             cwd=tmp_path,
+            keep=KEEP,
         )
         report = json.loads(added.stdout)
         assert (report["copies"], report["alreadyThere"]) == (0, 3)
         assert len(os.listdir(maildir / "cur")) == 3  # 738 files for 369 before
         mbox = tmp_path / "out.mbox"
-        assert aecs("--keep-server", "0", "export", "--format", "mbox", str(mbox), cwd=tmp_path).returncode == 0
-        assert (
-            aecs("--keep-server", "0", "export", "--format", "mbox", "--add", str(mbox), cwd=tmp_path).returncode == 0
-        )
+        assert aecs("export", "--format", "mbox", str(mbox), cwd=tmp_path, keep=KEEP).returncode == 0
+        assert aecs("export", "--format", "mbox", "--add", str(mbox), cwd=tmp_path, keep=KEEP).returncode == 0
         assert mbox.read_bytes().count(b"\nFrom ") + 1 == 4  # appended
     finally:
         aecs("server", "stop", cwd=tmp_path)
@@ -305,18 +304,19 @@ def test_ingest_recognises_mail_by_content_and_says_what_it_skipped(cli: Cli, tm
 def test_ingest_reads_standard_input_and_reports_a_truncated_mbox(tmp_path: Path) -> None:
     _embedded()
     try:
-        one = aecs("--json", "ingest", "-", cwd=tmp_path, stdin=_message(1, date="Mon, 02 Nov 2026 09:00:00 +0000"))
+        first = _message(1, date="Mon, 02 Nov 2026 09:00:00 +0000")
+        one = aecs("--json", "ingest", "-", cwd=tmp_path, stdin=first, keep=KEEP)
         assert one.returncode == 0 and json.loads(one.stdout)["stored"] == 1, one.stderr.decode()
         mbox = b"".join(
             b"From x@example.com Mon Nov  2 09:00:00 2026\n" + _message(n).replace(b"\r\n", b"\n") + b"\n"
             for n in (2, 3)
         )
-        two = aecs("--json", "ingest", "-", cwd=tmp_path, stdin=mbox)  # procmail/fetchmail deliver so
+        two = aecs("--json", "ingest", "-", cwd=tmp_path, stdin=mbox, keep=KEEP)  # procmail/fetchmail deliver so
         assert json.loads(two.stdout)["stored"] == 2
         cut = mbox + b"From x@example.com Mon Nov  2 09:00:00 2026\nFrom: a@b\nSubject: cut he"  # 16 bytes of it
         path = tmp_path / "cut.mbox"
         path.write_bytes(cut)
-        three = aecs("--json", "ingest", str(path), cwd=tmp_path)
+        three = aecs("--json", "ingest", str(path), cwd=tmp_path, keep=KEEP)
         assert three.returncode == 1
         report = json.loads(three.stdout)
         (failure,) = report["failures"]
@@ -325,7 +325,10 @@ def test_ingest_reads_standard_input_and_reports_a_truncated_mbox(tmp_path: Path
             and cut[failure["offset"] :].startswith(b"From ")
             and "truncated" in failure["reason"]
         )
-        stored = {json.loads(line)["messageId"] for line in aecs("--json", "inbox", cwd=tmp_path).stdout.splitlines()}
+        stored = {
+            json.loads(line)["messageId"]
+            for line in aecs("--json", "inbox", cwd=tmp_path, keep=KEEP).stdout.splitlines()
+        }
         assert stored == {"n1@example.com", "n2@example.com", "n3@example.com"}  # the cut one is not
     finally:
         aecs("server", "stop", cwd=tmp_path)

@@ -389,14 +389,20 @@ def test_the_command_line_search_count_and_query_pages(cli: Cli) -> None:
 
 def test_the_embedded_default_keeps_its_index_in_the_data_directory(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    ingest = aecs("--data-dir", str(data), "ingest", str(SAMPLES), "--no-progress", cwd=tmp_path)
-    assert ingest.returncode == 0, ingest.stderr.decode()
-    found = aecs("--data-dir", str(data), "search", "from:alice Köln", "--json", cwd=tmp_path)
-    assert found.returncode == 0, found.stderr.decode()
-    *hits, about = [json.loads(line) for line in found.stdout.splitlines() if line.strip()]
-    assert about["engine"] == "local" and [r["messageId"] for r in hits] == ["koeln-2@example.com"]
-    index = data / "search" / "aecs.sqlite"
-    assert index.exists() and stat.S_IMODE(index.stat().st_mode) == 0o600
-    assert stat.S_IMODE(index.parent.stat().st_mode) == 0o700
-    bad = aecs("--data-dir", str(data), "search", '"unclosed', cwd=tmp_path)
-    assert bad.returncode == 2 and bad.stderr.decode().strip().splitlines()[-1].startswith("aecs-mongo: error: query:")
+    try:
+        ingest = aecs("--data-dir", str(data), "ingest", str(SAMPLES), "--no-progress", cwd=tmp_path, keep="5m")
+        assert ingest.returncode == 0, ingest.stderr.decode()
+        found = aecs("--data-dir", str(data), "search", "from:alice Köln", "--json", cwd=tmp_path, keep="5m")
+        assert found.returncode == 0, found.stderr.decode()
+        *hits, about = [json.loads(line) for line in found.stdout.splitlines() if line.strip()]
+        assert about["engine"] == "local" and [r["messageId"] for r in hits] == ["koeln-2@example.com"]
+        index = data / "search" / "aecs.sqlite"
+        assert index.exists() and stat.S_IMODE(index.stat().st_mode) == 0o600
+        assert stat.S_IMODE(index.parent.stat().st_mode) == 0o700
+        bad = aecs("--data-dir", str(data), "search", '"unclosed', cwd=tmp_path, keep="5m")
+        assert bad.returncode == 2 and bad.stderr.decode().strip().splitlines()[-1].startswith(
+            "aecs-mongo: error: query:"
+        )
+
+    finally:
+        aecs("--data-dir", str(data), "server", "stop", cwd=tmp_path)

@@ -83,12 +83,18 @@ def aecs(
     umask: int = -1,
     timeout: float = 180,
     stdin: bytes | None = None,
+    keep: str | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """``python -m aecs_mongo argv`` in ``cwd``, output captured; ``env`` defaults to
     ``command_env()`` with the data directory in ``cwd/aecs-data`` (``$AECS_DATA_DIR``: never
-    the user's own); ``umask`` -1 keeps this process's; ``stdin``: bytes on standard input."""
+    the user's own); ``umask`` -1 keeps this process's; ``stdin``: bytes on standard input.
+    ``keep``: the shared server is kept that long after the command (``$AECS_KEEP_SERVER``;
+    the suite's default is 0, a server per command): a test that runs several commands on one
+    data directory keeps it, and stops it with ``server stop`` at its end."""
     if env is None:
         env = {**command_env(), "AECS_DATA_DIR": str(cwd / "aecs-data")}
+    if keep is not None:
+        env = {**env, "AECS_KEEP_SERVER": keep}
     return subprocess.run(
         [sys.executable, "-m", "aecs_mongo", *argv],
         cwd=cwd,
