@@ -3,7 +3,9 @@
 
 Sections (each prints a table; everything also goes to a JSON file):
 
-- ingest: ``store`` one by one and ``store_many`` of real mail as raw bytes (the corpus with
+- ingest: ``aecs-mongo ingest`` of a Maildir of real mail beside ``notmuch new`` and ``mu index``
+  of the same Maildir, in the same run (``--ingest-tool-sizes``, 1k and 10k: messages/s, medians;
+  ``scripts/bench_ingest.py``); then ``store`` one by one and ``store_many`` of real mail as raw bytes (the corpus with
   fresh Message-IDs: raw.eml, HTML and attachments are all written, and ours parses too) vs
   PyMongo inserting the very documents and blobs our code produces (prebuilt, so the baseline
   is the I/O floor). Ratio = baseline time / our time (1.0 = driver speed; target >= 0.8).
@@ -1232,6 +1234,13 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
                 ],
             )
         )
+    if "ingest" in args.sections and args.ingest_tool_sizes:
+        import bench_ingest as tools
+
+        rounds = args.ingest_tool_rounds
+        print(f"\n== ingest beside notmuch and mu: one Maildir of real mail, messages/s (median of {rounds})")
+        report["ingest_tools"] = tools.bench_mail_tools(args.ingest_tool_sizes, rounds)
+        print(table(report["ingest_tools"], tools.COLUMNS))
     if "durability" in args.sections:
         txn_capable = bool(client.admin.command("hello").get("setName"))
         report["durability"] = bench_durability(client, args.durability_sizes, args.ingest_rounds, txn_capable)
@@ -1453,6 +1462,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15, help="rounds per read (median)")
     parser.add_argument("--ingest-messages", type=int, default=2000)
     parser.add_argument("--ingest-rounds", type=int, default=3)
+    parser.add_argument(
+        "--ingest-tool-sizes",
+        default="1000,10000",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+        help="ingest: Maildir sizes for aecs-mongo ingest beside notmuch new and mu index ('' skips it)",
+    )
+    parser.add_argument("--ingest-tool-rounds", type=int, default=3, help="ingest: rounds of each tool (median)")
     parser.add_argument("--floor-messages", type=int, default=1500, help="floor: messages per workload")
     parser.add_argument(
         "--sections",
