@@ -19,11 +19,14 @@ from typing import Any
 
 from ..pure import queries, windows
 from ..pure.keys import doc_id
-from ..pure.settings import check_limit
+from ..pure.settings import SPEC_VERSION, check_limit
 from . import capabilities
 from .context import StoreContext, resolve, to_list
 
-__all__ = ["mailbox_sample", "page", "sorted_rows", "thread_size", "walk_windows", "windowed_read"]
+#: where ``ctx.samples`` keeps the mailbox's sample (the reads' estimates sit beside it)
+_SAMPLE_KEY = SPEC_VERSION
+
+__all__ = ["few_matches", "mailbox_sample", "page", "sorted_rows", "thread_size", "walk_windows", "windowed_read"]
 
 
 def page(
@@ -66,12 +69,7 @@ def sorted_rows(
     small = size is not None and size <= windows.PLAIN_MAX
     read = windowed_read(ctx, query, sample=not small)
     if not small:
-        # what the sample says the read matches: few (a small mailbox, a selective filter) and
-        # reading all of them costs less than the windows that would find them
-        sampled, fraction = mailbox_sample(ctx)
-        hits = sum(queries.sample_match(query, row) for row in sampled)
-        plain_max = windows.PLAIN_MAX_THREADS if query.collection == "threads" else windows.PLAIN_MAX
-        small = windows.estimated_matches(hits, fraction) <= plain_max
+        small = few_matches(ctx, query)
     rows: list[dict[str, Any]] = []
 
     def take(batch: list[dict[str, Any]]) -> bool:
@@ -80,6 +78,23 @@ def sorted_rows(
 
     walk_windows(ctx, query, read, after, need, projection, take, plain=small)
     return rows
+
+
+def few_matches(ctx: StoreContext, query: queries.KeysetQuery) -> bool:
+    """What the mailbox's sample says the read matches: few (a small mailbox, a selective
+    filter), so that reading all of them costs less than the windows that would find them.
+    Kept with the sample (the same read again costs no second look at it)."""
+    sampled, fraction = mailbox_sample(ctx)
+    taken = ctx.samples[_SAMPLE_KEY][0]
+    key = f"few:{query.fingerprint}"
+    kept = ctx.samples.get(key)
+    if kept is not None and kept[0] == taken:
+        return bool(kept[1])
+    hits = sum(queries.sample_match(query, row) for row in sampled)
+    plain_max = windows.PLAIN_MAX_THREADS if query.collection == "threads" else windows.PLAIN_MAX
+    few = windows.estimated_matches(hits, fraction) <= plain_max
+    ctx.samples[key] = (taken, few)
+    return few
 
 
 def thread_size(ctx: StoreContext, tkey: str) -> int | None:
@@ -150,10 +165,8 @@ def mailbox_sample(ctx: StoreContext) -> tuple[list[dict[str, Any]], float]:
     ``aecs_messages_spec_version`` (a bounded key range there), the fraction growing until the
     sample holds enough (mail under another spec version is left out: a hint only). Kept by the
     store for ``windows.SAMPLE_TTL`` seconds, so a run of reads samples once."""
-    from ..pure.settings import SPEC_VERSION
-
     now = monotonic()
-    kept = ctx.samples.get(SPEC_VERSION)
+    kept = ctx.samples.get(_SAMPLE_KEY)
     if kept is not None and now - kept[0] < windows.SAMPLE_TTL:
         return kept[1], kept[2]
     found: list[dict[str, Any]] = []
@@ -163,5 +176,5 @@ def mailbox_sample(ctx: StoreContext) -> tuple[list[dict[str, Any]], float]:
         found = to_list(ctx.messages.find(selector, queries.SAMPLE_PROJECTION))
         if len(found) >= windows.SAMPLE_ENOUGH:
             break
-    ctx.samples[SPEC_VERSION] = (now, found, fraction)
+    ctx.samples[_SAMPLE_KEY] = (now, found, fraction)
     return found, fraction
