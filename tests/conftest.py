@@ -41,12 +41,17 @@ from pymongo import MongoClient
 
 from aecs_mongo.embedded.server import EmbeddedServer
 
+from .helpers.budgets import BIG
 from .helpers.cli import Cli, in_process
 from .helpers.monitoring import Recorder
 from .helpers.normalize import load_validator
 
 ALL_BACKENDS = ("mongomock", "rs", "standalone", "uri")
 FLAVORS = ("sync", "pymongo_async", "motor")
+#: Motor runs the same async source as PyMongo's async client through ``resolve()``: CI
+#: (``CI=true``) runs it on every store test; a contributor's default run leaves it to CI
+#: (a sixth of the suite's time; ``--flavors`` or ``AECS_FLAVORS`` choose)
+DEFAULT_FLAVORS = ("sync", "pymongo_async")
 SERVER_BACKENDS = ("rs", "standalone", "uri")
 
 
@@ -89,7 +94,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--backends", default=None, help="comma-separated: " + ",".join(ALL_BACKENDS))
-    parser.addoption("--flavors", default=",".join(FLAVORS), help="store flavors: " + ",".join(FLAVORS))
+    parser.addoption(
+        "--flavors",
+        default=os.environ.get("AECS_FLAVORS") or ",".join(FLAVORS if BIG else DEFAULT_FLAVORS),
+        help="store flavors: " + ",".join(FLAVORS) + " (default: all three with CI=true, else sync and pymongo_async)",
+    )
 
 
 def enabled_backends(config: pytest.Config) -> list[str]:
