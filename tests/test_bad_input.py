@@ -26,7 +26,7 @@ from aecs_mongo import AecsMongoError, InvalidCursorError, MessageStore
 from .helpers.budgets import budget
 from .helpers.factories import email
 
-TOTAL = budget("AECS_HYPOTHESIS_EXAMPLES", big=2_000, small=1_000)
+TOTAL = budget("AECS_HYPOTHESIS_EXAMPLES", big=2_000, small=500)
 # CI runs the same examples every time (a landing must not hinge on luck); elsewhere they vary
 DERANDOMIZE = bool(os.environ.get("CI"))
 COLLECTIONS = ("messages", "bodies", "threads", "uidls", "aecs.files", "aecs.chunks")

@@ -21,7 +21,7 @@ from .helpers.factories import BASE_TS, email
 from .helpers.monitoring import Recorder
 
 SMALL = 2000  # above windows.PLAIN_MAX: a mailbox this small is read with the plain query
-BIG = budget("AECS_WINDOWED_MAILBOX", big=10_000, small=6000)
+BIG = budget("AECS_WINDOWED_MAILBOX", big=10_000, small=4000)
 BUNCHED = range(200, 500)  # 300 messages in one second: Date-less mail sorted by its processedAt
 
 
