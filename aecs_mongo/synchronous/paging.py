@@ -150,13 +150,18 @@ def walk_windows(
 def windowed_read(
     ctx: StoreContext, query: queries.KeysetQuery, sample: bool = True
 ) -> windows.WindowedRead:
-    """The read as ``windows.walk`` takes it, with the ``ts`` of the mailbox's sample
-    (``mailbox_sample``): where its mail is, and about how much there is."""
+    """The read as ``windows.walk`` takes it, with the ``ts`` of the sampled messages it may
+    match (``mailbox_sample``, ``queries.sample_match``): where its mail is, and about how much
+    there is. The read's own matches, not the mailbox's: a probe sized from the mailbox's
+    density held a tenth of a match for a read of one correspondent in ten, so the walk took
+    mail for a gap and read thousands of rows (with_participant at 100,000 messages: 16
+    statements, 113 ms)."""
     read = queries.windowed_read(query, ctx.mailbox_id, int(_dt.datetime.now(_dt.UTC).timestamp()))
     if not sample:
         return read
     sampled, fraction = mailbox_sample(ctx)
-    return dataclasses.replace(read, hint=tuple(sorted(int(r["ts"]) for r in sampled)), hint_fraction=fraction)
+    hint = tuple(sorted(int(r["ts"]) for r in sampled if queries.sample_match(query, r)))
+    return dataclasses.replace(read, hint=hint, hint_fraction=fraction)
 
 
 def mailbox_sample(ctx: StoreContext) -> tuple[list[dict[str, Any]], float]:

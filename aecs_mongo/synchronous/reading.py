@@ -20,7 +20,7 @@ from ..pure.keys import check_str, strip_message_id, thread_key
 from ..pure.settings import check_limit
 from ..results import MessagePage, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, ThreadSummary
-from . import paging
+from . import capabilities, paging
 from .context import StoreContext, to_list
 from .writing import parse_raw
 
@@ -108,9 +108,12 @@ def thread_context(ctx: StoreContext, thread_id: str, limit: int = 20) -> list[C
         return []
     total = len(newest)
     if total == limit:
-        # a huge thread: its summary's count (counting it would read the whole thread here)
+        # the summary's count where it is exact (written in each message's transaction), or
+        # where counting would read a huge thread whole; else a count (without transactions a
+        # crash can leave the summary short by one until reindex)
         big = size is not None and size > windows.PLAIN_MAX and not ctx.capabilities.stops_at_limit
-        total = size if big and size is not None else ctx.messages.count_documents(selector)
+        exact = size is not None and size >= limit and capabilities.transactions(ctx)
+        total = size if (big or exact) and size is not None else ctx.messages.count_documents(selector)
     first_position = max(total - len(newest), 0)
     return [cast(ContextEntry, context_entry(m, first_position + offset)) for offset, m in enumerate(reversed(newest))]
 
