@@ -104,6 +104,7 @@ from aecs_mongo.pure.documents import (  # noqa: E402
 )
 from aecs_mongo.pure.keys import address_key, doc_id, message_key, thread_key  # noqa: E402
 from aecs_mongo.pure.queries import LIST_PROJECTION, THREAD_CONTEXT_PROJECTION  # noqa: E402
+from aecs_mongo.synchronous import writing  # noqa: E402
 
 Doc = dict[str, Any]
 BASE_TS = 1_780_000_000
@@ -168,7 +169,7 @@ def storable(raws: list[bytes]) -> tuple[list[bytes], list[MessageDocuments]]:
     kept: dict[str, tuple[bytes, MessageDocuments]] = {}
     for raw in raws:
         try:
-            docs = builder._build(raw, None, None)
+            docs = writing.build(builder._context, raw, None, None)
         except AecsMongoError:
             continue
         kept.setdefault(docs.message["_id"], (raw, docs))
