@@ -32,8 +32,9 @@ Sections (each prints a table; everything also goes to a JSON file):
   to ``delete()`` one by one (timed on a sample, the only way before them).
 - export (``--sections export``, not in the default list): export alone, quicker than lifecycle:
   ``--export-messages`` (3,000) distinct real messages and a variant of every 50th, exported as
-  mbox and as Maildir (fsync per file) with every variant beside the read floor, round after
-  round in one run (``--export-rounds``, medians), with the statements and the load average.
+  mbox and as Maildir (fsync per file) with every variant, and read alone (``export_raw``, no
+  writer), beside the read floor, round after round in one run (``--export-rounds``, medians),
+  with the statements and the load average.
 - memory: peak RSS of ``aecs-mongo ingest`` on generated mboxes of 20 and 200 MB.
 - search (``--sections search``, not in the default list): the local search index beside notmuch
   on the same Maildir of real mail at 1k, 10k and 100k messages (``--search-sizes``), a rare
@@ -930,8 +931,9 @@ def bench_export(uri: str, size: int, rounds: int) -> list[Doc]:
     """Export alone beside its floor, in one run: a mailbox of ``size`` distinct real messages
     (every tier: the corpus repeated with fresh Message-IDs) and a second copy (a variant) of
     every 50th that has a Message-ID of its own, exported with every variant as mbox and as
-    Maildir (fsync per file), and the read floor (one cursor over the mailbox's chunks: the
-    bytes alone, unordered, unchecked), one of each per round after a warm-up round; MB/s
+    Maildir (fsync per file) and read alone (``export_raw``, nothing written), and the read
+    floor (one cursor over the mailbox's chunks: the bytes alone, unordered, unchecked), one of
+    each per round after a warm-up round, the output made and removed outside the timing; MB/s
     medians, the statements of one export, and the load average before and after (the machine
     may be shared). ``--data-dir`` keeps the mailbox for the next run."""
     import tempfile
@@ -961,30 +963,34 @@ def bench_export(uri: str, size: int, rounds: int) -> list[Doc]:
         print(f"  export: stored {size:,} messages in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     root = mailbox_blob_root("bench")
 
-    def floor() -> int:
+    def floor(out: Path) -> int:
         chunks = db["aecs.chunks"].find({"files_id": {"$gte": root, "$lt": root[:-1] + "0"}}, {"data": 1})
         return sum(len(c["data"]) for c in chunks)
 
-    def export(fmt: str) -> Callable[[], int]:
-        def run() -> int:
-            with tempfile.TemporaryDirectory() as tmp, open_writer(fmt, Path(tmp) / fmt) as writer:
+    def export(fmt: str) -> Callable[[Path], int]:
+        def run(out: Path) -> int:
+            with open_writer(fmt, out / fmt) as writer:  # closing it syncs the file(s) to disk
                 for copy in store.export_raw(variants=True):
                     writer.write(copy.data, ts=copy.ts, sender=copy.sender)
             return writer.bytes_written
 
         return run
 
-    runs = {"mbox": export("mbox"), "maildir": export("maildir"), "floor": floor}
+    def read_only(out: Path) -> int:  # the store's part alone: every copy read, none written
+        return sum(len(copy.data) for copy in store.export_raw(variants=True))
+
+    runs = {"mbox": export("mbox"), "maildir": export("maildir"), "export_raw": read_only, "floor": floor}
     load_before = os.getloadavg()
     rates: dict[str, list[float]] = {name: [] for name in runs}
     sent: dict[str, int] = {}
     volume: dict[str, int] = {}
     for round_ in range(rounds + 1):
         for name, run in runs.items():
-            counter.count = 0
-            started = time.perf_counter()
-            volume[name] = run()
-            seconds = time.perf_counter() - started
+            with tempfile.TemporaryDirectory() as tmp:  # made and removed outside the timing
+                counter.count = 0
+                started = time.perf_counter()
+                volume[name] = run(Path(tmp))
+                seconds = time.perf_counter() - started
             sent[name] = counter.count
             if round_:  # the first round warms the server's cache
                 rates[name].append(volume[name] / 1e6 / seconds)
@@ -997,7 +1003,7 @@ def bench_export(uri: str, size: int, rounds: int) -> list[Doc]:
         {
             "read": name,
             "messages": size,
-            "copies": copies if name != "floor" else None,
+            "copies": None if name == "floor" else copies,
             "MB": volume[name] / 1e6,
             "MB_per_s": statistics.median(rates[name]),
             "min": min(rates[name]),
