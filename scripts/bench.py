@@ -32,6 +32,11 @@ Sections (each prints a table; everything also goes to a JSON file):
   cursor over the mailbox's chunks: the bytes alone, unordered, unchecked),
   ``expire`` at the median date and ``erase_mailbox`` of the rest: time, statements, and the ratio
   to ``delete()`` one by one (timed on a sample, the only way before them).
+- export (``--sections export``, not in the default list): export alone, quicker than lifecycle:
+  ``--export-messages`` (3,000) distinct real messages and a variant of every 50th, exported as
+  mbox and as Maildir (fsync per file) with every variant, and read alone (``export_raw``, no
+  writer), beside the read floor, round after round in one run (``--export-rounds``, medians),
+  with the statements and the load average.
 - memory: peak RSS of ``aecs-mongo ingest`` on generated mboxes of 20 and 200 MB.
 - search (``--sections search``, not in the default list): the local search index beside notmuch
   on the same Maildir of real mail at 1k, 10k and 100k messages (``--search-sizes``), a rare
@@ -106,6 +111,7 @@ from aecs_mongo.pure.documents import (  # noqa: E402
 )
 from aecs_mongo.pure.keys import address_key, doc_id, message_key, thread_key  # noqa: E402
 from aecs_mongo.pure.queries import LIST_PROJECTION, THREAD_CONTEXT_PROJECTION  # noqa: E402
+from aecs_mongo.synchronous import writing  # noqa: E402
 
 Doc = dict[str, Any]
 BASE_TS = 1_780_000_000
@@ -170,7 +176,7 @@ def storable(raws: list[bytes]) -> tuple[list[bytes], list[MessageDocuments]]:
     kept: dict[str, tuple[bytes, MessageDocuments]] = {}
     for raw in raws:
         try:
-            docs = builder._build(raw, None, None)
+            docs = writing.build(builder._context, raw, None, None)
         except AecsMongoError:
             continue
         kept.setdefault(docs.message["_id"], (raw, docs))
@@ -929,6 +935,99 @@ def bench_lifecycle(uri: str, size: int, sample: int) -> Doc:
     return row
 
 
+def bench_export(uri: str, size: int, rounds: int) -> list[Doc]:
+    """Export alone beside its floor, in one run: a mailbox of ``size`` distinct real messages
+    (every tier: the corpus repeated with fresh Message-IDs) and a second copy (a variant) of
+    every 50th that has a Message-ID of its own, exported with every variant as mbox and as
+    Maildir (fsync per file) and read alone (``export_raw``, nothing written), and the read
+    floor (one cursor over the mailbox's chunks: the bytes alone, unordered, unchecked), one of
+    each per round after a warm-up round, the output made and removed outside the timing; MB/s
+    medians, the statements of one export, and the load average before and after (the machine
+    may be shared). ``--data-dir`` keeps the mailbox for the next run."""
+    import tempfile
+
+    from aecs_mongo.mail.sinks import open_writer
+    from aecs_mongo.pure.lifecycle import mailbox_blob_root
+
+    counter = StatementCounter()
+    client: MongoClient[Doc] = MongoClient(uri, event_listeners=[counter])
+    db = client[f"aecs_bench_export_{size}"]
+    store = MessageStore(db, mailbox_id="bench")
+    if db.messages.count_documents({"mailboxId": "bench"}) != size:
+        client.drop_database(db.name)
+        store.ensure_indexes()
+        source = gen_mbox.CORPUS if gen_mbox.CORPUS.is_dir() else gen_mbox.SAMPLES
+        stream = gen_mbox.messages(64, source=source)
+        seen: set[str] = set()
+        started = time.perf_counter()
+        for done in range(0, size, 1000):
+            raws, docs = fresh_slice(stream, seen, min(1000, size - done))
+            store.store_many(raws, batch_size=100, on_error=lambda i, item, exc: None)
+            # other bytes under the same Message-ID (a synthetic one would change with the bytes)
+            named = [
+                raw for raw, d in zip(raws, docs, strict=True) if not d.message["messageId"].startswith("generated-")
+            ]
+            store.store_many([raw + b"\r\n" for raw in named[::50]], on_error=lambda i, item, exc: None)
+        print(f"  export: stored {size:,} messages in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    root = mailbox_blob_root("bench")
+
+    def floor(out: Path) -> int:
+        chunks = db["aecs.chunks"].find({"files_id": {"$gte": root, "$lt": root[:-1] + "0"}}, {"data": 1})
+        return sum(len(c["data"]) for c in chunks)
+
+    def export(fmt: str) -> Callable[[Path], int]:
+        def run(out: Path) -> int:
+            with open_writer(fmt, out / fmt) as writer:  # closing it syncs the file(s) to disk
+                for copy in store.export_raw(variants=True):
+                    writer.write(copy.data, ts=copy.ts, sender=copy.sender)
+            return writer.bytes_written
+
+        return run
+
+    def read_only(out: Path) -> int:  # the store's part alone: every copy read, none written
+        return sum(len(copy.data) for copy in store.export_raw(variants=True))
+
+    runs = {"mbox": export("mbox"), "maildir": export("maildir"), "export_raw": read_only, "floor": floor}
+    load_before = os.getloadavg()
+    rates: dict[str, list[float]] = {name: [] for name in runs}
+    sent: dict[str, int] = {}
+    volume: dict[str, int] = {}
+    for round_ in range(rounds + 1):
+        for name, run in runs.items():
+            with tempfile.TemporaryDirectory() as tmp:  # made and removed outside the timing
+                counter.count = 0
+                started = time.perf_counter()
+                volume[name] = run(Path(tmp))
+                seconds = time.perf_counter() - started
+            sent[name] = counter.count
+            if round_:  # the first round warms the server's cache
+                rates[name].append(volume[name] / 1e6 / seconds)
+    load_after = os.getloadavg()
+    copies = db.messages.count_documents({"mailboxId": "bench"}) + sum(
+        len(m.get("variantHashes") or ()) for m in db.messages.find({"mailboxId": "bench"}, {"variantHashes": 1})
+    )
+    floor_rate = statistics.median(rates["floor"])
+    rows = [
+        {
+            "read": name,
+            "messages": size,
+            "copies": None if name == "floor" else copies,
+            "MB": volume[name] / 1e6,
+            "MB_per_s": statistics.median(rates[name]),
+            "min": min(rates[name]),
+            "max": max(rates[name]),
+            "vs_floor": statistics.median(rates[name]) / floor_rate,
+            "statements": sent[name],
+            "rounds": rounds,
+            "load_before": " ".join(f"{x:.1f}" for x in load_before),
+            "load_after": " ".join(f"{x:.1f}" for x in load_after),
+        }
+        for name in runs
+    ]
+    client.close()
+    return rows
+
+
 # --- memory ------------------------------------------------------------------------------------
 
 
@@ -1350,6 +1449,29 @@ def run(uri: str, args: argparse.Namespace, server: str) -> Doc:
                 ],
             )
         )
+    if "export" in args.sections:
+        report["export"] = bench_export(uri, args.export_messages, args.export_rounds)
+        print(
+            f"\n== export of {args.export_messages:,} real messages with every variant: MB/s, medians of"
+            f" {args.export_rounds} rounds (floor: one cursor over the mailbox's chunks, all its blobs)"
+        )
+        print(
+            table(
+                report["export"],
+                [
+                    "read",
+                    "copies",
+                    "MB",
+                    "MB_per_s",
+                    "min",
+                    "max",
+                    "vs_floor",
+                    "statements",
+                    "load_before",
+                    "load_after",
+                ],
+            )
+        )
     if "cli" in args.sections:
         report["cliShort"] = bench_cli_short(args.cli_short_mb)
         print(
@@ -1513,6 +1635,8 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda s: [int(x) for x in s.split(",")],
         help="lifecycle: mailbox sizes (each is ingested first: 100k takes several minutes)",
     )
+    parser.add_argument("--export-messages", type=int, default=3000, help="export: real messages in the mailbox")
+    parser.add_argument("--export-rounds", type=int, default=5, help="export: timed rounds (median)")
     parser.add_argument("--delete-sample", type=int, default=200, help="lifecycle: delete() calls timed one by one")
     parser.add_argument("--search-sizes", default="1000,10000,100000", type=lambda s: [int(x) for x in s.split(",")])
     parser.add_argument("--search-rounds", type=int, default=7, help="search: rounds per query (median)")

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from aecs_mongo.errors import AecsMongoError
+from aecs_mongo.pure import lifecycle
 from aecs_mongo.pure.lifecycle import DATA_COLLECTIONS
 
 from .helpers.factories import recomputed_threads, stored_threads
@@ -179,3 +181,66 @@ def test_export_raw_streams_oldest_first_with_variants(make_store: Callable[...,
     assert missing == ["no-raw@example.com"]
     with pytest.raises(TypeError):
         exported(store, since=dt.datetime(2024, 1, 1))
+
+
+def every_copy(store: Any, count: int) -> list[tuple[str, int, bytes]]:
+    """Messages n0..n<count-1> (oldest first) with each raw copy, as ``get_raw_variants`` gives them."""
+    return [
+        (mid, number, data)
+        for mid in (f"n{n}@example.com" for n in range(count))
+        for number, data in enumerate(store.get_raw_variants(mid))
+    ]
+
+
+def test_export_reads_whole_blobs_across_page_and_statement_boundaries(
+    make_store: Callable[..., Any], db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages of 3 messages and statements of 2 blobs or 300 kB: messages of 2 and 6 chunks, each
+    larger than a statement alone, and variants (one of 2 chunks) after their first copy, all
+    come back whole and in order, as they do with the default sizes."""
+    store = make_store("alice")
+    mail = mailbox_mail(8)  # n0, n3, n6: 2 chunks
+    mail[4] = raw(4, day=4, thread=4, attachment=bytes(range(256)) * 4000)  # 1.4 MB: 6 chunks
+    store.store_many(mail)
+    assert store.store(mail[3] + b"\r\nanother copy\r\n").variant
+    assert store.store(mail[5] + b"\r\n").variant
+    expected = every_copy(store, 8)
+    assert [n for _, n, _ in expected].count(1) == 2
+    assert max(db["aecs.chunks"].find({"files_id": {"$regex": "raw[.]eml$"}}).distinct("n")) == 5
+    defaults = exported(store, variants=True)
+    monkeypatch.setattr(lifecycle, "EXPORT_PAGE", 3)
+    monkeypatch.setattr(lifecycle, "EXPORT_BLOBS", 2)
+    monkeypatch.setattr(lifecycle, "EXPORT_PAGE_BYTES", 300_000)
+    for copies in (defaults, exported(store, variants=True)):
+        assert [(c.message_id, c.copy, c.data) for c in copies] == expected
+    assert [(c.message_id, c.data) for c in exported(store)] == [(m, d) for m, n, d in expected if n == 0]
+
+
+def test_export_checks_each_copy_against_what_its_message_records(make_store: Callable[..., Any], db: Any) -> None:
+    """A first copy's chunks are checked against its message's ``sizeBytes``; where they do not
+    add up, its ``files`` document decides, as it did for every copy before: a chunk missing at
+    the start or the end is an error, chunks gone with their files document make a message
+    without a raw copy (``on_missing``), a message recorded without a size is read through its
+    files document. Chunks all there whose files document is gone (a deletion cut short between
+    the two) are exported: the message is still stored."""
+    store = make_store("alice")
+    store.store_many(mailbox_mail(7))  # n0, n3, n6: 2 chunks
+
+    def key(n: int) -> str:
+        return str(db.messages.find_one({"messageId": f"n{n}@example.com"})["blobPrefix"]) + "raw.eml"
+
+    expected = every_copy(store, 7)
+    for n in (0, 1):  # the first chunk of two, then the last
+        chunk = db["aecs.chunks"].find_one({"files_id": key(3), "n": n})
+        db["aecs.chunks"].delete_one({"_id": chunk["_id"]})
+        with pytest.raises(AecsMongoError, match="missing chunks"):
+            exported(store)
+        db["aecs.chunks"].insert_one(chunk)
+    db.messages.update_one({"messageId": "n2@example.com"}, {"$unset": {"sizeBytes": 1}})
+    db["aecs.files"].delete_one({"_id": key(6)})
+    db["aecs.files"].delete_one({"_id": key(1)})
+    db["aecs.chunks"].delete_many({"files_id": key(1)})
+    missing: list[str] = []
+    copies = exported(store, on_missing=missing.append)
+    assert missing == ["n1@example.com"]
+    assert [(c.message_id, c.copy, c.data) for c in copies] == [e for e in expected if e[0] != "n1@example.com"]

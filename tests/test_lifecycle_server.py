@@ -13,9 +13,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import random
 import signal
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from pymongo import MongoClient, monitoring
 
 from aecs_mongo import MessageStore, RawMessage, read_messages
 from aecs_mongo.pure.explain import plan_stages
+from aecs_mongo.pure.lifecycle import EXPORT_BLOBS, EXPORT_PAGE
 
 from .helpers.budgets import budget
 from .helpers.children import start_worker
@@ -220,6 +223,41 @@ def test_erase_everything_in_few_indexed_statements(servers: Any, backend: str, 
     assert barrier["writeConcern"]["j"] is True
     assert_on_indexes(db, sent)
     print(f"\n{backend}: erased {messages} messages, {documents} documents in {len(sent)} statements")
+
+
+def test_export_reads_each_group_of_blobs_in_one_indexed_statement(
+    servers: Any, backend: str, db: Any, corpus: Path
+) -> None:
+    """The corpus exported with every variant: byte for byte what ``get_raw_variants`` gives, in
+    (ts, messageKey) order; one ``messages`` find (and a getMore a page), one ``chunks`` find a
+    group of at most ``EXPORT_BLOBS`` blobs asking for all its chunks at once (no getMore), a
+    ``files`` find only for the variants' lengths; every statement on an index."""
+    store = fill(db, "alice", corpus_mail(corpus))
+    fill(db, "bob", corpus_mail(SAMPLES))
+    listener = Statements()
+    client: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[listener])
+    try:
+        copies = list(MessageStore(client[db.name], mailbox_id="alice").export_raw(variants=True))
+    finally:
+        client.close()
+    order = db.messages.find({"mailboxId": "alice"}, {"messageId": 1}).sort([("ts", 1), ("messageKey", 1)])
+    expected = [
+        (m["messageId"], n, data) for m in order for n, data in enumerate(store.get_raw_variants(m["messageId"]))
+    ]
+    assert [(c.message_id, c.copy, c.data) for c in copies] == expected
+    messages, variants = sum(c.copy == 0 for c in copies), sum(c.copy > 0 for c in copies)
+    assert messages > 300 and variants > 0
+    sent = [c for c in listener.commands if next(iter(c)) != "endSessions"]
+    count = Counter((next(iter(c)), c.get("find") or c.get("collection")) for c in sent)
+    pages = math.ceil(messages / EXPORT_PAGE)
+    assert count.pop(("find", "messages")) == 1 and count.pop(("getMore", "messages"), 0) <= pages
+    assert count.pop(("find", "aecs.chunks")) <= math.ceil(len(copies) / EXPORT_BLOBS) + pages
+    files = [c for c in sent if c.get("find") == "aecs.files"]
+    assert count.pop(("find", "aecs.files")) == len(files) <= pages + math.ceil(variants / EXPORT_BLOBS)
+    assert all("/variants/" in key for c in files for key in c["filter"]["_id"]["$in"])
+    assert count == {}, count  # no getMore on chunks or files
+    assert_on_indexes(db, sent)
+    print(f"\n{backend}: {len(copies)} copies exported in {len(sent)} statements")
 
 
 def test_erase_killed_midway_then_rerun_completes(servers: Any, backend: str, db: Any, corpus: Path) -> None:

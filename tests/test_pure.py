@@ -10,7 +10,7 @@ import pytest
 
 import aecs_mongo
 from aecs_mongo import errors
-from aecs_mongo.pure.blobs import assemble, chunk_documents, file_document, prefix_filter
+from aecs_mongo.pure.blobs import assemble, chunk_documents, file_document, join_chunks, prefix_filter
 from aecs_mongo.pure.documents import (
     build_documents,
     fold_thread_summary,
@@ -19,6 +19,7 @@ from aecs_mongo.pure.documents import (
 )
 from aecs_mongo.pure.explain import plan_stages, sort_provided
 from aecs_mongo.pure.keys import blob_prefix, list_id_key, message_key, strip_message_id, subject_key
+from aecs_mongo.pure.lifecycle import byte_pages, recorded_size
 from aecs_mongo.pure.queries import decode_cursor, encode_cursor, inbox_query, participant_query
 
 from .helpers.factories import BASE_TS, email
@@ -160,6 +161,36 @@ def test_chunks_reassemble_and_detect_gaps() -> None:
         assemble(file_doc, chunks[:2] + chunks[3:])
     assert chunk_documents("k", b"") == []
     assert assemble(file_document("k", 0, "x", meta), []) == b""
+
+
+def test_chunks_join_when_they_add_up_to_the_recorded_length() -> None:
+    data = bytes(range(256)) * 5
+    chunks = chunk_documents("k", data, chunk_size=300)
+    assert join_chunks(chunks, len(data)) == data
+    assert join_chunks(chunks[:1], 300) == data[:300]
+    assert join_chunks(chunks[:4], len(data)) is None  # the last one missing
+    assert join_chunks(chunks[1:], len(data) - 300) is None  # the first one missing
+    assert join_chunks(chunks[:2] + chunks[3:], len(data) - 300) is None  # a gap
+    assert join_chunks(chunks, len(data) + 1) is None and join_chunks([], 0) == b""
+
+
+def test_a_message_records_its_first_copy_size_only_with_raw_bytes() -> None:
+    assert recorded_size({"blobs": ["raw.eml", "att/0"], "sizeBytes": 2216}) == 2216
+    # nothing to check chunks against: no raw copy, no record, an empty copy, not a count
+    unsized: list[dict[str, Any]] = [
+        {"blobs": ["att/0"], "sizeBytes": 10},
+        {"blobs": ["raw.eml"]},
+        {"blobs": ["raw.eml"], "sizeBytes": 0},
+        {"blobs": ["raw.eml"], "sizeBytes": True},
+    ]
+    assert [recorded_size(m) for m in unsized] == [None] * 4
+
+
+def test_byte_pages_bound_bytes_and_count() -> None:
+    sizes = [5, 5, 20, 1, 1, 1, 1]
+    assert byte_pages(sizes, int, limit=10) == [[5, 5], [20], [1, 1, 1, 1]]
+    assert byte_pages(sizes, int, limit=10, most=3) == [[5, 5], [20], [1, 1, 1], [1]]
+    assert byte_pages([], int, limit=10, most=3) == []
 
 
 def test_sort_provided_reads_the_keys_after_the_equality_prefix() -> None:

@@ -6,6 +6,8 @@ No server: what is checked is the file formats, byte for byte, on messages built
 from __future__ import annotations
 
 import os
+import random
+import re
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,21 @@ def test_mboxrd_round_trip_is_byte_exact(tmp_path: Path) -> None:
 def test_mboxrd_quoting_adds_one_quote_level() -> None:
     assert mboxrd_quote(b"From x\n>From y\nA From z\n") == b">From x\n>>From y\nA From z\n"
     assert mboxrd_quote(b"no separator\n") == b"no separator\n"
+
+
+def test_mboxrd_quoting_is_the_line_by_line_rule() -> None:
+    """On random runs of the pieces that matter, the quoting equals the rule read literally: the
+    bytes split at LF, one more ``>`` before each line that starts with ``>*From ``."""
+
+    def by_lines(data: bytes) -> bytes:
+        lines = data.split(b"\n")
+        return b"\n".join(b">" + line if re.match(rb">*From ", line) else line for line in lines)
+
+    pieces = [b"\n", b"\r", b"\r\n", b">", b"From ", b"From", b"x", b" ", b"rom "]
+    rng = random.Random(36)
+    for _ in range(3000):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randrange(12)))
+        assert mboxrd_quote(data) == by_lines(data), data
 
 
 def test_maildir_is_atomic_and_read_back_in_write_order(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "chunk_count",
     "chunk_documents",
     "file_document",
+    "join_chunks",
     "prefix_filter",
 ]
 
@@ -69,6 +70,16 @@ def assemble(file_doc: Mapping[str, Any], chunks: Sequence[Mapping[str, Any]]) -
     if len(data) != file_doc["length"]:
         raise AecsMongoError(f"GridFS file {file_doc['_id']!r} has {len(data)} bytes, expected {file_doc['length']}")
     return data
+
+
+def join_chunks(chunks: Sequence[Mapping[str, Any]], length: int) -> bytes | None:
+    """A blob's bytes from its chunks (sorted by ``n``) when they are all of it: ``n`` = 0, 1, ...
+    and ``length`` bytes in all (a missing chunk breaks the run or shortens the total); None
+    otherwise. What ``assemble`` checks without the ``files`` document, given the length."""
+    if any(c["n"] != n for n, c in enumerate(chunks)):
+        return None
+    data = b"".join(c["data"] for c in chunks)
+    return data if len(data) == length else None
 
 
 def prefix_filter(field: str, prefix: str) -> dict[str, Any]:

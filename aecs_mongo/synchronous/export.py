@@ -17,7 +17,15 @@ from .context import StoreContext
 
 __all__ = ["export_copies"]
 
-_EXPORT_FIELDS = {"messageId": 1, "ts": 1, "blobPrefix": 1, "blobs": 1, "variantHashes": 1, "from.email": 1}
+_EXPORT_FIELDS = {
+    "messageId": 1,
+    "ts": 1,
+    "blobPrefix": 1,
+    "blobs": 1,
+    "variantHashes": 1,
+    "from.email": 1,
+    "sizeBytes": 1,
+}
 
 
 def export_copies(
@@ -33,9 +41,12 @@ def export_copies(
     (stored from a NormalizedEmail without ``rawFull``) is passed to ``on_missing`` (its message
     id) instead.
 
-    Blobs are read a page at a time (``lifecycle.EXPORT_PAGE`` messages, one ``files`` and one
-    ``chunks`` statement for up to ``lifecycle.EXPORT_PAGE_BYTES`` of them), so memory is bounded
-    by that page or the largest message, never by the mailbox.
+    Blobs are read a page at a time (``lifecycle.EXPORT_PAGE`` messages, one ``chunks``
+    statement for up to ``lifecycle.EXPORT_BLOBS`` blobs and ``lifecycle.EXPORT_PAGE_BYTES`` of
+    them), so memory is bounded by that or the largest message, never by the mailbox. A first
+    copy's length is its message's ``sizeBytes``, so its ``files`` document is read only where
+    its chunks do not add up to it (and for variants, whose length only their ``files``
+    document holds): one statement per group of blobs instead of two.
     """
     selector = lifecycle.export_filter(ctx.mailbox_id, since, until)
     found = ctx.db["messages"].find(selector, _EXPORT_FIELDS).sort([("ts", 1), ("messageKey", 1)])
@@ -57,25 +68,58 @@ def _export_page(
     on_missing: Callable[[str], None] | None,
 ) -> Iterator[ExportedCopy]:
     wanted = [(m, number, key) for m in page for number, key in lifecycle.raw_copy_keys(m, variants)]
-    files = ctx.files
-    found = files.find({"_id": {"$in": [key for _, _, key in wanted]}}, {"length": 1, "chunkSize": 1})
-    stored = {f["_id"]: f for f in found}
-    if on_missing is not None:
-        for message in page:
-            if not any(key in stored for number, key in lifecycle.raw_copy_keys(message, False) if number == 0):
-                on_missing(message["messageId"])
-    present = [item for item in wanted if item[2] in stored]
-    for group in lifecycle.byte_pages(present, lambda item: int(stored[item[2]]["length"])):
-        data = _read_blobs(ctx, [stored[key] for _, _, key in group])
+    lengths = {key: size for m, number, key in wanted if number == 0 and (size := lifecycle.recorded_size(m))}
+    files = _files(ctx, [key for _, _, key in wanted if key not in lengths])
+    lengths.update((key, int(f["length"])) for key, f in files.items())
+    reported: set[str] = set()
+
+    def missing(message: Mapping[str, Any]) -> None:
+        if on_missing is not None and message["messageId"] not in reported:
+            reported.add(message["messageId"])
+            on_missing(message["messageId"])
+
+    for message in page:
+        if not any(key in lengths for number, key in lifecycle.raw_copy_keys(message, False) if number == 0):
+            missing(message)
+    present = [item for item in wanted if item[2] in lengths]
+    limit, most = lifecycle.EXPORT_PAGE_BYTES, lifecycle.EXPORT_BLOBS
+    for group in lifecycle.byte_pages(present, lambda item: lengths[item[2]], limit, most):
+        keys = [key for _, _, key in group]
+        chunks = _read_chunks(ctx, keys, sum(blobs.chunk_count(lengths[key]) for key in keys))
+        joined = {key: blobs.join_chunks(chunks.get(key, ()), lengths[key]) for key in keys if key not in files}
+        # chunks that do not add up to the recorded size: the files document decides, as for get_raw
+        files.update(_files(ctx, [key for key, data in joined.items() if data is None]))
         for message, number, key in group:
+            raw = blobs.assemble(files[key], chunks.get(key, ())) if key in files else joined.pop(key)
+            chunks.pop(key, None)  # what is yielded is the caller's to keep or drop
+            if raw is None:  # no files document: not stored (an upload or a deletion cut short)
+                if number == 0:
+                    missing(message)
+                continue
             sender = (message.get("from") or {}).get("email")
-            yield ExportedCopy(message["messageId"], data[key], int(message["ts"]), number, sender)
+            yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender)
 
 
-def _read_blobs(ctx: StoreContext, file_docs: Sequence[Mapping[str, Any]]) -> dict[str, bytes]:
-    """The bytes of several blobs in one ``chunks`` statement (on ``files_id_1_n_1``)."""
-    chunks: dict[str, list[Mapping[str, Any]]] = {f["_id"]: [] for f in file_docs}
-    found = ctx.chunks.find({"files_id": {"$in": list(chunks)}}, {"files_id": 1, "n": 1, "data": 1})
-    for chunk in found:
-        chunks[chunk["files_id"]].append(chunk)
-    return {f["_id"]: blobs.assemble(f, sorted(chunks[f["_id"]], key=lambda c: c["n"])) for f in file_docs}
+def _files(ctx: StoreContext, keys: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+    """The ``files`` documents of ``keys`` that exist (on ``_id``, ``lifecycle.EXPORT_BLOBS``
+    keys a statement; none for none)."""
+    stored: dict[str, Mapping[str, Any]] = {}
+    for part in lifecycle.batches(keys, lifecycle.EXPORT_BLOBS):
+        found = ctx.files.find({"_id": {"$in": part}}, {"length": 1, "chunkSize": 1})
+        stored.update([(f["_id"], f) for f in found])
+    return stored
+
+
+def _read_chunks(ctx: StoreContext, keys: Sequence[str], count: int) -> dict[str, list[Mapping[str, Any]]]:
+    """The chunks of several blobs in one ``chunks`` statement (on ``files_id_1_n_1``), each
+    blob's sorted by ``n``. ``count``: the chunks expected, all asked for in the first batch (the
+    server's default is 101 documents; its 16 MiB message limit still splits a bigger page)."""
+    chunks: dict[str, list[Mapping[str, Any]]] = {}
+    # every field but _id: what a chunk holds (a projection of the three costs the test server more)
+    found = ctx.chunks.find({"files_id": {"$in": list(keys)}}, {"_id": 0})
+    for chunk in found.batch_size(count + 1):  # + 1: a full batch would leave the cursor open
+        chunks.setdefault(chunk["files_id"], []).append(chunk)
+    for parts in chunks.values():
+        if len(parts) > 1:
+            parts.sort(key=lambda c: c["n"])
+    return chunks
