@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from aecs_mongo.pure import windows
 from aecs_mongo.pure.windows import SAMPLE_ENOUGH, SAMPLE_FRACTIONS, Window, WindowedRead, key_between, walk
 
 NOW = 1_800_000_000
@@ -140,3 +141,12 @@ def test_a_page_costs_a_page(kind: str) -> None:
         assert big[i] <= max(2 * small[i], 300), (kind, cost)
     for i in (2, 3):
         assert big[i] <= small[i] + 10, (kind, cost)
+
+
+def test_a_summary_hint_holds_the_first_and_last_message_and_stands_for_the_count() -> None:
+    hint, fraction = windows.summary_hint(250, 1_000, 10_000)
+    assert hint[0] == 1_000 and hint[-1] == 10_000 and list(hint) == sorted(set(hint))
+    assert len(hint) == 64 and fraction == 64 / 250
+    assert windows.summary_hint(3, 1_000, 1_300) == ((1_000, 1_150, 1_300), 1.0)
+    # a thread in one second (mail without a Date, stored at once): one point for all of it
+    assert windows.summary_hint(500, 7, 7) == ((7,), 1 / 500)

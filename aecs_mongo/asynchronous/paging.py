@@ -24,7 +24,16 @@ from .context import AsyncStoreContext, resolve, to_list
 #: where ``ctx.samples`` keeps the mailbox's sample (the reads' estimates sit beside it)
 _SAMPLE_KEY = SPEC_VERSION
 
-__all__ = ["few_matches", "mailbox_sample", "page", "sorted_rows", "thread_size", "walk_windows", "windowed_read"]
+__all__ = [
+    "ThreadExtent",
+    "few_matches",
+    "mailbox_sample",
+    "page",
+    "sorted_rows",
+    "thread_extent",
+    "walk_windows",
+    "windowed_read",
+]
 
 
 async def page(
@@ -33,12 +42,12 @@ async def page(
     cursor: str | None,
     limit: int,
     projection: Mapping[str, Any] | None,
-    size: int | None = None,
+    thread: ThreadExtent | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """One page of a keyset read and the cursor of the next (None: the last page)."""
     check_limit(limit)
     after = queries.decode_cursor(query, cursor, ctx.mailbox_id)
-    rows = await sorted_rows(ctx, query, after, limit + 1, projection, size)
+    rows = await sorted_rows(ctx, query, after, limit + 1, projection, thread)
     next_cursor = None
     if len(rows) > limit:
         rows = rows[:limit]
@@ -52,22 +61,28 @@ async def sorted_rows(
     after: tuple[int, str] | None,
     need: int,
     projection: Mapping[str, Any] | None,
-    size: int | None = None,
+    thread: ThreadExtent | None = None,
 ) -> list[dict[str, Any]]:
     """The first ``need`` rows of a keyset read after ``after``: the plain query where the
-    server stops at the limit or the read matches at most ``windows.PLAIN_MAX`` documents
-    (``size``, where known; else as the mailbox's sample estimates it), else bounded ``ts``
-    windows (``windows.py``), same rows."""
+    server stops at the limit, or where the read matches few documents (a thread of at most
+    ``windows.PLAIN_MAX_THREAD`` messages by its summary, ``thread``; else what the mailbox's
+    sample estimates), else bounded ``ts`` windows (``windows.py``), same rows. A thread's
+    windows are placed from its summary (its first and last message, its count)."""
     if ctx.capabilities.stops_at_limit:
         found = ctx.db[query.collection].find(queries.keyset_filter(query, after), projection)
         found = found.sort(query.sort).limit(need)
         return await to_list(found if query.hint is None else found.hint(query.hint))
     # Where the server reads whole ranges it also walks a hinted index whole (every
     # mailbox's entries) and scans the collection for a top-level $or: flat filters only.
-    small = size is not None and size <= windows.PLAIN_MAX
-    read = await windowed_read(ctx, query, sample=not small)
-    if not small:
+    if thread is not None:
+        small = thread.count <= windows.PLAIN_MAX_THREAD
+        read = await windowed_read(ctx, query, sample=False)
+        if not small:
+            hint, fraction = windows.summary_hint(thread.count, thread.first_ts, thread.last_ts)
+            read = dataclasses.replace(read, now=thread.last_ts, hint=hint, hint_fraction=fraction)
+    else:
         small = await few_matches(ctx, query)
+        read = await windowed_read(ctx, query, sample=not small)
     rows: list[dict[str, Any]] = []
 
     def take(batch: list[dict[str, Any]]) -> bool:
@@ -95,10 +110,25 @@ async def few_matches(ctx: AsyncStoreContext, query: queries.KeysetQuery) -> boo
     return few
 
 
-async def thread_size(ctx: AsyncStoreContext, tkey: str) -> int | None:
-    """The thread's message count from its summary (None: no summary)."""
-    summary = await ctx.threads.find_one(ctx.by_id(doc_id(ctx.mailbox_id, tkey)), {"messageCount": 1})
-    return None if summary is None else int(summary.get("messageCount") or 0)
+@dataclasses.dataclass(frozen=True)
+class ThreadExtent:
+    """What a thread's summary says of where its messages are: how many, the first's and the
+    last's ``ts``."""
+
+    count: int
+    first_ts: int
+    last_ts: int
+
+
+async def thread_extent(ctx: AsyncStoreContext, tkey: str) -> ThreadExtent | None:
+    """The thread's extent from its summary (None: no summary)."""
+    summary = await ctx.threads.find_one(
+        ctx.by_id(doc_id(ctx.mailbox_id, tkey)), {"messageCount": 1, "firstTs": 1, "lastTs": 1}
+    )
+    if summary is None:
+        return None
+    last = int(summary.get("lastTs") or 0)
+    return ThreadExtent(int(summary.get("messageCount") or 0), int(summary.get("firstTs") or last), last)
 
 
 async def walk_windows(

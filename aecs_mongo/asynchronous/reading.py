@@ -100,16 +100,17 @@ async def thread_context(ctx: AsyncStoreContext, thread_id: str, limit: int = 20
     check_limit(limit)
     selector = _thread_filter(ctx, thread_id)
     query = queries.thread_context_query(ctx.mailbox_id, selector["threadKey"])
-    size = await paging.thread_size(ctx, selector["threadKey"])
-    newest = await paging.sorted_rows(ctx, query, None, limit, queries.THREAD_CONTEXT_PROJECTION, size)
+    extent = await paging.thread_extent(ctx, selector["threadKey"])
+    newest = await paging.sorted_rows(ctx, query, None, limit, queries.THREAD_CONTEXT_PROJECTION, extent)
     if not newest:
         return []
     total = len(newest)
     if total == limit:
         # the summary's count where it is exact (written in each message's transaction), or
-        # where counting would read a huge thread whole; else a count (without transactions a
-        # crash can leave the summary short by one until reindex)
-        big = size is not None and size > windows.PLAIN_MAX and not ctx.capabilities.stops_at_limit
+        # where counting would read a big thread whole (its page was read in windows); else a
+        # count (without transactions a crash can leave the summary short by one until reindex)
+        size = None if extent is None else extent.count
+        big = size is not None and size > windows.PLAIN_MAX_THREAD and not ctx.capabilities.stops_at_limit
         exact = size is not None and size >= limit and await capabilities.transactions(ctx)
         total = size if (big or exact) and size is not None else await ctx.messages.count_documents(selector)
     first_position = max(total - len(newest), 0)
@@ -132,8 +133,8 @@ async def list_messages(
     query = queries.inbox_query(
         ctx.mailbox_id, sender=sender, thread_key=tkey, since=since, until=until, order=check_str(order, "order")
     )
-    size = None if tkey is None else await paging.thread_size(ctx, tkey)
-    rows, next_cursor = await paging.page(ctx, query, cursor, limit, queries.LIST_PROJECTION, size)
+    extent = None if tkey is None else await paging.thread_extent(ctx, tkey)
+    rows, next_cursor = await paging.page(ctx, query, cursor, limit, queries.LIST_PROJECTION, extent)
     return MessagePage([cast(MessageSummary, message_summary(r)) for r in rows], next_cursor)
 
 

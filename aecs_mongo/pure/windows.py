@@ -35,6 +35,7 @@ from typing import Any
 __all__ = [
     "KEY_DIGITS",
     "PLAIN_MAX",
+    "PLAIN_MAX_THREAD",
     "PLAIN_MAX_THREADS",
     "SAMPLE_ENOUGH",
     "SAMPLE_FRACTIONS",
@@ -44,6 +45,7 @@ __all__ = [
     "estimated_matches",
     "key_between",
     "merge_filter",
+    "summary_hint",
     "walk",
     "walk_plain",
 ]
@@ -76,6 +78,10 @@ SAMPLE_ENOUGH = 8
 #: A read known to match at most this many documents (a thread, by its summary's messageCount)
 #: costs little even where the server reads the whole match: the plain query serves it.
 PLAIN_MAX = 1000
+#: A thread whose summary counts at most this many messages is read whole (one flat window):
+#: reading a message costs this server about 0.05 ms, a window about 1 ms, so past this a page
+#: of a thread costs less in windows placed from its summary (``summary_hint``)
+PLAIN_MAX_THREAD = 100
 #: The same for the conversation list, in thread summaries: a summary is a tenth of a message
 #: document, so reading all of them costs less than the windows that would find a page of them
 #: up to about this many (the mailbox's message count bounds it: a thread holds one at least).
@@ -87,6 +93,17 @@ _SAMPLE_SLACK = 4
 #: it is a hint for choosing and sizing windows, never the answer, so mail another writer
 #: stores meanwhile changes what a read costs, not the rows it returns.
 SAMPLE_TTL = 60.0
+
+
+def summary_hint(count: int, first_ts: int, last_ts: int, points: int = 64) -> tuple[tuple[int, ...], float]:
+    """Where a thread's messages are, from its summary alone (``WindowedRead.hint`` and
+    ``hint_fraction``): ``points`` times spread evenly from its first message to its last (both
+    exact), each standing for ``count / points`` of them."""
+    n = max(min(points, count), 1)
+    if n == 1 or last_ts <= first_ts:
+        return (last_ts,), 1 / max(count, 1)
+    span = last_ts - first_ts
+    return tuple(sorted({first_ts + span * i // (n - 1) for i in range(n)})), n / count
 
 
 def estimated_matches(hits: int, fraction: float) -> float:
