@@ -43,7 +43,7 @@ from typing import Any
 from ..errors import ServerFeatureError
 from ..pure.settings import parse_duration
 from .datadir import PRIVATE_UMASK, Credentials, make_private, read_record, remove_record, write_record
-from .server import WAKE_LISTENER, EmbeddedServer, _free_port, exit_reason, wake_listener
+from .server import LAUNCHER_HELPERS, EmbeddedServer, _free_port, exit_reason, wake_listener
 
 __all__ = [
     "DEFAULT_KEEP_SECONDS",
@@ -132,9 +132,10 @@ def idle_watch():
 
 
 threading.Thread(target=idle_watch, name="aecs-idle-watch", daemon=True).start()
+relay_signals()
 runpy.run_module("secantus", run_name="__main__", alter_sys=True)
 """
-).replace("\n\n\ndef stop(reason)", "\n\n" + WAKE_LISTENER + "\n\ndef stop(reason)", 1)
+).replace("\n\n\ndef stop(reason)", "\n\n" + LAUNCHER_HELPERS + "\n\ndef stop(reason)", 1)
 
 
 def _boot_id() -> str:

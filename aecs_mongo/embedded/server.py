@@ -85,11 +85,21 @@ def embedded_available() -> bool:
     return importlib.util.find_spec("secantus") is not None
 
 
-#: SecantusDB's stop closes its listening socket and joins the accept thread for up to 2 s, but
-#: closing a socket does not wake a thread blocked in ``accept()`` on Linux: every clean stop took
-#: 2 s. A connection does wake it, so whoever stops the server connects to its port until it is
-#: gone (``wake_listener``). The launchers' own stops (idle, orphaned) do the same from inside.
-WAKE_LISTENER = """def wake_listener(seconds):
+#: What both launchers (this module's and ``background``'s) run in the server's process.
+#:
+#: ``wake_listener``: SecantusDB's stop closes its listening socket and joins the accept thread
+#: for up to 2 s, but closing a socket does not wake a thread blocked in ``accept()`` on Linux:
+#: every clean stop took 2 s. A connection does wake it, so whoever stops the server connects to
+#: its port until it is gone (``wake_listener`` below); the launchers' own stops do the same.
+#:
+#: ``relay_signals``: CPython runs a signal's Python handler in the main thread only, and a main
+#: thread blocked in a lock wait (SecantusDB waits for its stop event so) is woken only when the
+#: kernel gives the signal to it. Given to another thread, SIGTERM was never handled: the server
+#: did not stop until it was killed (1 stop in 6 under pytest-xdist, a few in a thousand before
+#: the connections above). The wakeup fd says a signal came; where the main thread is not in the
+#: handler 50 ms later, the signal is sent to the main thread itself (its handler then runs
+#: once: the flag it trips is the one the first signal tripped).
+LAUNCHER_HELPERS = """def wake_listener(seconds):
     # connect to our own port until this process is gone (at most seconds): wakes the accept thread
     import socket
     deadline = time.monotonic() + seconds
@@ -104,12 +114,39 @@ WAKE_LISTENER = """def wake_listener(seconds):
             except OSError:
                 pass
         time.sleep(0.02)
+
+
+def relay_signals():
+    # from the main thread, before the server installs its handlers
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end)
+    main = threading.main_thread().ident
+
+    def in_handler(signum):
+        code = getattr(signal.getsignal(signum), "__code__", None)
+        frame = sys._current_frames().get(main)
+        while frame is not None:
+            if frame.f_code is code:
+                return True
+            frame = frame.f_back
+        return code is None
+
+    def watch():
+        while True:
+            for signum in os.read(read_end, 64):
+                if signum in (signal.SIGTERM, signal.SIGINT):
+                    time.sleep(0.05)
+                    if not in_handler(signum):
+                        signal.pthread_kill(main, signum)
+
+    threading.Thread(target=watch, name="aecs-signal-relay", daemon=True).start()
 """
 
 
 def wake_listener(host: str, port: int | None) -> None:
     """Connect to the server's port once (and close): wakes SecantusDB's accept thread, which a
-    stop waits for (``WAKE_LISTENER``). Harmless when nothing listens."""
+    stop waits for (``LAUNCHER_HELPERS``). Harmless when nothing listens."""
     if port is None:
         return
     with contextlib.suppress(OSError):
@@ -140,9 +177,10 @@ def end_when_orphaned():
 
 
 threading.Thread(target=end_when_orphaned, name="aecs-orphan-watch", daemon=True).start()
+relay_signals()
 runpy.run_module("secantus", run_name="__main__", alter_sys=True)
 """
-_LAUNCHER = _LAUNCHER.replace("\n\n\ndef end_when_orphaned", "\n\n" + WAKE_LISTENER + "\n\ndef end_when_orphaned", 1)
+_LAUNCHER = _LAUNCHER.replace("\n\n\ndef end_when_orphaned", "\n\n" + LAUNCHER_HELPERS + "\n\ndef end_when_orphaned", 1)
 
 
 def _free_port(host: str) -> int:
