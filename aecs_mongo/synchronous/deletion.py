@@ -21,6 +21,7 @@ from ..pure.keys import blob_prefix, doc_id, message_key
 from ..pure.lifecycle import DataCollection, EraseReport, ExpireReport
 from . import capabilities, embeddings, indexing
 from .context import StoreContext, log
+from .writing import MAX_REWRITES
 
 __all__ = ["Deleter", "delete", "erase_mailbox", "expire"]
 
@@ -92,6 +93,24 @@ class Deleter:
         """
         if not messages:
             return
+        # as in writing.write_batch: the driver retries a delete across a server restart, so
+        # the batch's journaled last delete could complete on a server that lost its thread
+        # writes; a batch the server restarted under is deleted again, its threads recomputed
+        before = None if self.dry_run else self.ctx.server_process()
+        self._delete_once(messages, keep_from_ts, by_prefix)
+        for _ in range(MAX_REWRITES if before is not None else 0):
+            after = self.ctx.server_process()
+            if after == before:
+                return
+            log.debug("the server restarted while a batch was deleted: deleting it again (%s -> %s)", before, after)
+            before = after
+            self._recomputed.difference_update(m["threadKey"] for m in messages)
+            self._delete_once(messages, keep_from_ts, by_prefix)
+            self.ctx.journal_barrier(self.concern)  # its messages delete matched nothing
+
+    def _delete_once(
+        self, messages: Sequence[Mapping[str, Any]], keep_from_ts: int | None, by_prefix: bool
+    ) -> None:
         ids = [m["_id"] for m in messages]
         mkeys = [m["messageKey"] for m in messages]
         self._recompute_threads([m["threadKey"] for m in messages], ids, keep_from_ts)
