@@ -59,6 +59,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "one_server: needs a server, but checks nothing that depends on which: the first one only"
     )
+    config.addinivalue_line(
+        "markers",
+        "ci_every_server: long, and what it checks does not depend on the deployment: every backend"
+        " with CI=true, else the first server backend only",
+    )
 
 
 #: The test files that take longest (seconds of one run on 2 cores, default budgets): they are
@@ -121,7 +126,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = enabled_backends(metafunc.config)
     if metafunc.definition.get_closest_marker("server"):
         names = [n for n in names if n in SERVER_BACKENDS]
-    if metafunc.definition.get_closest_marker("one_server"):
+    if metafunc.definition.get_closest_marker("one_server") or (
+        metafunc.definition.get_closest_marker("ci_every_server") and not BIG
+    ):
         names = [n for n in names if n in SERVER_BACKENDS][:1]
     if "store_flavor" not in metafunc.fixturenames:
         metafunc.parametrize("backend", names, scope="session")

@@ -221,6 +221,7 @@ def three_dbs(client: Any) -> Iterator[list[Any]]:
 
 
 @pytest.mark.server
+@pytest.mark.ci_every_server
 def test_the_corpus_in_batches_of_1_50_and_all_gives_one_end_state(backend: str, three_dbs: list[Any]) -> None:
     raws = corpus_mail()
     raws += raws[:3]  # and a re-delivery of the same bytes: "present"

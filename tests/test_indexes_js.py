@@ -380,6 +380,7 @@ def index_info(db: Any) -> dict[str, dict[str, dict[str, Any]]]:
 
 
 @pytest.mark.server
+@pytest.mark.ci_every_server
 def test_indexes_js_twice_matches_ensure_indexes(servers: Any, backend: str, db: Any) -> None:
     from aecs_mongo import MessageStore
 
@@ -416,6 +417,7 @@ def test_indexes_js_twice_matches_ensure_indexes(servers: Any, backend: str, db:
 
 
 @pytest.mark.server
+@pytest.mark.ci_every_server
 def test_indexes_js_reports_text_index_refusal(servers: Any, backend: str, db: Any) -> None:
     if backend == "uri":
         pytest.skip("the text-index refusal is SecantusDB's; a real deployment may well create the index")
@@ -432,6 +434,7 @@ def test_indexes_js_reports_text_index_refusal(servers: Any, backend: str, db: A
 
 
 @pytest.mark.server
+@pytest.mark.ci_every_server
 def test_indexes_js_fails_loudly_on_a_conflicting_index(servers: Any, backend: str, db: Any) -> None:
     mongosh = find_mongosh()
     db.messages.create_index([("mailboxId", 1), ("ts", 1)], name="aecs_messages_inbox")
@@ -450,6 +453,7 @@ def test_indexes_js_fails_loudly_on_a_conflicting_index(servers: Any, backend: s
 
 
 @pytest.mark.server
+@pytest.mark.ci_every_server
 def test_indexes_js_bucket_name(servers: Any, backend: str, db: Any) -> None:
     mongosh = find_mongosh()
     uri = uri_with_db(servers.uri(backend), db.name)
@@ -466,6 +470,7 @@ def test_indexes_js_bucket_name(servers: Any, backend: str, db: Any) -> None:
 
 
 @pytest.mark.server
+@pytest.mark.ci_every_server
 def test_indexes_js_atlas_mode_fails_loudly_off_atlas(servers: Any, backend: str, db: Any) -> None:
     if backend == "uri":
         pytest.skip("MONGODB_URI may be Atlas, where the search indexes would really be created")

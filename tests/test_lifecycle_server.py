@@ -88,6 +88,7 @@ def comparable_threads(db: Any, mailbox: str, leave_out: set[str]) -> dict[str, 
     return out
 
 
+@pytest.mark.ci_every_server
 def test_round_trip_gives_back_every_raw_copy(backend: str, db: Any, cli: Cli, corpus: Path, tmp_path: Path) -> None:
     cli("--json", "--mailbox", "orig", "ingest", str(corpus)).json()
     orig = MessageStore(db, mailbox_id="orig")

@@ -116,6 +116,7 @@ def corpus(servers: Any, backend: str, tmp_path_factory: pytest.TempPathFactory)
     client.drop_database(name)
 
 
+@pytest.mark.ci_every_server
 def test_the_local_index_and_the_scan_agree_on_the_corpus(corpus: tuple[Any, Path]) -> None:
     db, index = corpus
     local = MessageStore(db, mailbox_id="corpus", search_index=index)
@@ -145,7 +146,7 @@ def test_the_local_index_and_the_scan_agree_on_the_corpus(corpus: tuple[Any, Pat
     assert all(h["snippet"] for h in local.search("fouche"))
 
 
-def test_the_text_compiler_expresses_what_text_can(corpus: tuple[Any, Path]) -> None:
+def test_the_text_compiler_expresses_what_text_can() -> None:
     """What $text is given for each corpus query, as data: the words as one-word phrases (so
     all must match), and a reason for what it cannot do (the store then falls back)."""
     compiled = {q: text_search(parse(q)) for q in QUERIES}  # type: ignore[arg-type]

@@ -500,6 +500,7 @@ BIG = budget("AECS_VECTOR_MESSAGES", big=6_000, small=2_000)
 
 
 @pytest.mark.server  # mongomock's updates scan the collection: minutes at this size, and nothing more to learn
+@pytest.mark.ci_every_server
 def test_exact_search_over_a_big_mailbox(db: Any, backend: str) -> None:
     store = MessageStore(db, mailbox_id="big")
     store.ensure_indexes()

@@ -48,6 +48,7 @@ def cost(store: MessageStore, recorder: Recorder, db: Any, read: Any) -> tuple[i
 
 
 @pytest.mark.server
+@pytest.mark.ci_every_server
 def test_a_page_costs_a_page(recorded: tuple[MessageStore, Recorder], db: Any) -> None:
     store, recorder = recorded
     store.store_many([message(n) for n in range(SMALL - 1)], batch_size=500)
@@ -114,6 +115,7 @@ def read_all(store: Any, read: Any, limit: int) -> tuple[list[Any], list[str | N
         cursor = page.next_cursor
 
 
+@pytest.mark.ci_every_server
 def test_windowed_pages_equal_the_plain_query(db: Any, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every paged read, page by page across window edges and the bunched second, gives the
     rows, order and cursors of the plain keyset query (windows even on this small mailbox; the
