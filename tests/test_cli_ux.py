@@ -248,6 +248,7 @@ def _summaries(cli: Cli, mailbox: str) -> dict[str, tuple[Any, ...]]:
             return found
 
 
+@pytest.mark.server
 @pytest.mark.ci_every_server
 @pytest.mark.parametrize("fmt", ["mbox", "maildir"])
 def test_export_and_reimport_of_the_corpus_keeps_every_thread_summary(cli: Cli, tmp_path: Path, fmt: str) -> None:

@@ -207,3 +207,17 @@ def test_sort_provided_reads_the_keys_after_the_equality_prefix() -> None:
 def test_plan_stages_walks_nested_and_sharded_plans() -> None:
     plan = {"stage": "SHARD_MERGE", "shards": [{"winningPlan": {"stage": "FETCH", "inputStage": {"stage": "IXSCAN"}}}]}
     assert [s["stage"] for s in plan_stages(plan)] == ["SHARD_MERGE", "FETCH", "IXSCAN"]
+
+
+def test_a_batchs_copies_go_last_and_in_the_batchs_order() -> None:
+    from aecs_mongo.pure.documents import variants_in_batch_order
+
+    def rec(sha: str) -> dict[str, str]:
+        return {"sha256": sha, "blobKey": f"k/{sha}"}
+
+    # an earlier batch's copy (x), then this batch's b recorded before its a (a restart took a)
+    variants, hashes = [rec("x"), rec("b"), rec("a")], ["x", "b", "a"]
+    assert variants_in_batch_order(variants, hashes, ["a", "b"]) == ([rec("x"), rec("a"), rec("b")], ["x", "a", "b"])
+    assert variants_in_batch_order([rec("x"), rec("a"), rec("b")], ["x", "a", "b"], ["a", "b", "a"]) is None
+    # a hash claimed without its record (a write cut short before) keeps its place among the hashes
+    assert variants_in_batch_order([rec("b")], ["c", "b"], ["b"]) is None

@@ -151,3 +151,53 @@ def test_a_restart_between_a_variant_blob_and_its_record_is_repaired(
         writer.close()
         admin.close()
         server.stop()
+
+
+def test_a_restart_between_two_records_of_a_batch_keeps_the_batch_order(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A batch brings two other copies of a stored message; the server restarts after the
+    first's record was written and before the second's, which the driver retries on the new
+    server, where the first's record is gone (taken back here so the loss is certain). The pass
+    after the restart records the first again, and puts the two in the batch's order, as one
+    clean delivery leaves them: it appended the first after the second (the kill test found the
+    order changed once)."""
+    import threading
+    import time
+
+    from aecs_mongo.embedded.server import _free_port
+
+    from .conftest import enabled_backends
+
+    if "rs" not in enabled_backends(request.config):
+        pytest.skip("the rs backend is not requested")
+    server = EmbeddedServer(tmp_path / "data", test_commands=True, port=_free_port("127.0.0.1"))
+    server.start()
+    first, one, two = _copy("the plan"), _copy("the plan, once more"), _copy("the plan, and again")
+    writer, admin = MongoClient(server.uri, appName="writer"), MongoClient(server.uri)
+    try:
+        store = MessageStore(writer["restart"], mailbox_id=MAILBOX)
+        store.ensure_indexes()
+        assert store.store(first).outcome == "stored"
+        block = {"failCommands": ["update"], "blockConnection": True, "blockTimeMS": 60_000, "appName": "writer"}
+        admin.admin.command("configureFailPoint", "failCommand", mode={"skip": 1, "times": 1}, data=block)
+        outcome: list[Any] = []
+        worker = threading.Thread(target=lambda: outcome.append(store.store_many([one, two])))
+        worker.start()
+        messages = admin.get_database("restart", write_concern=WriteConcern(j=True)).messages
+        deadline = time.monotonic() + 60
+        while not (messages.find_one({}, {"variantHashes": 1}) or {}).get("variantHashes"):
+            assert time.monotonic() < deadline, "the first copy was never recorded"
+            time.sleep(0.05)
+        messages.update_one({}, {"$unset": {"variants": "", "variantHashes": ""}})  # lost with the server
+        server.kill()
+        server.start()
+        worker.join(timeout=120)
+        assert not worker.is_alive()
+        ((a, b),) = outcome
+        assert (a.outcome, b.outcome) == ("variant", "variant")
+        assert store.get_raw_variants("launch@example.com") == [first, one, two]
+    finally:
+        writer.close()
+        admin.close()
+        server.stop()

@@ -30,6 +30,7 @@ from ..pure.documents import (
     thread_summaries,
     variant_blob_key,
     variant_record_update,
+    variants_in_batch_order,
 )
 from ..pure.keys import check_str
 from ..pure.settings import check_limit
@@ -324,6 +325,46 @@ async def _keep_variants(
     await blobstore.put_blobs(ctx, recorded)
     if not todo:
         return set(), False
+    kept, wrote = await _record_variants(ctx, todo, concern)
+    if repair and await _batch_order(ctx, copies):
+        await ctx.journal_barrier(concern)  # the reordering came after the batch's durable write
+    return kept, wrote
+
+
+async def _batch_order(ctx: AsyncStoreContext, copies: Sequence[MessageDocuments]) -> bool:
+    """After a repair pass recorded copies a restart took: each message's copies of this batch
+    in the batch's order, as one clean delivery leaves them (the pass appended the missing ones
+    after those the batch had recorded). One atomic update a message, which leaves a list that
+    changed meanwhile (a concurrent writer) as it is. Whether it wrote."""
+    batches: dict[str, list[str]] = {}
+    for docs in copies:
+        batches.setdefault(docs.message["_id"], []).append(docs.message["rawSha256"])
+    fields = {"variants": 1, "variantHashes": 1}
+    wrote = False
+    async for message in ctx.messages.find(ctx.by_ids(list(batches)), fields):
+        hashes = message.get("variantHashes") or []
+        order = variants_in_batch_order(message.get("variants") or [], hashes, batches[message["_id"]])
+        if order is None:
+            continue
+        variants, ordered = order
+        unchanged = {"$eq": [{"$ifNull": ["$variantHashes", []]}, {"$literal": list(hashes)}]}
+        pipeline = [
+            {
+                "$set": {
+                    "variants": {"$cond": [unchanged, {"$literal": variants}, "$variants"]},
+                    "variantHashes": {"$cond": [unchanged, {"$literal": ordered}, "$variantHashes"]},
+                }
+            }
+        ]
+        await ctx.messages.update_one(ctx.by_id(message["_id"]), pipeline)
+        wrote = True
+    return wrote
+
+
+async def _record_variants(
+    ctx: AsyncStoreContext, todo: Sequence[tuple[MessageDocuments, Mapping[str, Any], Blob]], concern: Any
+) -> tuple[set[int], bool]:
+    """Upload the copies' blobs, then record each copy on its message (``_keep_variants``)."""
     # none of these is expected to be there (its hash is not recorded); one that is (a
     # concurrent writer's, or an upload a crash cut short) is found and completed there
     await blobstore.put_blobs(ctx, [(blob, message["messageKey"]) for _, message, blob in todo], absent=True)

@@ -79,6 +79,7 @@ __all__ = [
     "validate_email",
     "variant_blob_key",
     "variant_record_update",
+    "variants_in_batch_order",
 ]
 
 #: MongoDB's document limit (16 MiB): the one size the store refuses a message for.
@@ -647,6 +648,23 @@ def variant_record_update(record: Mapping[str, Any]) -> list[dict[str, Any]]:
             }
         }
     ]
+
+
+def variants_in_batch_order(
+    variants: Sequence[Mapping[str, Any]], hashes: Sequence[str], batch: Sequence[str]
+) -> tuple[list[Mapping[str, Any]], list[str]] | None:
+    """A message's ``variants`` and ``variantHashes`` with the copies of one batch (``batch``:
+    their hashes, in the batch's order) last and in that order, as a clean delivery of the batch
+    leaves them; None when they are so already. For the pass after a server restart, which
+    records a copy the restart took after copies the batch had recorded behind it."""
+    mine = set(batch)
+    records = {v.get("sha256"): v for v in variants}
+    ordered = [v for v in variants if v.get("sha256") not in mine]
+    ordered += [records[sha] for sha in dict.fromkeys(batch) if sha in records]
+    ordered_hashes = [h for h in hashes if h not in mine] + [sha for sha in dict.fromkeys(batch) if sha in hashes]
+    if [v.get("sha256") for v in ordered] == [v.get("sha256") for v in variants] and ordered_hashes == list(hashes):
+        return None
+    return ordered, ordered_hashes
 
 
 # --- thread summaries ------------------------------------------------------------------------
