@@ -18,6 +18,7 @@ standalone comparison runs first; with transactions the summaries must match as 
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +27,21 @@ from pymongo import MongoClient, WriteConcern
 
 from aecs_mongo import MessageStore, normalize
 from aecs_mongo.embedded.server import EmbeddedServer
+from aecs_mongo.pure.documents import variant_blob_key
+from aecs_mongo.pure.keys import blob_prefix, message_key
 
 from .helpers.server_kill import (
     KILLS,
     STORED,
     assert_same,
+    block_writer,
     corpus_files,
     prepared,
+    restartable,
     run_clean,
     run_with_kills,
     snapshot,
+    wait_for,
 )
 from .helpers.server_kill_workers import MAILBOX, vector_for
 
@@ -106,38 +112,19 @@ def test_a_restart_between_a_variant_blob_and_its_record_is_repaired(
     and writes again: the copy's blob is uploaded again. It was left missing before, with its
     record present (seen by the kill test above). On a replica set only: the driver retries
     writes there, not on a standalone server (there the batch fails and is delivered again)."""
-    import threading
-    import time
-
-    from aecs_mongo.embedded.server import _free_port
-    from aecs_mongo.pure.documents import variant_blob_key
-    from aecs_mongo.pure.keys import blob_prefix, message_key
-
-    from .conftest import enabled_backends
-
-    if "rs" not in enabled_backends(request.config):
-        pytest.skip("the rs backend is not requested")
-    server = EmbeddedServer(tmp_path / "data", test_commands=True)
-    server.requested_port = _free_port("127.0.0.1")
-    server.start()
     first, other = _copy("the plan"), _copy("the plan, as the list sent it")
     key = variant_blob_key(blob_prefix(MAILBOX, message_key("launch@example.com")), hashlib.sha256(other).hexdigest())
-    writer, admin = MongoClient(server.uri, appName="writer"), MongoClient(server.uri)
-    try:
+    with restartable(tmp_path, request.config) as (server, writer, admin):
         store = MessageStore(writer["restart"], mailbox_id=MAILBOX)
         store.ensure_indexes()
         assert store.store(first).outcome == "stored"
-        block = {"failCommands": ["update"], "blockConnection": True, "blockTimeMS": 60_000, "appName": "writer"}
-        admin.admin.command("configureFailPoint", "failCommand", mode="alwaysOn", data=block)
+        block_writer(admin, "update")  # the copy's record
         outcome: list[Any] = []
         worker = threading.Thread(target=lambda: outcome.append(store.store_many([other])))
         worker.start()
         durably = admin.get_database("restart", write_concern=WriteConcern(j=True))
         files, chunks = durably["aecs.files"], durably["aecs.chunks"]
-        deadline = time.monotonic() + 60
-        while files.find_one({"_id": key}) is None:  # uploaded; the record's update is blocked
-            assert time.monotonic() < deadline, "the copy's blob was never uploaded"
-            time.sleep(0.05)
+        wait_for(lambda: files.find_one({"_id": key}) is not None, "the copy's blob was never uploaded")
         files.delete_one({"_id": key})
         chunks.delete_many({"files_id": key})
         server.kill()
@@ -147,10 +134,6 @@ def test_a_restart_between_a_variant_blob_and_its_record_is_repaired(
         ((result,),) = outcome
         assert result.outcome == "variant"
         assert store.get_raw_variants("launch@example.com") == [first, other]
-    finally:
-        writer.close()
-        admin.close()
-        server.stop()
 
 
 def test_a_restart_between_two_records_of_a_batch_keeps_the_batch_order(
@@ -162,33 +145,20 @@ def test_a_restart_between_two_records_of_a_batch_keeps_the_batch_order(
     after the restart records the first again, and puts the two in the batch's order, as one
     clean delivery leaves them: it appended the first after the second (the kill test found the
     order changed once)."""
-    import threading
-    import time
-
-    from aecs_mongo.embedded.server import _free_port
-
-    from .conftest import enabled_backends
-
-    if "rs" not in enabled_backends(request.config):
-        pytest.skip("the rs backend is not requested")
-    server = EmbeddedServer(tmp_path / "data", test_commands=True, port=_free_port("127.0.0.1"))
-    server.start()
     first, one, two = _copy("the plan"), _copy("the plan, once more"), _copy("the plan, and again")
-    writer, admin = MongoClient(server.uri, appName="writer"), MongoClient(server.uri)
-    try:
+    with restartable(tmp_path, request.config) as (server, writer, admin):
         store = MessageStore(writer["restart"], mailbox_id=MAILBOX)
         store.ensure_indexes()
         assert store.store(first).outcome == "stored"
-        block = {"failCommands": ["update"], "blockConnection": True, "blockTimeMS": 60_000, "appName": "writer"}
-        admin.admin.command("configureFailPoint", "failCommand", mode={"skip": 1, "times": 1}, data=block)
+        block_writer(admin, "update", skip=1)  # the second copy's record
         outcome: list[Any] = []
         worker = threading.Thread(target=lambda: outcome.append(store.store_many([one, two])))
         worker.start()
         messages = admin.get_database("restart", write_concern=WriteConcern(j=True)).messages
-        deadline = time.monotonic() + 60
-        while not (messages.find_one({}, {"variantHashes": 1}) or {}).get("variantHashes"):
-            assert time.monotonic() < deadline, "the first copy was never recorded"
-            time.sleep(0.05)
+        wait_for(
+            lambda: (messages.find_one({}, {"variantHashes": 1}) or {}).get("variantHashes"),
+            "the first copy was never recorded",
+        )
         messages.update_one({}, {"$unset": {"variants": "", "variantHashes": ""}})  # lost with the server
         server.kill()
         server.start()
@@ -197,7 +167,3 @@ def test_a_restart_between_two_records_of_a_batch_keeps_the_batch_order(
         ((a, b),) = outcome
         assert (a.outcome, b.outcome) == ("variant", "variant")
         assert store.get_raw_variants("launch@example.com") == [first, one, two]
-    finally:
-        writer.close()
-        admin.close()
-        server.stop()

@@ -5,23 +5,28 @@ tests/test_server_kill.py's, in a file of its own so that pytest-xdist runs it b
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from pathlib import Path
 
 import pytest
-from pymongo import MongoClient
+from pymongo import MongoClient, WriteConcern, monitoring
 
 from aecs_mongo import MessageStore
 from aecs_mongo.embedded.server import EmbeddedServer
+from aecs_mongo.pure.keys import doc_id, thread_key
 
 from .helpers.server_kill import (
     DELETED,
     KILLS,
     assert_same,
+    block_writer,
     corpus_files,
     prepared,
+    restartable,
     run_clean,
     run_with_kills,
     snapshot,
+    wait_for,
 )
 from .helpers.server_kill_workers import MAILBOX
 
@@ -82,18 +87,6 @@ def test_a_restart_between_a_thread_write_and_the_rest_of_an_expire_is_repaired(
     restart (``hello``'s process id) and is deleted again: no summary of an empty thread is left
     (the kill test above left one once). A replica set: the driver retries a read on either,
     and its statements after a restart simply go to the new server."""
-    import threading
-    import time
-
-    from pymongo import WriteConcern, monitoring
-
-    from aecs_mongo.embedded.server import _free_port
-    from aecs_mongo.pure.keys import doc_id, thread_key
-
-    from .conftest import enabled_backends
-
-    if "rs" not in enabled_backends(request.config):
-        pytest.skip("the rs backend is not requested")
 
     class Finds(monitoring.CommandListener):
         collections: list[str] = []  # noqa: RUF012
@@ -108,13 +101,9 @@ def test_a_restart_between_a_thread_write_and_the_rest_of_an_expire_is_repaired(
         def failed(self, event: monitoring.CommandFailedEvent) -> None:
             pass
 
-    server = EmbeddedServer(tmp_path / "data", test_commands=True, port=_free_port("127.0.0.1"))
-    server.start()
     finds = Finds()
-    writer = MongoClient(server.uri, appName="writer", event_listeners=[finds])
-    admin = MongoClient(server.uri)
     between = dt.datetime(2026, 11, 2, 9, 1, 30, tzinfo=dt.UTC)  # note 1 is older, note 2 younger
-    try:
+    with restartable(tmp_path, request.config, [finds]) as (server, writer, admin):
         stores = {}
         for name in ("rehearsal", "restart"):
             stores[name] = MessageStore(writer[name], mailbox_id=MAILBOX)
@@ -122,21 +111,15 @@ def test_a_restart_between_a_thread_write_and_the_rest_of_an_expire_is_repaired(
             assert [r.outcome for r in stores[name].store_many([_note(1), _note(2)])] == ["stored", "stored"]
         finds.collections.clear()
         assert stores["rehearsal"].expire(between).messages == 1  # the statements of the expire, in order
-        blob_read = finds.collections.index("aecs.files")
         thread = doc_id(MAILBOX, thread_key("note-1@example.com"))
         summary = admin["restart"].threads.find_one({"_id": thread})
         assert summary is not None
-        block = {"failCommands": ["find"], "blockConnection": True, "blockTimeMS": 60_000, "appName": "writer"}
-        mode = {"skip": blob_read, "times": 1}  # the read of the batch's blobs blocks
-        admin.admin.command("configureFailPoint", "failCommand", mode=mode, data=block)
+        block_writer(admin, "find", skip=finds.collections.index("aecs.files"))  # the batch's blob read
         expired: list[int] = []
         worker = threading.Thread(target=lambda: expired.append(stores["restart"].expire(between).messages))
         worker.start()
         threads = admin.get_database("restart", write_concern=WriteConcern(j=True)).threads
-        deadline = time.monotonic() + 60
-        while threads.find_one({"_id": thread}) is not None:  # removed; the blob read blocks
-            assert time.monotonic() < deadline, "the thread's summary was never removed"
-            time.sleep(0.05)
+        wait_for(lambda: threads.find_one({"_id": thread}) is None, "the thread's summary was never removed")
         threads.insert_one(summary)  # the removal is lost with the server
         server.kill()
         server.start()
@@ -145,7 +128,3 @@ def test_a_restart_between_a_thread_write_and_the_rest_of_an_expire_is_repaired(
         restart = writer["restart"]
         assert [m["messageId"] for m in restart.messages.find()] == ["note-2@example.com"]
         assert restart.threads.find_one({"_id": thread}) is None  # no summary of the emptied thread
-    finally:
-        writer.close()
-        admin.close()
-        server.stop()

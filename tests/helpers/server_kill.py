@@ -3,11 +3,13 @@ worker run under kills and its clean twin, and the collection-by-collection comp
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +147,45 @@ def prepared(server: EmbeddedServer, *names: str) -> MongoClient[dict[str, Any]]
     for name in names:
         MessageStore(client[name], mailbox_id=MAILBOX).ensure_indexes()
     return client
+
+
+# --- one restart at a chosen statement ---------------------------------------------------------
+
+
+@contextlib.contextmanager
+def restartable(
+    tmp_path: Path, config: pytest.Config, listeners: list[Any] | None = None
+) -> Iterator[tuple[EmbeddedServer, Any, Any]]:
+    """A replica-set server of the test's own (failpoints on, a fixed port: ``kill()`` then
+    ``start()`` keeps its address), a client named ``writer`` (failpoints aim at it; with
+    ``listeners``) and an admin client. Replica sets only: the driver retries writes there."""
+    from aecs_mongo.embedded.server import _free_port
+
+    from ..conftest import enabled_backends
+
+    if "rs" not in enabled_backends(config):
+        pytest.skip("the rs backend is not requested")
+    server = EmbeddedServer(tmp_path / "data", test_commands=True, port=_free_port("127.0.0.1"))
+    server.start()
+    writer: Any = MongoClient(server.uri, appName="writer", event_listeners=listeners or [])
+    admin: Any = MongoClient(server.uri)
+    try:
+        yield server, writer, admin
+    finally:
+        writer.close()
+        admin.close()
+        server.stop()
+
+
+def block_writer(admin: Any, command: str, skip: int = 0) -> None:
+    """The writer's next ``command`` after ``skip`` of them blocks (a minute): the test restarts
+    the server meanwhile."""
+    data = {"failCommands": [command], "blockConnection": True, "blockTimeMS": 60_000, "appName": "writer"}
+    admin.admin.command("configureFailPoint", "failCommand", mode={"skip": skip, "times": 1}, data=data)
+
+
+def wait_for(done: Any, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
