@@ -210,7 +210,7 @@ def test_plan_stages_walks_nested_and_sharded_plans() -> None:
 
 
 def test_a_batchs_copies_go_last_and_in_the_batchs_order() -> None:
-    from aecs_mongo.pure.documents import variants_in_batch_order
+    from aecs_mongo.pure.variants import variants_in_batch_order
 
     def rec(sha: str) -> dict[str, str]:
         return {"sha256": sha, "blobKey": f"k/{sha}"}

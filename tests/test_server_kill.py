@@ -27,8 +27,8 @@ from pymongo import MongoClient, WriteConcern
 
 from aecs_mongo import MessageStore, normalize
 from aecs_mongo.embedded.server import EmbeddedServer
-from aecs_mongo.pure.documents import variant_blob_key
 from aecs_mongo.pure.keys import blob_prefix, message_key
+from aecs_mongo.pure.variants import variant_blob_key
 
 from .helpers.server_kill import (
     KILLS,

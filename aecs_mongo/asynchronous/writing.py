@@ -28,12 +28,10 @@ from ..pure.documents import (
     merge_thread_summaries,
     summary_merge_update,
     thread_summaries,
-    variant_blob_key,
-    variant_record_update,
-    variants_in_batch_order,
 )
 from ..pure.keys import check_str
 from ..pure.settings import check_limit
+from ..pure.variants import variant_blob_key, variant_record_update, variants_in_batch_order
 from ..results import StoreResult
 from . import blobstore, capabilities, indexing
 from .context import AsyncStoreContext, insert_ignoring_duplicates, log, only_duplicates, resolve

@@ -23,7 +23,7 @@ Decisions where the spec is silent:
   a ``messages`` document over MongoDB's 16 MiB is refused (C.5 asks for a small hot row, and a
   mail store must not turn away mail a mail client shows).
 - ``rawSha256`` identifies the bytes of the first copy; other bytes under the same Message-ID are
-  kept as variants (``variant_blob_key``) by the store.
+  kept as variants (``variants.variant_blob_key``) by the store.
 - ``metadata.date`` is stored as a BSON date; a value that does not re-render identically (an
   offset of ``+00:00``, microseconds) is kept verbatim beside it so it comes back unchanged.
 - ``content.rawFull`` is stored as bytes: the raw bytes given to ``store``, or the string's
@@ -77,9 +77,6 @@ __all__ = [
     "thread_updates",
     "to_normalized_email",
     "validate_email",
-    "variant_blob_key",
-    "variant_record_update",
-    "variants_in_batch_order",
 ]
 
 #: MongoDB's document limit (16 MiB): the one size the store refuses a message for.
@@ -614,57 +611,6 @@ def derived_fields(message: Mapping[str, Any], body: Mapping[str, Any] | None) -
     if body.get("spill") and "to" not in body:  # address lists in body.json: keep the stored arrays
         del fields["participants"], fields["recipients"]
     return fields
-
-
-# --- variants: other bytes under a stored Message-ID -----------------------------------------
-
-
-def variant_blob_key(blob_prefix: str, sha256: str) -> str:
-    """Where another copy's bytes are kept: under the message's prefix, so ``delete`` takes it."""
-    return f"{blob_prefix}variants/{sha256}.eml"
-
-
-def variant_record_update(record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The pipeline that records one copy (``record``, whose ``sha256`` names its bytes) on the
-    stored message, unless a record of those bytes is there: the record is appended to
-    ``variants`` and its hash to ``variantHashes`` (unless a claim that a crash left without its
-    record holds it already). One atomic statement, so of concurrent writers of the same bytes
-    exactly one records them: the one whose update modified the document. Its filter is the
-    ``_id`` alone (``AsyncStoreContext.by_id``), which every server answers by index.
-    """
-    sha = {"$literal": record["sha256"]}
-    # (``$filter``, not ``"$variants.sha256"``: SecantusDB 0.7 resolves that path to [] in an expression)
-    same = {"$filter": {"input": {"$ifNull": ["$variants", []]}, "cond": {"$eq": ["$$this.sha256", sha]}}}
-    recorded = {"$gt": [{"$size": same}, 0]}
-    hashes = {"$ifNull": ["$variantHashes", []]}
-    claimed = {"$in": [sha, hashes]}
-    with_hash = {"$cond": [claimed, "$variantHashes", {"$concatArrays": [hashes, {"$literal": [record["sha256"]]}]}]}
-    with_record = {"$concatArrays": [{"$ifNull": ["$variants", []]}, {"$literal": [dict(record)]}]}
-    return [
-        {
-            "$set": {
-                "variantHashes": {"$cond": [recorded, "$variantHashes", with_hash]},
-                "variants": {"$cond": [recorded, "$variants", with_record]},
-            }
-        }
-    ]
-
-
-def variants_in_batch_order(
-    variants: Sequence[Mapping[str, Any]], hashes: Sequence[str], batch: Sequence[str]
-) -> tuple[list[Mapping[str, Any]], list[str]] | None:
-    """A message's ``variants`` and ``variantHashes`` with the copies of one batch (``batch``:
-    their hashes, in the batch's order) last and in that order, as a clean delivery of the batch
-    leaves them; None when they are so already. For the pass after a server restart, which
-    records a copy the restart took after copies the batch had recorded behind it."""
-    mine = set(batch)
-    records = {v.get("sha256"): v for v in variants}
-    ordered = [v for v in variants if v.get("sha256") not in mine]
-    ordered += [records[sha] for sha in dict.fromkeys(batch) if sha in records]
-    ordered_hashes = [h for h in hashes if h not in mine] + [sha for sha in dict.fromkeys(batch) if sha in hashes]
-    if [v.get("sha256") for v in ordered] == [v.get("sha256") for v in variants] and ordered_hashes == list(hashes):
-        return None
-    return ordered, ordered_hashes
 
 
 # --- thread summaries ------------------------------------------------------------------------

@@ -34,11 +34,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from .documents import variant_blob_key
 from .feed import CHECKPOINTS_COLLECTION
 from .indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
 from .keys import blob_prefix
 from .queries import IN_LIMIT, split_in
+from .variants import variant_blob_key
 
 __all__ = [
     "DATA_COLLECTIONS",

@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..pure import blobs
-from ..pure.documents import Blob, variant_blob_key
+from ..pure.documents import Blob
 from ..pure.keys import blob_prefix, message_key
+from ..pure.variants import variant_blob_key
 from .context import StoreContext, insert_ignoring_duplicates, log
 
 __all__ = ["blob_key", "get_attachment", "get_html", "get_raw", "get_raw_variants", "put_blobs", "recorded_hashes"]
