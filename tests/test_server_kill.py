@@ -41,7 +41,6 @@ from .helpers.server_kill import (
     run_clean,
     run_with_kills,
     snapshot,
-    wait_for,
 )
 from .helpers.server_kill_workers import MAILBOX, vector_for
 
@@ -114,17 +113,18 @@ def test_a_restart_between_a_variant_blob_and_its_record_is_repaired(
     writes there, not on a standalone server (there the batch fails and is delivered again)."""
     first, other = _copy("the plan"), _copy("the plan, as the list sent it")
     key = variant_blob_key(blob_prefix(MAILBOX, message_key("launch@example.com")), hashlib.sha256(other).hexdigest())
-    with restartable(tmp_path, request.config) as (server, writer, admin):
+    with restartable(tmp_path, request.config) as (server, writer, admin, sent):
         store = MessageStore(writer["restart"], mailbox_id=MAILBOX)
         store.ensure_indexes()
         assert store.store(first).outcome == "stored"
-        block_writer(admin, "update")  # the copy's record
+        blocked = block_writer(admin, sent, "update")  # the copy's record
         outcome: list[Any] = []
         worker = threading.Thread(target=lambda: outcome.append(store.store_many([other])))
         worker.start()
+        blocked()
         durably = admin.get_database("restart", write_concern=WriteConcern(j=True))
         files, chunks = durably["aecs.files"], durably["aecs.chunks"]
-        wait_for(lambda: files.find_one({"_id": key}) is not None, "the copy's blob was never uploaded")
+        assert files.find_one({"_id": key}) is not None  # the copy's blob came before its record
         files.delete_one({"_id": key})
         chunks.delete_many({"files_id": key})
         server.kill()
@@ -146,19 +146,17 @@ def test_a_restart_between_two_records_of_a_batch_keeps_the_batch_order(
     clean delivery leaves them: it appended the first after the second (the kill test found the
     order changed once)."""
     first, one, two = _copy("the plan"), _copy("the plan, once more"), _copy("the plan, and again")
-    with restartable(tmp_path, request.config) as (server, writer, admin):
+    with restartable(tmp_path, request.config) as (server, writer, admin, sent):
         store = MessageStore(writer["restart"], mailbox_id=MAILBOX)
         store.ensure_indexes()
         assert store.store(first).outcome == "stored"
-        block_writer(admin, "update", skip=1)  # the second copy's record
+        blocked = block_writer(admin, sent, "update", skip=1)  # the second copy's record
         outcome: list[Any] = []
         worker = threading.Thread(target=lambda: outcome.append(store.store_many([one, two])))
         worker.start()
+        blocked()
         messages = admin.get_database("restart", write_concern=WriteConcern(j=True)).messages
-        wait_for(
-            lambda: (messages.find_one({}, {"variantHashes": 1}) or {}).get("variantHashes"),
-            "the first copy was never recorded",
-        )
+        assert (messages.find_one({}, {"variantHashes": 1}) or {}).get("variantHashes")  # the first's record
         messages.update_one({}, {"$unset": {"variants": "", "variantHashes": ""}})  # lost with the server
         server.kill()
         server.start()

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from pymongo import MongoClient, WriteConcern, monitoring
+from pymongo import MongoClient, WriteConcern
 
 from aecs_mongo import MessageStore
 from aecs_mongo.embedded.server import EmbeddedServer
@@ -26,7 +26,6 @@ from .helpers.server_kill import (
     run_clean,
     run_with_kills,
     snapshot,
-    wait_for,
 )
 from .helpers.server_kill_workers import MAILBOX
 
@@ -88,38 +87,25 @@ def test_a_restart_between_a_thread_write_and_the_rest_of_an_expire_is_repaired(
     (the kill test above left one once). A replica set: the driver retries a read on either,
     and its statements after a restart simply go to the new server."""
 
-    class Finds(monitoring.CommandListener):
-        collections: list[str] = []  # noqa: RUF012
-
-        def started(self, event: monitoring.CommandStartedEvent) -> None:
-            if event.command_name == "find":
-                self.collections.append(str(event.command["find"]))
-
-        def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-            pass
-
-        def failed(self, event: monitoring.CommandFailedEvent) -> None:
-            pass
-
-    finds = Finds()
     between = dt.datetime(2026, 11, 2, 9, 1, 30, tzinfo=dt.UTC)  # note 1 is older, note 2 younger
-    with restartable(tmp_path, request.config, [finds]) as (server, writer, admin):
+    with restartable(tmp_path, request.config) as (server, writer, admin, sent):
         stores = {}
         for name in ("rehearsal", "restart"):
             stores[name] = MessageStore(writer[name], mailbox_id=MAILBOX)
             stores[name].ensure_indexes()
             assert [r.outcome for r in stores[name].store_many([_note(1), _note(2)])] == ["stored", "stored"]
-        finds.collections.clear()
+        sent.commands.clear()
         assert stores["rehearsal"].expire(between).messages == 1  # the statements of the expire, in order
         thread = doc_id(MAILBOX, thread_key("note-1@example.com"))
         summary = admin["restart"].threads.find_one({"_id": thread})
         assert summary is not None
-        block_writer(admin, "find", skip=finds.collections.index("aecs.files"))  # the batch's blob read
+        blocked = block_writer(admin, sent, "find", skip=sent.collections("find").index("aecs.files"))
         expired: list[int] = []
         worker = threading.Thread(target=lambda: expired.append(stores["restart"].expire(between).messages))
         worker.start()
+        blocked()  # the expire is in its blob read, which the driver retries
         threads = admin.get_database("restart", write_concern=WriteConcern(j=True)).threads
-        wait_for(lambda: threads.find_one({"_id": thread}) is None, "the thread's summary was never removed")
+        assert threads.find_one({"_id": thread}) is None  # the summary's removal came before
         threads.insert_one(summary)  # the removal is lost with the server
         server.kill()
         server.start()

@@ -9,12 +9,12 @@ import json
 import random
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pymongo import MongoClient
+from pymongo import MongoClient, monitoring
 
 from aecs_mongo import MessageStore, normalize
 from aecs_mongo.embedded.server import EmbeddedServer
@@ -152,13 +152,30 @@ def prepared(server: EmbeddedServer, *names: str) -> MongoClient[dict[str, Any]]
 # --- one restart at a chosen statement ---------------------------------------------------------
 
 
+class Sent(monitoring.CommandListener):
+    """The writer's commands in the order it sends them: (command, collection)."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[str, str]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.commands.append((event.command_name, str(event.command.get(event.command_name, ""))))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+    def collections(self, command: str) -> list[str]:
+        return [collection for name, collection in self.commands if name == command]
+
+
 @contextlib.contextmanager
-def restartable(
-    tmp_path: Path, config: pytest.Config, listeners: list[Any] | None = None
-) -> Iterator[tuple[EmbeddedServer, Any, Any]]:
+def restartable(tmp_path: Path, config: pytest.Config) -> Iterator[tuple[EmbeddedServer, Any, Any, Sent]]:
     """A replica-set server of the test's own (failpoints on, a fixed port: ``kill()`` then
-    ``start()`` keeps its address), a client named ``writer`` (failpoints aim at it; with
-    ``listeners``) and an admin client. Replica sets only: the driver retries writes there."""
+    ``start()`` keeps its address), a client named ``writer`` (failpoints aim at it; ``Sent``
+    records its commands) and an admin client. Replica sets only: the driver retries writes there."""
     from aecs_mongo.embedded.server import _free_port
 
     from ..conftest import enabled_backends
@@ -167,21 +184,25 @@ def restartable(
         pytest.skip("the rs backend is not requested")
     server = EmbeddedServer(tmp_path / "data", test_commands=True, port=_free_port("127.0.0.1"))
     server.start()
-    writer: Any = MongoClient(server.uri, appName="writer", event_listeners=listeners or [])
+    sent = Sent()
+    writer: Any = MongoClient(server.uri, appName="writer", event_listeners=[sent])
     admin: Any = MongoClient(server.uri)
     try:
-        yield server, writer, admin
+        yield server, writer, admin, sent
     finally:
         writer.close()
         admin.close()
         server.stop()
 
 
-def block_writer(admin: Any, command: str, skip: int = 0) -> None:
+def block_writer(admin: Any, sent: Sent, command: str, skip: int = 0) -> Callable[[], None]:
     """The writer's next ``command`` after ``skip`` of them blocks (a minute): the test restarts
-    the server meanwhile."""
+    the server meanwhile. Returns the wait for the writer to have sent it: a restart before then
+    would cut the statements ahead of it (a ``delete_many`` no driver retries), not this one."""
     data = {"failCommands": [command], "blockConnection": True, "blockTimeMS": 60_000, "appName": "writer"}
     admin.admin.command("configureFailPoint", "failCommand", mode={"skip": skip, "times": 1}, data=data)
+    before = len(sent.collections(command))
+    return lambda: wait_for(lambda: len(sent.collections(command)) > before + skip, f"the writer never sent {command}")
 
 
 def wait_for(done: Any, what: str) -> None:
