@@ -102,6 +102,35 @@ def test_a_page_costs_a_page(recorded: tuple[MessageStore, Recorder], db: Any) -
     assert capped == [] and not capped.complete and capped.examined == 300
 
 
+@pytest.mark.server
+def test_the_conversation_list_of_few_long_threads_is_one_query(
+    recorded: tuple[MessageStore, Recorder], db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mailbox of more messages than ``windows.PLAIN_MAX_THREADS`` (lowered here to a mailbox
+    a test can fill) whose mail is in few threads lists them in one plain read: the sampled
+    messages' threads (one read of their summaries) say how many threads there are. The same
+    mailbox size in as many threads as messages is read in windows. Same pages either way."""
+    monkeypatch.setattr(windows, "PLAIN_MAX_THREADS", 500)
+    store, recorder = recorded
+    store.store_many([message(n) for n in range(1500)], batch_size=500)  # 40 threads
+    recorder.finds.clear()
+    few = store.list_threads(limit=20)
+    plain = [f for f in recorder.finds if f["find"] == "threads" and "_id" not in f["filter"]]
+    assert len(plain) == 1 and "lastTs" not in plain[0]["filter"], recorder.finds
+    assert [t["threadId"] for t in few.threads] == [f"t{n}@x" for n in range(20)]
+    recorder.finds.clear()
+    store.list_threads(limit=20)
+    assert len(recorder.finds) == 1  # the estimate is kept with the sample
+
+    singles = MessageStore(store.db, mailbox_id="bob")  # the same monitored client
+    singles.store_many([email(n, thread=f"own{n}@x", ts=BASE_TS - n * 37) for n in range(1500)], batch_size=500)
+    recorder.finds.clear()
+    page = singles.list_threads(limit=20)
+    windowed = [f for f in recorder.finds if f["find"] == "threads" and "_id" not in f["filter"]]
+    assert windowed and all("lastTs" in f["filter"] for f in windowed), recorder.finds
+    assert [t["threadId"] for t in page.threads] == [f"own{n}@x" for n in range(20)]
+
+
 def read_all(store: Any, read: Any, limit: int) -> tuple[list[Any], list[str | None]]:
     rows: list[Any] = []
     cursors: list[str | None] = []

@@ -150,3 +150,13 @@ def test_a_summary_hint_holds_the_first_and_last_message_and_stands_for_the_coun
     assert windows.summary_hint(3, 1_000, 1_300) == ((1_000, 1_150, 1_300), 1.0)
     # a thread in one second (mail without a Date, stored at once): one point for all of it
     assert windows.summary_hint(500, 7, 7) == ((7,), 1 / 500)
+
+
+def test_a_sampled_message_stands_for_a_share_of_its_thread() -> None:
+    # the whole mailbox sampled: exact (two threads of 3 and one of 1)
+    assert windows.estimated_threads([3, 3, 3, 1], 1.0) == pytest.approx(2.0)
+    # 1/256: 16 sampled messages of threads of 250 stand for few threads, of singletons for many
+    few, many = windows.estimated_threads([250] * 16, 1 / 256), windows.estimated_threads([1] * 16, 1 / 256)
+    assert few < windows.PLAIN_MAX_THREADS < many
+    assert many >= 16 * 256  # an upper estimate: never under what the sample shows
+    assert windows.estimated_threads([0, 2], 1.0) == pytest.approx(1.5)  # a missing summary counts as one

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,7 @@ __all__ = [
     "Window",
     "WindowedRead",
     "estimated_matches",
+    "estimated_threads",
     "key_between",
     "merge_filter",
     "summary_hint",
@@ -84,7 +85,7 @@ PLAIN_MAX = 1000
 PLAIN_MAX_THREAD = 100
 #: The same for the conversation list, in thread summaries: a summary is a tenth of a message
 #: document, so reading all of them costs less than the windows that would find a page of them
-#: up to about this many (the mailbox's message count bounds it: a thread holds one at least).
+#: up to about this many (estimated from the sample: ``estimated_threads``).
 PLAIN_MAX_THREADS = 4 * PLAIN_MAX
 #: Sampled matches added before the sample's count is scaled up to the mailbox (``estimated_matches``):
 #: an upper bound (no match in the sample still allows about this many per sampled fraction).
@@ -114,6 +115,21 @@ def estimated_matches(hits: int, fraction: float) -> float:
     if fraction <= 0:
         return math.inf
     return (hits + _SAMPLE_SLACK) / fraction
+
+
+def estimated_threads(sizes: Sequence[int], fraction: float) -> float:
+    """An upper estimate of a mailbox's threads from a uniform sample of ``fraction`` of its
+    messages, ``sizes`` holding the message count of each sampled message's thread: a thread of
+    n messages is sampled n times as often as a thread of one, so each sampled message stands for
+    1/n of a thread (exact for the whole mailbox; the slack of ``estimated_matches`` above it).
+    The conversation list of a big mailbox of few long threads is then one plain read, not
+    windows sized for its messages."""
+    share = sum(1 / max(n, 1) for n in sizes)
+    if fraction >= 1:
+        return share
+    if fraction <= 0:
+        return math.inf
+    return (share + _SAMPLE_SLACK) / fraction
 
 
 @dataclass(frozen=True)

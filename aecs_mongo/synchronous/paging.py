@@ -105,11 +105,29 @@ def few_matches(ctx: StoreContext, query: queries.KeysetQuery) -> bool:
     kept = ctx.samples.get(key)
     if kept is not None and kept[0] == taken:
         return bool(kept[1])
-    hits = sum(queries.sample_match(query, row) for row in sampled)
-    plain_max = windows.PLAIN_MAX_THREADS if query.collection == "threads" else windows.PLAIN_MAX
-    few = windows.estimated_matches(hits, fraction) <= plain_max
+    if query.collection == "threads":
+        few = few_threads(ctx, sampled, fraction)
+    else:
+        hits = sum(queries.sample_match(query, row) for row in sampled)
+        few = windows.estimated_matches(hits, fraction) <= windows.PLAIN_MAX
     ctx.samples[key] = (taken, few)
     return few
+
+
+def few_threads(ctx: StoreContext, sampled: list[dict[str, Any]], fraction: float) -> bool:
+    """Whether the mailbox holds few threads (``windows.PLAIN_MAX_THREADS``): at once where it
+    holds few messages (a thread holds one at least), else estimated from the sizes of the
+    sampled messages' threads (one ``_id $in`` read of their summaries; ``estimated_threads``).
+    Counting the threads is no answer here: this server's count reads the whole collection."""
+    if windows.estimated_matches(len(sampled), fraction) <= windows.PLAIN_MAX_THREADS:
+        return True
+    ids = {doc_id(ctx.mailbox_id, str(r["threadKey"])) for r in sampled if r.get("threadKey")}
+    sizes: dict[str, int] = {}
+    for selector in queries.split_in(ctx.by_ids(sorted(ids))):
+        for row in ctx.threads.find(selector, {"messageCount": 1}):
+            sizes[row["_id"]] = int(row.get("messageCount") or 1)
+    counts = [sizes.get(doc_id(ctx.mailbox_id, str(r.get("threadKey"))), 1) for r in sampled]
+    return windows.estimated_threads(counts, fraction) <= windows.PLAIN_MAX_THREADS
 
 
 @dataclasses.dataclass(frozen=True)
