@@ -160,3 +160,13 @@ def test_a_sampled_message_stands_for_a_share_of_its_thread() -> None:
     assert few < windows.PLAIN_MAX_THREADS < many
     assert many >= 16 * 256  # an upper estimate: never under what the sample shows
     assert windows.estimated_threads([0, 2], 1.0) == pytest.approx(1.5)  # a missing summary counts as one
+
+
+def test_the_thread_sample_holds_about_as_many_messages_as_it_needs() -> None:
+    enough = windows.THREAD_SAMPLE_ENOUGH
+    for mailbox in (4_000, 10_000, 50_000, 100_000, 1_000_000):
+        small = windows.SAMPLE_FRACTIONS[0]
+        wanted = windows.thread_sample_fraction(round(mailbox * small), small)
+        assert enough <= wanted * mailbox < 2 * enough + 1, (mailbox, wanted)
+    assert windows.thread_sample_fraction(12, 1 / 16) == 1.0  # a mailbox of 192: all of it
+    assert windows.thread_sample_fraction(0, 1.0) == 1.0

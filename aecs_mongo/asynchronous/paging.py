@@ -98,27 +98,31 @@ async def few_matches(ctx: AsyncStoreContext, query: queries.KeysetQuery) -> boo
     filter), so that reading all of them costs less than the windows that would find them.
     Kept with the sample (the same read again costs no second look at it)."""
     sampled, fraction = await mailbox_sample(ctx)
-    taken = ctx.samples[_SAMPLE_KEY][0]
     key = f"few:{query.fingerprint}"
     kept = ctx.samples.get(key)
-    if kept is not None and kept[0] == taken:
+    if kept is not None and kept[0] == ctx.samples[_SAMPLE_KEY][0]:
         return bool(kept[1])
     if query.collection == "threads":
         few = await few_threads(ctx, sampled, fraction)
     else:
         hits = sum(queries.sample_match(query, row) for row in sampled)
         few = windows.estimated_matches(hits, fraction) <= windows.PLAIN_MAX
-    ctx.samples[key] = (taken, few)
+    ctx.samples[key] = (ctx.samples[_SAMPLE_KEY][0], few)  # the sample few_threads may have grown
     return few
 
 
 async def few_threads(ctx: AsyncStoreContext, sampled: list[dict[str, Any]], fraction: float) -> bool:
     """Whether the mailbox holds few threads (``windows.PLAIN_MAX_THREADS``): at once where it
     holds few messages (a thread holds one at least), else estimated from the sizes of the
-    sampled messages' threads (one ``_id $in`` read of their summaries; ``estimated_threads``).
+    sampled messages' threads (one ``_id $in`` read of their summaries; ``estimated_threads``),
+    on a sample of ``windows.THREAD_SAMPLE_ENOUGH`` messages at least (the few that size
+    windows cannot bound the threads: 24 messages of a 100,000 still allow 16,000 threads).
     Counting the threads is no answer here: this server's count reads the whole collection."""
     if windows.estimated_matches(len(sampled), fraction) <= windows.PLAIN_MAX_THREADS:
         return True
+    if len(sampled) < windows.THREAD_SAMPLE_ENOUGH:
+        start = windows.thread_sample_fraction(len(sampled), fraction)
+        sampled, fraction = await mailbox_sample(ctx, windows.THREAD_SAMPLE_ENOUGH, start)
     ids = {doc_id(ctx.mailbox_id, str(r["threadKey"])) for r in sampled if r.get("threadKey")}
     sizes: dict[str, int] = {}
     for selector in queries.split_in(ctx.by_ids(sorted(ids))):
@@ -210,22 +214,26 @@ async def windowed_read(
     return dataclasses.replace(read, hint=hint, hint_fraction=fraction)
 
 
-async def mailbox_sample(ctx: AsyncStoreContext) -> tuple[list[dict[str, Any]], float]:
+async def mailbox_sample(
+    ctx: AsyncStoreContext, enough: int = windows.SAMPLE_ENOUGH, start: float = windows.SAMPLE_FRACTIONS[0]
+) -> tuple[list[dict[str, Any]], float]:
     """A uniform sample of the mailbox's messages (``queries.SAMPLE_PROJECTION``) and the fraction
     of the mailbox it is: the messages whose key falls in the first fraction of the key space, on
-    ``aecs_messages_spec_version`` (a bounded key range there), the fraction growing until the
-    sample holds enough (mail under another spec version is left out: a hint only). Kept by the
-    store for ``windows.SAMPLE_TTL`` seconds, so a run of reads samples once."""
+    ``aecs_messages_spec_version`` (a bounded key range there), the fraction growing from
+    ``start`` until the sample holds ``enough`` (mail under another spec version is left out: a
+    hint only). Kept by the store for ``windows.SAMPLE_TTL`` seconds, so a run of reads samples
+    once; a read that asks for more than the kept sample holds takes a bigger one, which the
+    reads after it keep."""
     now = monotonic()
     kept = ctx.samples.get(_SAMPLE_KEY)
-    if kept is not None and now - kept[0] < windows.SAMPLE_TTL:
+    if kept is not None and now - kept[0] < windows.SAMPLE_TTL and (len(kept[1]) >= enough or kept[2] >= 1):
         return kept[1], kept[2]
     found: list[dict[str, Any]] = []
-    fraction = windows.SAMPLE_FRACTIONS[0]
-    for fraction in windows.SAMPLE_FRACTIONS:
+    fraction = start
+    for fraction in (start, *(f for f in windows.SAMPLE_FRACTIONS if f > start)):
         selector = queries.sample_filter(ctx.mailbox_id, SPEC_VERSION, fraction)
         found = await to_list(ctx.messages.find(selector, queries.SAMPLE_PROJECTION))
-        if len(found) >= windows.SAMPLE_ENOUGH:
+        if len(found) >= enough:
             break
     ctx.samples[_SAMPLE_KEY] = (now, found, fraction)
     return found, fraction

@@ -40,6 +40,7 @@ __all__ = [
     "SAMPLE_ENOUGH",
     "SAMPLE_FRACTIONS",
     "SAMPLE_TTL",
+    "THREAD_SAMPLE_ENOUGH",
     "Window",
     "WindowedRead",
     "estimated_matches",
@@ -47,6 +48,7 @@ __all__ = [
     "key_between",
     "merge_filter",
     "summary_hint",
+    "thread_sample_fraction",
     "walk",
     "walk_plain",
 ]
@@ -76,6 +78,8 @@ _HINT_PROBE_ROWS = 4
 #: Sample fractions tried in turn until the sample holds ``SAMPLE_ENOUGH`` messages.
 SAMPLE_FRACTIONS = (1 / 4096, 1 / 256, 1 / 16, 1.0)
 SAMPLE_ENOUGH = 8
+#: The sample that estimates a mailbox's threads (``estimated_threads``) holds this many at least.
+THREAD_SAMPLE_ENOUGH = 200
 #: A read known to match at most this many documents (a thread, by its summary's messageCount)
 #: costs little even where the server reads the whole match: the plain query serves it.
 PLAIN_MAX = 1000
@@ -115,6 +119,20 @@ def estimated_matches(hits: int, fraction: float) -> float:
     if fraction <= 0:
         return math.inf
     return (hits + _SAMPLE_SLACK) / fraction
+
+
+def thread_sample_fraction(sampled: int, fraction: float) -> float:
+    """The fraction of the mailbox (a power of two, at most 1) whose sample holds about
+    ``THREAD_SAMPLE_ENOUGH`` to twice as many messages, judged from a smaller sample (``sampled``
+    messages at ``fraction``): the fractions ``SAMPLE_FRACTIONS`` tries step by 16, so a
+    mailbox of 50,000 would be sampled at 3,000 messages, not 200."""
+    if fraction >= 1:
+        return 1.0
+    mailbox = max(sampled, 1) / fraction
+    wanted = 1.0
+    while wanted / 2 * mailbox >= THREAD_SAMPLE_ENOUGH:
+        wanted /= 2
+    return wanted
 
 
 def estimated_threads(sizes: Sequence[int], fraction: float) -> float:
