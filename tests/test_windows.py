@@ -170,3 +170,20 @@ def test_the_thread_sample_holds_about_as_many_messages_as_it_needs() -> None:
         assert enough <= wanted * mailbox < 2 * enough + 1, (mailbox, wanted)
     assert windows.thread_sample_fraction(12, 1 / 16) == 1.0  # a mailbox of 192: all of it
     assert windows.thread_sample_fraction(0, 1.0) == 1.0
+
+
+def test_a_page_after_a_cursor_in_steady_mail_is_one_window() -> None:
+    """Where the sample says the mail goes on past the cursor, the page after it is the rest of
+    the cursor's second and one window sized for it (the walk probed its way down before: 13
+    queries at 100,000 messages); and where the sampled mail stands beyond a gap, the walk still
+    finds it (the page equals the plain query's)."""
+    rows = mailbox(random.Random(1), "steady", 20_000)
+    read = hinted(WindowedRead(descending=True, now=NOW), rows)
+    cursor = sorted(rows, reverse=True)[10_000]
+    page, _, queries = windowed(rows, read, cursor, 51)
+    assert page == plain(rows, read, cursor, 51)
+    assert queries <= 3, queries
+    gapped = [r for r in rows if not NOW - 3600 - 12_000 * 37 < r[0] < NOW - 3600 - 10_001 * 37]
+    read = hinted(WindowedRead(descending=True, now=NOW), gapped)
+    page, _, _ = windowed(gapped, read, cursor, 51)
+    assert page == plain(gapped, read, cursor, 51)

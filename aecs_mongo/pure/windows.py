@@ -75,6 +75,9 @@ _GROWTH = 8
 #: Sampled messages the density near a hint is taken from, and messages a hinted probe aims at.
 _HINT_NEIGHBOURS = 8
 _HINT_PROBE_ROWS = 4
+#: A first window is sized from the sample's density (``_hinted_width``) unless the nearest
+#: sampled message beyond the edge stands farther than this many sampling intervals (a gap).
+_HINT_GAP_SAMPLES = 4
 #: Sample fractions tried in turn until the sample holds ``SAMPLE_ENOUGH`` messages.
 SAMPLE_FRACTIONS = (1 / 4096, 1 / 256, 1 / 16, 1.0)
 SAMPLE_ENOUGH = 8
@@ -385,8 +388,10 @@ def _rest_of_second(state: _Walk, second: int, key: str) -> Generator[Window, in
 def _seconds(state: _Walk, edge: int, sign: int) -> Generator[Window, int, None]:
     """Whole-second windows from ``edge`` in the read's direction until the range is exhausted."""
     read = state.read
-    width: int | None = None
-    empties = 0
+    width = _hinted_width(state, edge, sign)
+    # a first window sized from the sample's density at the edge: mail that goes on past the
+    # edge (a page after a cursor) is read at once; one that finds a gap sends the walk to probes
+    empties = 0 if width is None else _EMPTY_DOUBLINGS
     while not state.done():
         if read.descending and read.lo is not None and edge <= read.lo:
             return
@@ -464,6 +469,17 @@ def _locate(state: _Walk, edge: int, sign: int) -> Generator[Window, int, tuple[
 def _hinted(read: WindowedRead, edge: int, sign: int) -> tuple[int, int] | None:
     """The nearest sampled ``ts`` beyond ``edge`` in the walk's direction (within the read's
     bounds), and a probe width that holds a few messages at the sample's density there."""
+    found = _hinted_density(read, edge, sign)
+    if found is None:
+        return None
+    mail, density = found
+    width = PROBE_WIDTHS[0] if density <= 0 else min(max(math.ceil(_HINT_PROBE_ROWS / density), 1), 86_400)
+    return mail, width
+
+
+def _hinted_density(read: WindowedRead, edge: int, sign: int) -> tuple[int, float] | None:
+    """The nearest sampled ``ts`` beyond ``edge`` and the read's density there (rows per second;
+    0 where the sample holds one message there)."""
     if not read.hint or read.hint_fraction <= 0:
         return None
     at = bisect.bisect_left(read.hint, edge)
@@ -474,8 +490,19 @@ def _hinted(read: WindowedRead, edge: int, sign: int) -> tuple[int, int] | None:
     near = beyond[:_HINT_NEIGHBOURS]
     span = max(abs(near[-1] - near[0]), 1)
     density = max(len(near) - 1, 1) / (span * read.hint_fraction) if len(near) > 1 else 0.0
-    width = PROBE_WIDTHS[0] if density <= 0 else min(max(math.ceil(_HINT_PROBE_ROWS / density), 1), 86_400)
-    return near[0], width
+    return near[0], density
+
+
+def _hinted_width(state: _Walk, edge: int, sign: int) -> int | None:
+    """A first window's width beyond ``edge``: the rows still wanted at the sample's density
+    near the edge; None without a density (no sample there, or a thread's summary hint alone)."""
+    found = _hinted_density(state.read, edge, sign)
+    if found is None or found[1] <= 0:
+        return None
+    mail, density = found
+    if abs(mail - edge) * density * state.read.hint_fraction > _HINT_GAP_SAMPLES:
+        return None  # farther than sampled mail stands apart (1/fraction rows): a gap, probably
+    return max(math.ceil(state.wanted() * _SLACK / density), 1)
 
 
 def _bisect(
