@@ -158,6 +158,18 @@ def median_time(fn: Callable[[], object], rounds: int) -> float:
     return statistics.median(timed(fn) for _ in range(rounds))
 
 
+def paired_medians(ours: Callable[[], object], base: Callable[[], object], rounds: int) -> tuple[float, float]:
+    """Medians of ``ours`` and ``base`` timed in turn, round after round (their order alternating):
+    a shared machine's slow spells fall on both, so their ratio is steadier than that of two
+    medians taken one after the other."""
+    ours(), base()  # warm
+    times: tuple[list[float], list[float]] = ([], [])
+    for r in range(rounds):
+        for i in (0, 1) if r % 2 == 0 else (1, 0):
+            times[i].append(timed((ours, base)[i]))
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
 # --- ingest ------------------------------------------------------------------------------------
 
 
@@ -520,10 +532,10 @@ def reads_at(db: Database[Doc], size: int, rounds: int) -> list[Doc]:
     rows: list[Doc] = []
     for label, ours, hand in cases:
         t_hand = timed(hand)
-        if t_hand < HAND_ONCE_SECONDS:  # cheap: the same median of rounds as ours, warm
-            t_hand = median_time(hand, rounds)
-        # else it reads the whole index (every mailbox, seconds at 100k): once
-        t_ours = median_time(ours, rounds)
+        if t_hand < HAND_ONCE_SECONDS:  # cheap: timed in turn with ours, round after round, warm
+            t_ours, t_hand = paired_medians(ours, hand, rounds)
+        else:  # it reads the whole index (every mailbox, seconds at 100k): once
+            t_ours = median_time(ours, rounds)
         rows.append(
             {
                 "size": size,
