@@ -45,6 +45,7 @@ REPLACEMENTS: list[tuple[str, str]] = [
     (r"\bAsync(?!IO)([A-Z]\w*)", r"\1"),
     (r"\basynchronous\b", "synchronous"),
     (r"\bVectors \| Awaitable\[Vectors\]", "Vectors"),
+    (r"\bAwaitable\[None\]", "None"),
     (r"\bfrom collections\.abc import Awaitable, ", "from collections.abc import "),
 ]
 

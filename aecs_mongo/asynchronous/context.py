@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar, overload
 
 from pymongo import ReplaceOne, UpdateOne
@@ -38,6 +38,9 @@ log = logging.getLogger("aecs_mongo")
 
 _DUPLICATE_KEY = 11000
 T = TypeVar("T")
+
+#: how many times a batch is written (or deleted) again because the server restarted under it
+MAX_REWRITES = 5
 
 
 async def resolve(value: Any) -> Any:
@@ -191,6 +194,26 @@ class AsyncStoreContext:
         reply = await self.db.command("hello")
         process = (reply.get("topologyVersion") or {}).get("processId")
         return None if process is None else (process, reply.get("primary") or reply.get("me"))
+
+    async def across_restarts(
+        self, once: Callable[[], Awaitable[None]], again: Callable[[], Awaitable[None]], what: str
+    ) -> None:
+        """``once``, then ``again`` while the server's process changed meanwhile (``server_process``
+        before and after; at most ``MAX_REWRITES`` times). The driver retries a statement across a
+        server restart, so a batch can complete on a server that lost its earlier unjournaled
+        writes in the crash; ``again`` writes (or deletes) the batch once more, which repairs that.
+        Two ``hello`` per batch; nothing to compare where the server does not say its process."""
+        before = await self.server_process()
+        await once()
+        if before is None:
+            return
+        for _ in range(MAX_REWRITES):
+            after = await self.server_process()
+            if after == before:
+                return
+            log.debug("the server restarted while %s: again (%s -> %s)", what, before, after)
+            before = after
+            await again()
 
     async def journal_barrier(self, concern: Any) -> None:
         """Make every write acknowledged so far durable when the batch's own last write was not

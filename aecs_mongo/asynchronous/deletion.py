@@ -19,7 +19,6 @@ from ..pure.keys import blob_prefix, doc_id, message_key
 from ..pure.lifecycle import DataCollection, EraseReport, ExpireReport
 from . import capabilities, embeddings, indexing
 from .context import AsyncStoreContext, log
-from .writing import MAX_REWRITES
 
 __all__ = ["AsyncDeleter", "delete", "erase_mailbox", "expire"]
 
@@ -91,20 +90,22 @@ class AsyncDeleter:
         """
         if not messages:
             return
-        # as in writing.write_batch: the driver retries a delete across a server restart, so
-        # the batch's journaled last delete could complete on a server that lost its thread
-        # writes; a batch the server restarted under is deleted again, its threads recomputed
-        before = None if self.dry_run else await self.ctx.server_process()
-        await self._delete_once(messages, keep_from_ts, by_prefix)
-        for _ in range(MAX_REWRITES if before is not None else 0):
-            after = await self.ctx.server_process()
-            if after == before:
-                return
-            log.debug("the server restarted while a batch was deleted: deleting it again (%s -> %s)", before, after)
-            before = after
+        if self.dry_run:
+            await self._delete_once(messages, keep_from_ts, by_prefix)
+            return
+
+        # as a batch of writes: the driver retries a delete across a server restart, so the
+        # batch's journaled last delete could complete on a server that lost its thread writes;
+        # a batch the server restarted under is deleted again, its threads recomputed
+        async def once() -> None:
+            await self._delete_once(messages, keep_from_ts, by_prefix)
+
+        async def again() -> None:
             self._recomputed.difference_update(m["threadKey"] for m in messages)
             await self._delete_once(messages, keep_from_ts, by_prefix)
             await self.ctx.journal_barrier(self.concern)  # its messages delete matched nothing
+
+        await self.ctx.across_restarts(once, again, "a batch was deleted")
 
     async def _delete_once(
         self, messages: Sequence[Mapping[str, Any]], keep_from_ts: int | None, by_prefix: bool

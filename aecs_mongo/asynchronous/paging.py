@@ -123,12 +123,12 @@ async def few_threads(ctx: AsyncStoreContext, sampled: list[dict[str, Any]], fra
     if len(sampled) < windows.THREAD_SAMPLE_ENOUGH:
         start = windows.thread_sample_fraction(len(sampled), fraction)
         sampled, fraction = await mailbox_sample(ctx, windows.THREAD_SAMPLE_ENOUGH, start)
-    ids = {doc_id(ctx.mailbox_id, str(r["threadKey"])) for r in sampled if r.get("threadKey")}
+    threads = [doc_id(ctx.mailbox_id, str(r["threadKey"])) if r.get("threadKey") else None for r in sampled]
     sizes: dict[str, int] = {}
-    for selector in queries.split_in(ctx.by_ids(sorted(ids))):
+    for selector in queries.split_in(ctx.by_ids(sorted({t for t in threads if t is not None}))):
         async for row in ctx.threads.find(selector, {"messageCount": 1}):
             sizes[row["_id"]] = int(row.get("messageCount") or 1)
-    counts = [sizes.get(doc_id(ctx.mailbox_id, str(r.get("threadKey"))), 1) for r in sampled]
+    counts = [1 if t is None else sizes.get(t, 1) for t in threads]  # no summary: a thread of one
     return windows.estimated_threads(counts, fraction) <= windows.PLAIN_MAX_THREADS
 
 

@@ -167,37 +167,25 @@ _STORED_FIELDS = {
 }
 
 
-#: how many times a batch is written again because the server restarted under it
-MAX_REWRITES = 5
-
-
 async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments]) -> list[StoreResult]:
-    """``write_once``, written again while the server restarted (or the primary changed) under it.
+    """``write_once``, written again while the server restarted (or the primary changed) under it
+    (``AsyncStoreContext.across_restarts``): the batch's journaled last write would make only
+    what survived the crash durable, so the pass after a restart repairs what the crash took (a
+    stored message's own blobs are uploaded again where their ``files`` document is missing; a
+    variant's record and blob are written where they are missing)."""
+    results: list[StoreResult] = []
 
-    The driver retries a write across a server restart (retryable writes), and the commit is
-    retried after a lost transaction, so a batch can complete on a server that lost its earlier
-    unjournaled writes (blobs, variant records) in the crash: the batch's journaled last write
-    then makes only what survived durable. So the server's process (``hello``'s
-    ``topologyVersion.processId`` and the primary) is read before the batch and after its
-    durable write; where it changed, the batch is written again, which repairs what the crash
-    took (a stored message's own blobs are uploaded again where their ``files`` document is
-    missing; a variant's record is written where it is missing). Costs two ``hello`` per batch.
-    """
-    before = await ctx.server_process()
-    results = await write_once(ctx, batch)
-    if before is None:  # a server that does not say which process it is: nothing to compare
-        return results
-    for _ in range(MAX_REWRITES):
-        after = await ctx.server_process()
-        if after == before:
-            break
-        log.debug("the server restarted while a batch was written: writing it again (%s -> %s)", before, after)
-        before = after
-        again = await write_once(ctx, batch, repair=True)
-        results = [
+    async def once() -> None:
+        results.extend(await write_once(ctx, batch))
+
+    async def again() -> None:
+        redone = await write_once(ctx, batch, repair=True)
+        results[:] = [
             dataclasses.replace(r, inserted=r.inserted or a.inserted, variant=r.variant or a.variant)
-            for r, a in zip(results, again, strict=True)
+            for r, a in zip(results, redone, strict=True)
         ]
+
+    await ctx.across_restarts(once, again, "a batch was written")
     return results
 
 

@@ -495,7 +495,8 @@ def _hinted_density(read: WindowedRead, edge: int, sign: int) -> tuple[int, floa
 
 def _hinted_width(state: _Walk, edge: int, sign: int) -> int | None:
     """A first window's width beyond ``edge``: the rows still wanted at the sample's density
-    near the edge; None without a density (no sample there, or a thread's summary hint alone)."""
+    near the edge; None without a density there (no sampled mail beyond the edge, or a single
+    point) or where the sampled mail stands beyond a gap."""
     found = _hinted_density(state.read, edge, sign)
     if found is None or found[1] <= 0:
         return None
