@@ -391,33 +391,6 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
         yield uri
 
 
-def _search_index(args: argparse.Namespace, db: Any) -> Path | None:
-    """The local search index the command keeps (DESIGN: automatic for the embedded default, in
-    its data directory; for ``--uri`` without a text index, one per deployment and database in
-    the user's cache directory; ``--search-index`` names another file, or ``none``)."""
-    chosen = getattr(args, "search_index", None)
-    if chosen is not None:
-        return None if chosen == "none" else Path(chosen).expanduser().resolve()
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.db)
-    if not args.uri:
-        return Path(args.embedded_dir).resolve() / "search" / f"{name}.sqlite"
-    if "aecs_bodies_search" in {ix["name"] for ix in db.bodies.list_indexes()}:
-        return None  # the server's $text index serves search
-    import hashlib
-
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aecs-mongo" / "search"
-    where = hashlib.sha256(f"{_deployment(args.uri)}\n{args.db}".encode()).hexdigest()[:16]
-    return cache / f"{name}-{where}.sqlite"
-
-
-def _deployment(uri: str) -> str:
-    """The hosts of a MongoDB URI (its scheme and host list, without credentials or options):
-    the same deployment gives the same name whoever connects."""
-    scheme, _, rest = uri.partition("://")
-    hosts = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
-    return scheme + "://" + ",".join(sorted(hosts.lower().split(",")))
-
-
 def _start_failure(data_dir: Path, reason: str) -> str:
     """Why the embedded server did not start, on one line: its own last words, and the disk
     when that is full (a server that cannot write its log says nothing)."""
@@ -465,7 +438,7 @@ def _run(args: argparse.Namespace) -> int:
     from pymongo import MongoClient
     from pymongo.errors import ConfigurationError, PyMongoError, ServerSelectionTimeoutError
 
-    from .synchronous.store import MessageStore
+    from .commands.stores import open_store
 
     with _server_uri(args) as uri:
         try:
@@ -476,13 +449,7 @@ def _run(args: argparse.Namespace) -> int:
             raise CliError(_uri_problem(uri, exc), EXIT_USAGE) from None
         try:
             db = client[args.db]
-            store = MessageStore(
-                db,
-                mailbox_id=args.mailbox,
-                owner_addresses=getattr(args, "owner", None) or (),
-                durable=not getattr(args, "fast", False),
-                search_index=_search_index(args, db),
-            )
+            store = open_store(args, db)
             handler: Handler = command.handlers()[command.name]
             if command.indexes:
                 store.ensure_indexes()

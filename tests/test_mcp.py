@@ -185,6 +185,14 @@ def test_count_counts_every_match(session: McpSession) -> None:
     assert counted["count"] == found["returned"] >= 1 and counted["mail"] is None
 
 
+def test_search_answers_from_the_local_index_as_the_search_command_does(session: McpSession) -> None:
+    """One place decides the engine for every surface: on the embedded default the MCP server's
+    store has the data directory's local index, as ``aecs-mongo search`` has (it searched with
+    the scan engine before, 0.8-0.95 s a call)."""
+    found = data(session.call("search", {"query": "invoice"}))
+    assert found["engine"] == "local" and found["complete"] is True and found["returned"] >= 1
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
