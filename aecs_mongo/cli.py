@@ -273,7 +273,7 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         "--verbose",
         action="store_true",
         default=default(False),
-        help=explain("show the normalizer's warnings about odd mail"),
+        help=explain("show the normalizer's warnings about odd mail, and the embedded server in use"),
     )
 
 
@@ -351,7 +351,8 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
     (``aecs_mongo.embedded.background``), started if none runs; with ``--keep-server 0``, and for
     ``pop3 --delete-on-server`` (which wants ``--sync-on-commit``), one of the command's own
     unless a shared one is running already. Sets ``args.embedded_dir`` (None with ``--uri``):
-    a database error there that is a full disk is named as such."""
+    a database error there that is a full disk is named as such. The embedded server is named
+    on stderr once, by the command that starts it (and by every command with ``-v``)."""
     args.embedded_dir = None
     if args.uri:
         yield args.uri
@@ -369,14 +370,24 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
     args.embedded_dir = data_dir
     # pop3 --delete-on-server deletes the only other copy: every commit is synced to disk
     durable = bool(getattr(args, "delete_on_server", False))
-    note(f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}")
+    said = False
+
+    def notice() -> None:  # once, when this command starts the server, or with -v
+        nonlocal said
+        if not said:
+            said = True
+            note(f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}")
+
+    if args.verbose:
+        notice()
     with signals_as_interrupt(), contextlib.ExitStack() as stack:
         try:
             if args.keep_server > 0 and not durable:
-                uri = stack.enter_context(background.use(data_dir, args.keep_server))
+                uri = stack.enter_context(background.use(data_dir, args.keep_server, on_start=notice))
             else:
                 shared = stack.enter_context(background.attach(data_dir))
                 if shared is None:
+                    notice()
                     server = EmbeddedServer(data_dir=data_dir, sync_on_commit=durable)
                     stack.callback(server.stop)
                     server.start()

@@ -35,7 +35,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -333,15 +333,20 @@ def _prepared(data_dir: Path, standalone: bool) -> tuple[EmbeddedServer, Credent
 
 
 @contextlib.contextmanager
-def use(data_dir: Path, keep_seconds: float, *, standalone: bool = False) -> Iterator[str]:
+def use(
+    data_dir: Path, keep_seconds: float, *, standalone: bool = False, on_start: Callable[[], None] | None = None
+) -> Iterator[str]:
     """The URI of the data directory's shared server, started if none runs, for as long as the
-    block runs (it holds ``server.clients``); ``keep_seconds`` becomes the server's idle time."""
+    block runs (it holds ``server.clients``); ``keep_seconds`` becomes the server's idle time.
+    ``on_start`` is called when this call starts the server (the command line's notice)."""
     data_dir = Path(data_dir).absolute()
     make_private(data_dir)  # first: the lock files go into it
     with _locked(data_dir / START_LOCK):  # then the credentials: one first start provisions them
         server, credentials = _prepared(data_dir, standalone)
         live = _live(server, credentials, server.startup_timeout)
         if live is None:
+            if on_start is not None:
+                on_start()
             live = _spawn(server, credentials, keep_seconds)
         elif live.record.get("idleSeconds") != keep_seconds:
             live.record["idleSeconds"] = keep_seconds
