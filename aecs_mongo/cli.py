@@ -345,6 +345,11 @@ def _print(output: Output, as_json: bool, *, line: bool = False) -> int:
 # --- running --------------------------------------------------------------------------------------
 
 
+def embedded_notice(data_dir: Path) -> str:
+    """What a command says on stderr when it starts the embedded server (or with ``-v``)."""
+    return f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}"
+
+
 @contextlib.contextmanager
 def _server_uri(args: argparse.Namespace) -> Iterator[str]:
     """``--uri``, or the embedded server of the data directory: the shared one in the background
@@ -376,7 +381,7 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
         nonlocal said
         if not said:
             said = True
-            note(f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}")
+            note(embedded_notice(data_dir))
 
     if args.verbose:
         notice()
@@ -439,15 +444,17 @@ def _database_error(args: argparse.Namespace, exc: Exception) -> CliError:
     return CliError(database_error_text(exc, getattr(args, "embedded_dir", None)))
 
 
-def _run(args: argparse.Namespace) -> int:
-    command: Command = args.entry
-    if command.handlers is None:  # 'server': the embedded server itself, no store
-        from .commands.server import server
+#: How the warm command host (:mod:`aecs_mongo.warm.host`) runs a command on what it keeps
+#: open: for the parsed arguments, a context that yields an open ``MongoClient`` and the function
+#: that opens the command's store (:func:`aecs_mongo.commands.stores.open_store` or a cache of it).
+Connector = Callable[[argparse.Namespace], contextlib.AbstractContextManager[tuple[Any, Callable[..., Any]]]]
 
-        return _print(server(args), args.json)
 
+@contextlib.contextmanager
+def _connect(args: argparse.Namespace) -> Iterator[tuple[Any, Callable[..., Any]]]:
+    """A new client on the command's server (``--uri`` or the embedded one), closed at the end."""
     from pymongo import MongoClient
-    from pymongo.errors import ConfigurationError, PyMongoError, ServerSelectionTimeoutError
+    from pymongo.errors import ConfigurationError
 
     from .commands.stores import open_store
 
@@ -458,6 +465,22 @@ def _run(args: argparse.Namespace) -> int:
             )
         except ConfigurationError as exc:  # InvalidURI is one; so is an SRV name that does not resolve
             raise CliError(_uri_problem(uri, exc), EXIT_USAGE) from None
+        try:
+            yield client, open_store
+        finally:
+            client.close()
+
+
+def _run(args: argparse.Namespace, connect: Connector | None = None) -> int:
+    command: Command = args.entry
+    if command.handlers is None:  # 'server': the embedded server itself, no store
+        from .commands.server import server
+
+        return _print(server(args), args.json)
+
+    from pymongo.errors import PyMongoError, ServerSelectionTimeoutError
+
+    with (connect or _connect)(args) as (client, open_store):
         try:
             db = client[args.db]
             store = open_store(args, db)
@@ -477,13 +500,17 @@ def _run(args: argparse.Namespace) -> int:
             raise CliError(f"query: {exc}", EXIT_USAGE) from None
         except AecsMongoError as exc:
             raise CliError(str(exc)) from None
-        finally:
-            client.close()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``aecs-mongo`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
-    parser = build_parser()
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    parser: argparse.ArgumentParser | None = None,
+    connect: Connector | None = None,
+) -> int:
+    """Run ``aecs-mongo`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code.
+    The warm command host passes the ``parser`` it built once and its ``connect``."""
+    parser = parser or build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error argparse already printed
@@ -493,7 +520,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.verbose:
         normalizer_log.setLevel(logging.ERROR)
     try:
-        return _run(args)
+        code = _run(args, connect)
+        stdout().flush()  # a reader gone (| head) is seen here, not at exit
+        return code
     except CliError as exc:
         note(f"error: {exc}")
         return exc.code

@@ -50,7 +50,9 @@ __all__ = [
     "KEEP_ENV",
     "ServerStatus",
     "attach",
+    "hold",
     "parse_duration",
+    "running",
     "start",
     "status",
     "stop",
@@ -351,6 +353,9 @@ def use(
         elif live.record.get("idleSeconds") != keep_seconds:
             live.record["idleSeconds"] = keep_seconds
             write_record(data_dir / RECORD, live.record)
+        from ..warm import host  # the warm command host serves the reads that follow (aecs_mongo.warm)
+
+        host.start(data_dir)
         with contextlib.ExitStack() as held:
             held.enter_context(_locked(data_dir / CLIENTS_LOCK, exclusive=False))
             _touch(data_dir / USED)
@@ -387,6 +392,31 @@ def attach(data_dir: Path) -> Iterator[str | None]:
     with clients:
         try:
             yield live.uri
+        finally:
+            _touch(data_dir / USED)
+
+
+def running(data_dir: Path) -> tuple[dict[str, Any], str] | None:
+    """The record and the URI of the data directory's shared server when one runs and answers
+    (checked under the start lock, as ``use`` checks it), else None; starts nothing."""
+    data_dir = Path(data_dir).absolute()
+    if not (data_dir / RECORD).exists():
+        return None
+    with _locked(data_dir / START_LOCK):
+        server, credentials = _prepared(data_dir, False)
+        live = _live(server, credentials, 5.0)
+    return None if live is None else (live.record, live.uri)
+
+
+@contextlib.contextmanager
+def hold(data_dir: Path) -> Iterator[None]:
+    """Count as a command using the shared server while the block runs (the warm command host
+    runs each command in one): ``server.clients`` held, ``server.used`` touched at both ends."""
+    data_dir = Path(data_dir).absolute()
+    with _locked(data_dir / CLIENTS_LOCK, exclusive=False):
+        _touch(data_dir / USED)
+        try:
+            yield
         finally:
             _touch(data_dir / USED)
 
