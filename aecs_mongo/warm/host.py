@@ -130,6 +130,11 @@ def _streams(conn: Any, request: Request) -> tuple[io.TextIOWrapper, io.TextIOWr
     return out, err
 
 
+def _close_quietly(client: Any) -> None:
+    with contextlib.suppress(Exception):
+        client.close()
+
+
 class Host:
     """One data directory's host: its shared server's client, the stores opened so far."""
 
@@ -153,6 +158,7 @@ class Host:
         self._client: Any = self._new_client()
         self._client.admin.command("ping")  # connected before the first command
         self._command: tuple[int, Any] | None = None  # the running command's thread and client
+        self.broken = False
         self._lock = threading.Lock()
 
     def _new_client(self) -> Any:
@@ -167,12 +173,13 @@ class Host:
 
     def reset(self) -> None:
         """No client, no stores: new ones for the next command (after an interrupt or an
-        unexpected error, what they were doing is not trusted)."""
+        unexpected error, what they were doing is not trusted). The old client is closed aside:
+        closing talks to the server, which may be what hung."""
+        self.broken = False
         self._stores.clear()
         client, self._client = self._client, None
         if client is not None:
-            with contextlib.suppress(Exception):
-                client.close()
+            threading.Thread(target=_close_quietly, args=(client,), daemon=True).start()
 
     # --- is the server still the one we serve? ------------------------------------------------
 
@@ -277,7 +284,7 @@ class Host:
                 self._command = None
             sys.stdout, sys.stderr = saved
         if broken or code == 130:
-            self.reset()
+            self.broken = True  # reset once the client has its exit code
         return code
 
     def interrupt(self, conn: Any) -> None:
@@ -316,6 +323,8 @@ class Host:
             code = self.run(conn, request)
             with contextlib.suppress(OSError):
                 send_frame(conn, EXIT, code.to_bytes(4, "big", signed=True))
+            if self.broken:
+                self.reset()
         finally:
             os.environ.clear()
             os.environ.update(saved_env)
