@@ -397,15 +397,16 @@ def attach(data_dir: Path) -> Iterator[str | None]:
 
 
 def running(data_dir: Path) -> tuple[dict[str, Any], str] | None:
-    """The record and the URI of the data directory's shared server when one runs and answers
-    (checked under the start lock, as ``use`` checks it), else None; starts nothing."""
+    """The record and the URI of the data directory's shared server when its record names a
+    live server of ours, else None. Only looks: a stale record is left for the next command
+    that starts a server (the warm command host calls this, and connects to check)."""
     data_dir = Path(data_dir).absolute()
-    if not (data_dir / RECORD).exists():
-        return None
     with _locked(data_dir / START_LOCK):
-        server, credentials = _prepared(data_dir, False)
-        live = _live(server, credentials, 5.0)
-    return None if live is None else (live.record, live.uri)
+        record = read_record(data_dir / RECORD)
+        if record is None or not _is_ours(record, data_dir):
+            return None
+        _, credentials = _prepared(data_dir, False)
+    return record, _uri(str(record.get("host", "127.0.0.1")), int(record["port"]), credentials)
 
 
 @contextlib.contextmanager
