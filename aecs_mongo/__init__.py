@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         InputTooLargeError,
         InvalidCursorError,
         InvalidEmailError,
+        InvalidTagError,
         MailboxAuthError,
         MailboxConnectionError,
         MailboxError,
@@ -39,7 +40,15 @@ if TYPE_CHECKING:
     from .normalize import ParsedEmail, normalize, parse_email
     from .pure.indexes import IndexReport
     from .pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
-    from .results import ImapFolderReport, ImapSyncReport, MessagePage, SearchResults, StoreResult, ThreadPage
+    from .results import (
+        ImapFolderReport,
+        ImapSyncReport,
+        MessagePage,
+        SearchResults,
+        StoreResult,
+        TagReport,
+        ThreadPage,
+    )
     from .synchronous.store import MessageStore
     from .types import (
         Address,
@@ -80,6 +89,7 @@ __all__ = [
     "InputTooLargeError",
     "InvalidCursorError",
     "InvalidEmailError",
+    "InvalidTagError",
     "MailWriter",
     "MailboxAuthError",
     "MailboxConnectionError",
@@ -104,6 +114,7 @@ __all__ = [
     "ServerFeatureError",
     "Skipped",
     "StoreResult",
+    "TagReport",
     "Thread",
     "ThreadPage",
     "ThreadSummary",
@@ -138,6 +149,7 @@ _LAZY = {
     "InputTooLargeError": ".errors",
     "InvalidCursorError": ".errors",
     "InvalidEmailError": ".errors",
+    "InvalidTagError": ".errors",
     "MailWriter": ".mail.sinks",
     "MailboxAuthError": ".errors",
     "MailboxConnectionError": ".errors",
@@ -162,6 +174,7 @@ _LAZY = {
     "ServerFeatureError": ".errors",
     "Skipped": ".mail.sources",
     "StoreResult": ".results",
+    "TagReport": ".results",
     "Thread": ".types",
     "ThreadPage": ".results",
     "ThreadSummary": ".types",
