@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from email.message import EmailMessage
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +20,19 @@ from aecs_mongo.pure.search_compile import message_filter, post_match, split_mes
 from aecs_mongo.pure.search_query import Label, Not, parse, to_text
 
 from .helpers.factories import email
-from .test_search_engines import raw_mail
 
 NOW = dt.datetime(2026, 7, 1, tzinfo=dt.UTC)
+
+
+def raw_mail(mid: str, subject: str, body: str) -> bytes:
+    message = EmailMessage()
+    message["Message-ID"] = f"<{mid}>"
+    message["From"] = "Ann Example <ann@example.org>"
+    message["To"] = "bob@example.com"
+    message["Subject"] = subject
+    message["Date"] = format_datetime(dt.datetime(2024, 3, 5, 10, 0, tzinfo=dt.UTC))
+    message.set_content(body)
+    return message.as_bytes()
 
 
 def ids(hits: Any) -> list[str]:
@@ -35,7 +47,8 @@ def test_tags_follow_jmap_keyword_rules() -> None:
     assert tag_rules.check_tag("$Seen") == "$seen"
     assert tag_rules.check_tag("a" * 255) == "a" * 255
     assert tag_rules.check_tag("work/q3-report_v2.1") == "work/q3-report_v2.1"
-    for bad in ("", "a" * 256, "two words", "tab\tx", "(x)", "[x]", "{x}", 'q"x', "a\\b", "50%", "st*r", "köln", "\x00"):
+    bad_tags = ("", "a" * 256, "two words", "tab\tx", "(x)", "[x]", "{x}", 'q"x', "a\\b", "50%", "st*r", "köln", "\x00")
+    for bad in bad_tags:
         with pytest.raises(InvalidTagError):
             tag_rules.check_tag(bad)
     assert issubclass(InvalidTagError, ValueError)
@@ -48,7 +61,8 @@ def test_tags_follow_jmap_keyword_rules() -> None:
     for bad in ("", "a\nb", "x" * 1025):
         with pytest.raises(InvalidTagError):
             tag_rules.check_folder(bad)
-    assert set(tag_rules.SYSTEM_FLAGS) == {"$seen", "$flagged", "$answered", "$draft", "$forwarded", "$junk", "$notjunk"}
+    flags = {"$seen", "$flagged", "$answered", "$draft", "$forwarded", "$junk", "$notjunk"}
+    assert set(tag_rules.SYSTEM_FLAGS) == flags
 
 
 def test_the_query_language_reads_tags_flags_folders_and_ids() -> None:
@@ -133,7 +147,8 @@ def test_store_many_tags_every_item_and_a_sources_own(store: MessageStore, db: A
     assert store.tags() == {"$seen": 1, "imported": 4}
     assert db.messages.find_one({"messageId": "src@x"})["folders"] == ["Sent"]
     refused: list[int] = []
-    store.store_many([Sourced(raw_mail("bad@x", "x", "y"), ("no good",), ())], on_error=lambda i, _, e: refused.append(i))
+    bad = [Sourced(raw_mail("bad@x", "x", "y"), ("no good",), ())]
+    store.store_many(bad, on_error=lambda i, _, e: refused.append(i))
     assert refused == [0] and db.messages.count_documents({"messageId": "bad@x"}) == 0
 
 
@@ -203,7 +218,7 @@ def test_concurrent_writers_lose_no_tag(make_store: Any, db: Any) -> None:
             for _ in range(3):
                 mine.tag(targets, add=[tag])
                 mine.tag("tag:" + tag, remove=["$junk"], add=["$seen"])
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=writer, args=(f"w{i}",)) for i in range(6)]
