@@ -266,3 +266,30 @@ def test_every_engine_answers_label_terms(make_store: Any, tmp_path: Path, backe
         "a@x": ["$seen", "todo"],
         "b@x": ["$flagged", "todo"],
     }
+
+
+@pytest.mark.server
+def test_tag_changes_are_feed_events_and_the_feed_resumes(db: Any, backend: str) -> None:
+    if backend == "standalone":
+        pytest.skip("the feed needs change streams (a replica set)")
+    store = MessageStore(db, mailbox_id="alice")
+    store.ensure_indexes()
+    store.store(email(1), tags=["todo"])
+    with store.watch("mirror", since="beginning", tags=True, max_await_ms=200) as feed:
+        first = feed.next_batch(10)
+        assert [(i.message_id, i.kind, i.tags) for i in first] == [("m1@example.com", "stored", ("todo",))]
+        store.store(email(2))
+        store.tag("id:m1@example.com", add=["$seen"])
+        store.db.messages.update_one({"messageId": "m2@example.com"}, {"$set": {"other": 1}})  # not a tag change
+        items = feed.next_batch(10)
+    assert [(i.message_id, i.kind, i.tags) for i in items] == [
+        ("m2@example.com", "stored", ()),
+        ("m1@example.com", "tags", ("$seen", "todo")),
+    ]
+    store.set_folders(["m2@example.com"], add=["Archive"])
+    with store.watch("mirror", tags=True, max_await_ms=200) as again:  # continues after its checkpoint
+        resumed = again.next_batch(10)
+    assert [(i.message_id, i.kind, i.folders) for i in resumed] == [("m2@example.com", "tags", ("Archive",))]
+    assert resumed[0].as_dict()["folders"] == ["Archive"]
+    with store.watch("plain", since="beginning", max_await_ms=200) as plain:  # without tags=: stored mail only
+        assert [i.kind for i in plain.next_batch(10)] == ["stored", "stored"]

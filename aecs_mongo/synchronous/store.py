@@ -334,11 +334,20 @@ class MessageStore:
         and a capped search that left vectors out has ``complete=False``."""
         return embeddings.semantic_search(self._context, vector, limit, thread_id, scan_limit)
 
-    def watch(self, consumer: str, *, since: str = "now", auto_ack: bool = True, max_await_ms: int = 1000) -> Feed:
+    def watch(
+        self,
+        consumer: str,
+        *,
+        since: str = "now",
+        auto_ack: bool = True,
+        max_await_ms: int = 1000,
+        tags: bool = False,
+    ) -> Feed:
         """Every message stored in the mailbox, at least once, in commit order, across restarts.
-        ``consumer`` names the reader (its position is kept in ``feed_checkpoints``). Needs change
-        streams (a replica set), else ``ServerFeatureError``."""
-        return Feed(self, consumer, since=since, auto_ack=auto_ack, max_await_ms=max_await_ms)
+        ``consumer`` names the reader (its position is kept in ``feed_checkpoints``). ``tags``:
+        each tag or folder change too (records of kind ``"tags"``). Needs change streams (a
+        replica set), else ``ServerFeatureError``."""
+        return Feed(self, consumer, since=since, auto_ack=auto_ack, max_await_ms=max_await_ms, tags=tags)
 
     # --- deleting, retention, export ------------------------------------------------------------
 
