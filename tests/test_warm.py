@@ -39,6 +39,18 @@ pytestmark = pytest.mark.skipif(not embedded_available(), reason="the embedded s
 SAMPLES = ROOT / "samples" / "mailbox"
 
 
+def test_the_thin_client_imports_nothing_heavy() -> None:
+    """What the entry point loads before it hands a read over: no argparse, no PyMongo, no
+    typing, no json, not the command line (``python -X importtime`` shows the same)."""
+    code = "import sys, aecs_mongo.warm.client; print(' '.join(sorted(sys.modules)))"
+    loaded = set(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    )
+    assert "aecs_mongo.warm.client" in loaded
+    heavy = {"argparse", "pymongo", "bson", "typing", "json", "enum", "aecs_mongo.cli", "aecs_mongo.commands.base"}
+    assert not heavy & loaded, heavy & loaded
+
+
 class Warm:
     def __init__(self, work: Path) -> None:
         self.work = work

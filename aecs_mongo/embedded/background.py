@@ -353,9 +353,9 @@ def use(
         elif live.record.get("idleSeconds") != keep_seconds:
             live.record["idleSeconds"] = keep_seconds
             write_record(data_dir / RECORD, live.record)
-        from ..warm import host  # the warm command host serves the reads that follow (aecs_mongo.warm)
+        from ..warm import spawn  # the warm command host serves the reads that follow (aecs_mongo.warm)
 
-        host.start(data_dir)
+        spawn.start(data_dir)
         with contextlib.ExitStack() as held:
             held.enter_context(_locked(data_dir / CLIENTS_LOCK, exclusive=False))
             _touch(data_dir / USED)

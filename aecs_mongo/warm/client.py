@@ -24,10 +24,12 @@ from .protocol import (
     ACCEPT,
     EXIT,
     INTERRUPT,
+    OFF,
     REQUEST,
     SOCKET_NAME,
     STDERR,
     STDOUT,
+    WARM_ENV,
     Request,
     encode_request,
     peer_uid,
@@ -45,8 +47,6 @@ __all__ = ["ACCEPT_TIMEOUT", "INTERRUPT_GRACE", "READS", "WARM_ENV", "run", "soc
 
 #: The commands the host runs: reads (writes and long commands stay in-process).
 READS = frozenset({"mailboxes", "inbox", "threads", "thread", "show", "with", "replies", "find", "search", "count"})
-#: ``AECS_WARM=0`` (or ``no``, ``off``, ``false``): every command runs in-process.
-WARM_ENV = "AECS_WARM"
 #: Seconds to wait for the host to take the command (it runs one at a time) before running it here.
 ACCEPT_TIMEOUT = 5.0
 #: Seconds the host has to end an interrupted command before the client exits by itself.
@@ -62,7 +62,7 @@ def _route(argv: list[str], env: dict[str, str]) -> str | None:
     """The data directory whose host may run ``argv``, or None (run in-process): a read
     command, no ``--uri``/``$MONGODB_URI``, no help or version asked for. The host parses the
     arguments itself and declines what it does not run exactly as in-process would."""
-    if env.get(WARM_ENV, "").lower() in ("0", "no", "off", "false") or env.get("MONGODB_URI"):
+    if env.get(WARM_ENV, "").lower() in OFF or env.get("MONGODB_URI"):
         return None
     command, data_dir, i = None, None, 0
     while i < len(argv):

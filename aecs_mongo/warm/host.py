@@ -2,7 +2,7 @@
 search index open (``python -m aecs_mongo.warm.host DATA_DIR``).
 
 Started in the background by the command that finds the data directory's shared embedded server
-without one (:func:`start`, called by :func:`aecs_mongo.embedded.background.use`), it serves
+without one (:func:`aecs_mongo.warm.spawn.start`, called by ``embedded.background.use``), it serves
 ``<data directory>/warm.sock`` (the directory is 0700; each connection's peer must be this
 user: ``SO_PEERCRED``) one command at a time, and stops when the server stops (its record
 gone or naming another process: the server idles out after ``--keep-server`` without
@@ -30,7 +30,6 @@ import fcntl
 import io
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -39,7 +38,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .client import READS, WARM_ENV, socket_path
+from .client import READS, socket_path
 from .protocol import (
     ACCEPT,
     DECLINE,
@@ -54,46 +53,11 @@ from .protocol import (
     read_frame,
     send_frame,
 )
+from .spawn import LOCK_NAME
 
-__all__ = ["LOCK_NAME", "LOG_NAME", "Host", "main", "start"]
+__all__ = ["Host", "main"]
 
-#: Held (``flock``) by the running host: one per data directory.
-LOCK_NAME = "warm.lock"
-LOG_NAME = "warm.log"
-_TICK = 1.0
-
-
-def _running(data_dir: Path) -> bool:
-    """Whether a host holds the data directory's lock."""
-    try:
-        fd = os.open(data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
-        return True  # cannot tell: start none
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return False
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-
-
-def start(data_dir: Path) -> None:
-    """Start the data directory's host in the background unless one runs or ``AECS_WARM=0``;
-    returns at once (the command that calls it does not wait for it)."""
-    if os.environ.get(WARM_ENV, "").lower() in ("0", "no", "off", "false") or _running(data_dir):
-        return
-    fd = os.open(data_dir / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    with os.fdopen(fd, "ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", "aecs_mongo.warm.host", str(data_dir)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # no terminal's signals; it outlives this command
-            umask=0o077,
-            cwd=data_dir,
-        ).returncode = 0  # meant to outlive us: no "still running" warning
+_TICK = 1.0  # seconds between looks at the server's record and the socket
 
 
 class _Sink(io.RawIOBase):

@@ -19,11 +19,13 @@ __all__ = [
     "DECLINE",
     "EXIT",
     "INTERRUPT",
+    "OFF",
     "REQUEST",
     "SOCKET_NAME",
     "STDERR",
     "STDOUT",
     "VERSION",
+    "WARM_ENV",
     "Request",
     "decode_request",
     "encode_request",
@@ -31,6 +33,11 @@ __all__ = [
     "read_frame",
     "send_frame",
 ]
+
+#: ``AECS_WARM=0`` (or ``no``, ``off``, ``false``): every command runs in-process, no host starts.
+WARM_ENV = "AECS_WARM"
+#: The values of ``AECS_WARM`` that turn the warm path off.
+OFF = ("0", "no", "off", "false")
 
 #: The socket's name in the data directory.
 SOCKET_NAME = "warm.sock"
