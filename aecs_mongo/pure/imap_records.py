@@ -4,13 +4,16 @@ Two small collections beside the store's (their indexes are in ``indexes``):
 
 - ``imap_sources``: where a stored message was seen, one document per (message, account,
   folder, UIDVALIDITY, UID): ``mailboxId``, ``messageKey`` and ``messageId`` of the stored
-  message, ``account``, ``folder`` (decoded from modified UTF-7), ``uidvalidity``, ``uid``. A
-  message in two folders (Gmail labels) is stored once and has two records. The ``_id`` hashes
-  the server position (account, folder, UIDVALIDITY, UID), so recording it again writes nothing.
+  message, ``account``, ``folder`` (decoded from modified UTF-7), ``uidvalidity``, ``uid``,
+  and ``flags``: the message's tags as the server last gave them in that folder (its FLAGS,
+  mapped by ``pure/flags.py``), against which the next flag change is measured. A message in
+  two folders (Gmail labels) is stored once and has two records. The ``_id`` hashes the server
+  position (account, folder, UIDVALIDITY, UID), so recording it again writes nothing.
 - ``imap_folders``: one document per (mailbox, account, folder): ``mailboxId``, ``account``,
   ``folder``, ``uidvalidity`` and ``uid``, the highest UID whose message is committed (or was
   refused, or vanished). The next sync fetches only above it; a changed UIDVALIDITY starts the
-  folder again from 0.
+  folder again from 0. ``modseq``: the folder's HIGHESTMODSEQ (CONDSTORE, RFC 7162) when its
+  flag changes were last read into the store; absent on a server without CONDSTORE.
 
 A deleter removes a message's records with ``{"mailboxId": m, "messageKey": k}`` on
 ``imap_sources`` (index ``aecs_imap_sources_message``), and a whole mailbox's with
@@ -37,6 +40,7 @@ __all__ = [
     "account_name",
     "decode_folder",
     "encode_folder",
+    "flag_change",
     "folder_document",
     "folder_id",
     "plan_batches",
@@ -78,6 +82,7 @@ def source_document(
     uid: int,
     message_id: str,
     message_key: str,
+    flags: Sequence[str] = (),
 ) -> dict[str, Any]:
     return {
         "_id": source_id(mailbox_id, account, folder, uidvalidity, uid),
@@ -88,7 +93,21 @@ def source_document(
         "folder": folder,
         "uidvalidity": uidvalidity,
         "uid": uid,
+        "flags": list(flags),
     }
+
+
+def flag_change(recorded: Sequence[str] | None, server: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(add, remove)``: the tags to change in the store when a message's flags in a folder
+    went from ``recorded`` (its source record's; None: a record written before flags were kept)
+    to ``server``. Only what changed on the server moves: a tag set in the store alone (a user
+    tag, or ``$seen`` from another folder) is left as it is; an old record without flags adds
+    what the server says and removes nothing."""
+    new = set(server)
+    if recorded is None:
+        return tuple(sorted(new)), ()
+    old = set(recorded)
+    return tuple(sorted(new - old)), tuple(sorted(old - new))
 
 
 def folder_document(mailbox_id: str, account: str, folder: str, uidvalidity: int, uid: int = 0) -> dict[str, Any]:
