@@ -330,7 +330,7 @@ class _Run:
         uidvalidity, uidnext, exists, modseq = status
         folder.uidvalidity = uidvalidity
         last, saved_modseq = self._position(folder, uidvalidity)
-        if last > 0:
+        if last > 0 and exists > 0:
             self._update_flags(folder, uidvalidity, last, saved_modseq, modseq)
         if modseq != saved_modseq:  # the flags up to `last` are in the store as of `modseq`
             fid = folder_id(self.store.mailbox_id, self.report.account, folder.folder)
