@@ -799,7 +799,7 @@ def test_big_messages_are_fetched_alone_and_a_refused_one_is_reported(
     assert mstore.get_raw("twenty@example.com") == twenty
     assert mstore.get_attachment("twenty@example.com", 0) == attachment
     assert bodies == [
-        f"UID FETCH {u} (UID INTERNALDATE BODY.PEEK[])" for u in uids
+        f"UID FETCH {u} (UID INTERNALDATE FLAGS BODY.PEEK[])" for u in uids
     ]  # each alone: over 8 MB, or after one
     again = run_sync(dovecot, mstore)
     assert (again.new, again.present, again.failed) == (0, 0, [])
