@@ -94,7 +94,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 
 from ..errors import MailboxAuthError, MailboxConnectionError
@@ -357,7 +356,7 @@ class _Run:
         mailbox, account = self.store.mailbox_id, self.report.account
         by_record = {source_id(mailbox, account, folder.folder, uidvalidity, uid): tags for uid, tags in server.items()}
         changes: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
-        updates: list[UpdateOne] = []
+        records: dict[tuple[str, ...], list[str]] = {}  # new flags -> the records to take them
         for part in batches(list(by_record), _TAG_BATCH):
             for record in self.sources.find({"_id": {"$in": part}}, {"messageId": 1, "flags": 1}):
                 tags = by_record[record["_id"]]
@@ -366,13 +365,14 @@ class _Run:
                 if change != ((), ()):
                     changes.setdefault(change, []).append(record["messageId"])
                 if recorded is None or change != ((), ()):
-                    updates.append(UpdateOne({"_id": record["_id"]}, {"$set": {"flags": list(tags)}}))
+                    records.setdefault(tags, []).append(record["_id"])
         for (add, remove), message_ids in changes.items():
             for ids in batches(message_ids, _TAG_BATCH):
                 self.store.tag(ids, add=add, remove=remove)
             folder.flags_changed += len(message_ids)
-        for part in batches(updates, _TAG_BATCH):
-            self.sources.bulk_write(part, ordered=False)
+        for tags, record_ids in records.items():  # one statement per set of flags, as the tags
+            for part in batches(record_ids, _TAG_BATCH):
+                self.sources.update_many({"_id": {"$in": part}}, {"$set": {"flags": list(tags)}})
 
     def _position(self, folder: ImapFolderReport, uidvalidity: int) -> tuple[int, int | None]:
         """The saved UID to continue after (0: from the start), resetting a recreated folder, and
