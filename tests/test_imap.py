@@ -33,6 +33,7 @@ import pytest
 
 from aecs_mongo import MailboxAuthError, MailboxConnectionError, MessageStore, normalize
 from aecs_mongo.mail import imap
+from aecs_mongo.mail.sources import RawMessage, read_messages
 from aecs_mongo.pure.imap_records import (
     SOURCES,
     decode_folder,
@@ -535,6 +536,36 @@ def test_flag_changes_on_the_server_reach_the_store(flag_server: DovecotServer, 
     assert fetches(flag_server) == (
         [] if condstore else [f"UID FETCH 1:{uids[-1] + 1} (UID FLAGS)", "UID FETCH 1:1 (UID FLAGS)"]
     )
+
+
+def test_dovecots_own_maildir_ingested_reads_as_the_sync_does(dovecot: DovecotServer, mstore: MessageStore) -> None:
+    """The same account read twice: by IMAP, and by ingesting the Maildir Dovecot keeps it in
+    (file names with its flags, keyword letters in dovecot-keywords, Maildir++ folders): the
+    same tags and folders, message for message (a folder without a dot in its name)."""
+    mail = real_mail(6)
+    append(dovecot, "INBOX", mail[0], "(\\Seen \\Answered $Forwarded)")
+    append(dovecot, "INBOX", mail[1], "(\\Flagged $Junk Work)")
+    append(dovecot, "INBOX", mail[2], "(\\Deleted \\Draft)")
+    dovecot.deliver_to("INBOX", mail[3])  # delivered into new/, never seen
+    append(dovecot, WORK, mail[4], "($NotJunk \\Seen)")
+    append(dovecot, encode_folder(DRAFTS).decode(), mail[5], "(\\Draft)")
+    store_flags(dovecot, "INBOX", [(min(served(dovecot, "INBOX")), "-FLAGS", "(\\Answered)")])
+    run_sync(dovecot, mstore, folders="all")
+    disk = MessageStore(mstore.db, mailbox_id="disk")
+    for _ in disk.store_iter(m for m in read_messages([dovecot.maildir]) if isinstance(m, RawMessage)):
+        pass
+    assert len(disk.message_ids()) == 6
+
+    def tags_and_folders(store: MessageStore) -> dict[str, Any]:
+        return {m: stored(store, m) for m in store.message_ids()}
+
+    synced = tags_and_folders(mstore)
+    assert synced == tags_and_folders(disk)
+    assert synced[normalize(mail[0])["messageId"]] == (("$forwarded", "$seen"), ("INBOX",))
+    assert synced[normalize(mail[1])["messageId"]] == (("$flagged", "$junk", "work"), ("INBOX",))
+    assert synced[normalize(mail[2])["messageId"]] == (("$draft", "deleted"), ("INBOX",))
+    assert synced[normalize(mail[3])["messageId"]] == ((), ("INBOX",))
+    assert synced[normalize(mail[5])["messageId"]] == (("$draft",), (DRAFTS,))
 
 
 def test_a_record_from_before_flags_were_kept_takes_the_server_flags(
