@@ -43,7 +43,7 @@ from aecs_mongo.pure.imap_records import (
     uid_ranges,
 )
 from tests.helpers.cli import Cli
-from tests.helpers.dovecot import REQUIRE_ENV, DovecotServer, dovecot_binary, free_port
+from tests.helpers.dovecot import NO_CONDSTORE, REQUIRE_ENV, DovecotServer, dovecot_binary, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"
@@ -405,14 +405,6 @@ def test_stop_ends_after_the_batch_in_hand_and_the_next_run_continues(
 
 
 # --- flags -----------------------------------------------------------------------------------------
-
-#: What Dovecot 2.3 announces after the login, less CONDSTORE and QRESYNC: a server without them
-NO_CONDSTORE = (
-    "IMAP4rev1 SASL-IR LOGIN-REFERRALS ID ENABLE IDLE SORT SORT=DISPLAY THREAD=REFERENCES THREAD=REFS"
-    " THREAD=ORDEREDSUBJECT MULTIAPPEND URL-PARTIAL CATENATE UNSELECT CHILDREN NAMESPACE UIDPLUS"
-    " LIST-EXTENDED I18NLEVEL=1 ESEARCH ESORT SEARCHRES WITHIN CONTEXT=SEARCH LIST-STATUS BINARY MOVE"
-    " LITERAL+"
-)
 
 
 @pytest.fixture(scope="session")
