@@ -39,6 +39,7 @@ from aecs_mongo.pure.imap_records import (
     decode_folder,
     encode_folder,
     plan_batches,
+    plan_uid_lookups,
     same_length_runs,
     uid_ranges,
 )
@@ -241,6 +242,15 @@ def test_fetch_plan_bounds_count_and_bytes() -> None:
     assert same_length_runs([[1, 2], [3, 4], [5], [6], [7, 8]]) == [[[1, 2], [3, 4]], [[5], [6]], [[7, 8]]]
     with pytest.raises(ValueError):
         plan_batches(sizes, 0, 10)
+
+
+def test_source_records_are_read_by_ranges_where_the_uids_are_dense() -> None:
+    assert plan_uid_lookups(range(1, 2501)) == [(1, 1000), (1001, 2000), (2001, 2500)]  # a full listing
+    assert plan_uid_lookups([5, 7, 9, 12]) == [(5, 12)]  # 8 UIDs long, 4 in it
+    assert plan_uid_lookups([1, 100, 5000], points=2) == [[1, 100], [5000]]  # scattered: points
+    assert plan_uid_lookups([]) == []
+    mixed = plan_uid_lookups([*range(1, 11), 10_000], chunk=5)
+    assert mixed == [(1, 5), (6, 10), (10_000, 10_000)]
 
 
 def test_bad_arguments_are_refused_before_connecting(mstore: MessageStore) -> None:

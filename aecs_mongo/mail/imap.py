@@ -107,9 +107,9 @@ from ..pure.imap_records import (
     folder_document,
     folder_id,
     plan_batches,
+    plan_uid_lookups,
     same_length_runs,
     source_document,
-    source_id,
     uid_ranges,
 )
 from ..pure.keys import check_str, message_key
@@ -354,12 +354,16 @@ class _Run:
             return  # HIGHESTMODSEQ unchanged: no flag changed
         server = _fetch_flags(self.conn, last, since)
         mailbox, account = self.store.mailbox_id, self.report.account
-        by_record = {source_id(mailbox, account, folder.folder, uidvalidity, uid): tags for uid, tags in server.items()}
+        where = {"mailboxId": mailbox, "account": account, "folder": folder.folder, "uidvalidity": uidvalidity}
         changes: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
         records: dict[tuple[str, ...], list[str]] = {}  # new flags -> the records to take them
-        for part in batches(list(by_record), _TAG_BATCH):
-            for record in self.sources.find({"_id": {"$in": part}}, {"messageId": 1, "flags": 1}):
-                tags = by_record[record["_id"]]
+        for lookup in plan_uid_lookups(server):
+            uids = {"$gte": lookup[0], "$lte": lookup[1]} if isinstance(lookup, tuple) else {"$in": lookup}
+            found = self.sources.find({**where, "uid": uids}, {"messageId": 1, "flags": 1, "uid": 1})
+            for record in found.hint("aecs_imap_sources_folder"):
+                tags = server.get(record["uid"])
+                if tags is None:
+                    continue  # in the range, not in the answer: unchanged
                 recorded = record.get("flags")
                 change = flag_change(recorded, tags)
                 if change != ((), ()):

@@ -44,6 +44,7 @@ __all__ = [
     "folder_document",
     "folder_id",
     "plan_batches",
+    "plan_uid_lookups",
     "same_length_runs",
     "source_document",
     "source_id",
@@ -213,6 +214,24 @@ def plan_batches(sizes: Iterable[tuple[int, int]], max_count: int, max_bytes: in
     if current:
         batches.append(current)
     return batches
+
+
+def plan_uid_lookups(uids: Iterable[int], chunk: int = 1000, points: int = 100) -> list[tuple[int, int] | list[int]]:
+    """How to read the source records of ``uids`` (of one folder) on the folder index: a range
+    ``(first, last)`` where they are dense (a FLAGS listing of every known UID, a change to a
+    run of messages: one index range, ``chunk`` UIDs at a time), else lists of at most
+    ``points`` UIDs for ``$in`` (a few scattered changes). Dense: the range is at most four
+    times as long as the UIDs in it. An index range read is the cheaper plan for dense sets on
+    any server; a test server answers a long ``$in`` in quadratic time."""
+    ordered = sorted(set(uids))
+    plan: list[tuple[int, int] | list[int]] = []
+    for start in range(0, len(ordered), chunk):
+        part = ordered[start : start + chunk]
+        if part[-1] - part[0] + 1 <= 4 * len(part):
+            plan.append((part[0], part[-1]))
+        else:
+            plan.extend(part[i : i + points] for i in range(0, len(part), points))
+    return plan
 
 
 def uid_ranges(uids: Sequence[int]) -> str:
