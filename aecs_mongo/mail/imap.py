@@ -139,7 +139,10 @@ _MAX_BATCH = 1000
 # RFC 5530 response codes that say a failed login is the server's trouble, not the credentials'
 _NOT_AUTH_CODES = ("[UNAVAILABLE]", "[SERVERBUG]", "[INUSE]", "[LIMIT]", "[CONTACTADMIN]")
 _DUPLICATE_KEY = 11000
-_TAG_BATCH = 1000  # Message-IDs in one store.tag call, source records in one lookup
+# Message-IDs in one store.tag call, source records in one update: statements of 100 ids cost
+# mongod a few more round trips than of 1,000, while the test server answers an $in in
+# quadratic time (1,000 ids: 4 s; ten times 100: 0.5 s)
+_TAG_BATCH = 100
 
 _UID = re.compile(rb"\bUID (\d+)")
 _SIZE = re.compile(rb"\bRFC822\.SIZE (\d+)")
