@@ -248,6 +248,7 @@ _X_STATUS_LETTERS = {"A": ANSWERED, "F": FLAGGED, "T": DRAFT, "D": DELETED}
 _X_STATUS_ORDER = (("A", ANSWERED), ("F", FLAGGED), ("T", DRAFT), ("D", DELETED))
 _STATUS_NAMES = (b"status", b"x-status")
 _HEADER_SCAN_LINES = 2000
+_EMPTY_LINE = re.compile(rb"\n\r?\n")
 _STATUS_FIELD = re.compile(rb"^(?:x-)?status:", re.IGNORECASE | re.MULTILINE)
 
 
@@ -263,8 +264,8 @@ def mbox_tags(status: str | None, x_status: str | None) -> tuple[str, ...]:
 
 def _header_end(data: bytes) -> int:
     """Where the header ends (a bound: at or after the empty line that ends it)."""
-    ends = [i + 1 for i in (data.find(b"\n\n"), data.find(b"\n\r\n")) if i >= 0]
-    return min(ends) if ends else len(data)
+    end = _EMPTY_LINE.search(data)
+    return end.start() + 1 if end is not None else len(data)
 
 
 def _header_lines(data: bytes) -> tuple[list[bytes], int]:
