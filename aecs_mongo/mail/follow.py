@@ -43,12 +43,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pymongo import DeleteOne, ReplaceOne, UpdateOne
 
 from ..pure import file_records as fr
+from ..pure import flags
 from ..pure.file_records import Listed
 from ..pure.imap_records import SOURCES as IMAP_SOURCES
 from ..results import StoreResult
@@ -56,28 +56,24 @@ from .sources import _HEADER_LINE, IngestReport, Origin, RawMessage, Skipped, it
 
 __all__ = ["FileSyncReport", "sync_files"]
 
-_MAILDIR_FLAGS = {"P": "$forwarded", "R": "$answered", "S": "$seen", "D": "$draft", "F": "$flagged"}
-_MANAGED = frozenset(_MAILDIR_FLAGS.values())
 _SNIFF_BYTES = 8192
 
 
-def maildir_tags(subdir: str, name: str) -> frozenset[str]:
-    """The tags a Maildir file name says (``:2,FRS``); ``new/`` holds unseen mail."""
-    _, info = fr.split_info(name)
-    if subdir == "new" or not info.startswith("2,"):
-        return frozenset()
-    return frozenset(_MAILDIR_FLAGS[c] for c in info[2:] if c in _MAILDIR_FLAGS)
+def _maildir_tags(directory: str, name: str, keywords: Mapping[str, str] | None) -> frozenset[str]:
+    """The tags of the Maildir file ``name`` in ``directory`` (``pure/flags.py``)."""
+    return frozenset(flags.maildir_tags(name, new=os.path.basename(directory) == "new", keywords=keywords))
 
 
-def folder_name(maildir: str) -> str:
-    """The folder of a Maildir under the root: the root itself ``INBOX``, ``.Sent`` ``Sent``,
-    ``.a.b`` ``a/b``; a Maildir inside a plain directory by its path."""
-    name = Path(maildir).name
-    if maildir in ("", "."):
-        return "INBOX"
-    if name.startswith("."):
-        return name[1:].replace(".", "/")
-    return maildir
+def _folder(directory: str) -> str:
+    """The folder of a Maildir file's directory under the root (``cur``, ``.Sent/cur``,
+    ``work/cur``, ``work/.Sent/cur``): the root Maildir is ``INBOX``, a Maildir++ sub-folder
+    ``.a.b`` is ``a/b`` (``pure/flags.py``), a Maildir inside a plain directory is named by its
+    path under the root (``work``, and its sub-folders ``work/a/b``)."""
+    maildir = os.path.dirname(directory)
+    parent, last = os.path.split(maildir)
+    if last.startswith("."):
+        return flags.maildir_folder(last, parent=parent or flags.INBOX)
+    return flags.maildir_folder(None, parent=maildir or flags.INBOX)
 
 
 @dataclass
@@ -305,6 +301,7 @@ class _Sync:
         self.marks: list[Any] = []  # the gone marks to write
         self.roots: set[str] = set()  # the roots of this run (remove_missing looks at their marks)
         self.exhausted = False
+        self._keywords: dict[str, Mapping[str, str] | None] = {}
 
     # --- listing and planning -----------------------------------------------------------------
 
@@ -346,6 +343,18 @@ class _Sync:
                 files.append(listed)
         return _SourcePlan(source, fr.plan(files, found, rescan=self.rescan), list(mbox_records.values()))
 
+    def keywords(self, source: _Source, directory: str) -> Mapping[str, str] | None:
+        """The Dovecot keyword letters of the Maildir that holds ``directory`` (its
+        ``dovecot-keywords`` file), read once per run."""
+        maildir = source.abs(os.path.dirname(directory))
+        if maildir not in self._keywords:
+            try:
+                with open(os.path.join(maildir, "dovecot-keywords"), encoding="utf-8", errors="replace") as f:
+                    self._keywords[maildir] = flags.dovecot_keywords(f.read())
+            except OSError:
+                self._keywords[maildir] = None
+        return self._keywords[maildir]
+
     # --- what changes without reading a file ----------------------------------------------------
 
     def apply_moves(self, plan: _SourcePlan) -> None:
@@ -355,13 +364,13 @@ class _Sync:
         for record, listed in plan.result.moved:
             old_dir, old_name = os.path.split(fr.load_name(record["path"]))
             new_dir, new_name = os.path.split(listed.path)
-            old_tags = maildir_tags(os.path.basename(old_dir), old_name)
-            new_tags = maildir_tags(os.path.basename(new_dir), new_name)
+            old_tags = _maildir_tags(old_dir, old_name, self.keywords(plan.source, old_dir))
+            new_tags = _maildir_tags(new_dir, new_name, self.keywords(plan.source, new_dir))
             message_id = record.get("messageId")
             if message_id and old_tags != new_tags:
                 changes.setdefault((new_tags - old_tags, old_tags - new_tags), []).append(message_id)
                 self.report.flag_changes += 1
-            old_folder, new_folder = folder_name(os.path.dirname(old_dir)), folder_name(os.path.dirname(new_dir))
+            old_folder, new_folder = _folder(old_dir), _folder(new_dir)
             if message_id and old_folder != new_folder:
                 folder_moves.setdefault((new_folder, old_folder), []).append(message_id)
                 self.report.moved += 1
@@ -479,8 +488,9 @@ class _Sync:
         tags: tuple[str, ...] = ()
         folders: tuple[str, ...] = ()
         if listed.kind == "maildir":
-            tags = tuple(sorted(maildir_tags(os.path.basename(listed.dir), os.path.basename(listed.path))))
-            folders = (folder_name(os.path.dirname(listed.dir)),)
+            keywords = self.keywords(source, listed.dir)
+            tags = tuple(sorted(_maildir_tags(listed.dir, os.path.basename(listed.path), keywords)))
+            folders = (_folder(listed.dir),)
         item = _Tagged(data, Origin(path), len(data), received, tags, folders)
         self._add(unit, item)
         yield item

@@ -43,6 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .flags import maildir_base
 from .keys import doc_id
 
 __all__ = [
@@ -64,7 +65,6 @@ __all__ = [
     "mbox_message_key",
     "plan",
     "record_id",
-    "split_info",
 ]
 
 COLLECTION = "file_sources"
@@ -101,16 +101,9 @@ def load_name(value: str | bytes) -> str:
     return os.fsdecode(value) if isinstance(value, bytes) else value
 
 
-def split_info(name: str) -> tuple[str, str]:
-    """A Maildir file name -> (unique base name, info): ``"17.M1P2.host:2,FS"`` -> ``("17.M1P2.host",
-    "2,FS")``; a name without ``:`` has no info."""
-    base, _, info = name.partition(":")
-    return base, info
-
-
 def maildir_key(name: str) -> str:
-    """The record key of a Maildir message: its base name."""
-    return split_info(name)[0]
+    """The record key of a Maildir message: its base name (``pure/flags.py``)."""
+    return maildir_base(name)
 
 
 def dir_key(path: str) -> str:
