@@ -109,13 +109,14 @@ def ingest(ctx: Context) -> Output:
 
 
 def _follow(ctx: Context) -> Output:
-    """Files only: through ``sync_files``, with their record."""
+    """Files only: through ``sync_files``, with their record. No count of the mailbox before
+    and after (on the embedded server a count reads the collection): after an interrupt, the
+    messages handed out unconfirmed are said so, and the next run reads them again."""
     args = ctx.args
     result = FileSyncReport()
     report = result.messages
     aborted_by: Exception | None = None
     progress = Progress(None, 0, enabled=on_terminal(args.no_progress))
-    before = _mailbox_count(ctx)
     try:
         with finish_in_hand_on_interrupt() as stop:
 
@@ -140,8 +141,6 @@ def _follow(ctx: Context) -> Output:
     finally:
         progress.update(report, force=True)
         progress.close()
-    if report.interrupted or report.aborted:
-        _reconcile(ctx, report, before)
     failed = report.failures or report.aborted
     code = EXIT_INTERRUPTED if report.interrupted else EXIT_FAILED if failed else EXIT_OK
     notes: tuple[str, ...] = ()

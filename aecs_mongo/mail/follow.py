@@ -162,6 +162,8 @@ class _Source:
     plain: list[tuple[Listed, os.stat_result]] = field(default_factory=list)
     mboxes: list[_Mbox] = field(default_factory=list)
     seen_dirs: dict[str, tuple[int | None, bool]] = field(default_factory=dict)  # dir -> (mtime, listed)
+    listings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # Maildir dir -> (name, inode)
+    retry: set[str] = field(default_factory=set)  # directories with a file that could not be read
     counts: dict[str, int] = field(default_factory=dict)  # dir -> message files in it
     failures: list[Skipped] = field(default_factory=list)
     complete: bool = True
@@ -220,14 +222,9 @@ class _Walker:
         if entries is None:
             return
         self.s.seen_dirs[rel] = (trusted, True)
-        count = 0
-        for entry in entries:
-            if entry.name.startswith(".") or not entry.is_file():
-                continue
-            key = fr.maildir_key(entry.name)
-            self.s.listed.append(Listed("maildir", key, os.path.join(rel, entry.name), rel, entry.inode()))
-            count += 1
-        self.s.counts[rel] = count
+        listing = [(e.name, e.inode()) for e in entries if not e.name.startswith(".") and e.is_file()]
+        self.s.listings[rel] = listing
+        self.s.counts[rel] = len(listing)
 
     def plain(self, rel: str) -> None:
         entries = self._scandir(rel)
@@ -314,8 +311,11 @@ class _Sync:
         return Skipped(Origin(os.fspath(name)), "no such file or directory")
 
     def survey(self, source: _Source) -> _SourcePlan:
-        now = time.time_ns()
+        """List ``source`` and read the records that the listing needs compared."""
         root = fr.dump_name(source.root)
+        files: list[Listed] = []
+        read_dirs: set[str] = set()  # directories whose every record is read
+        keys: set[str] = set()  # Maildir keys whose record is read by _id
         if source.is_file:
             try:
                 st = os.stat(source.full)
@@ -323,17 +323,30 @@ class _Sync:
                 source.failures.append(Skipped(Origin(source.full), f"cannot read: {exc.strerror or exc}"))
                 return _SourcePlan(source, fr.Plan(), [])
             source.plain.append((Listed("file", "", "", "", st.st_ino, st.st_size, st.st_mtime_ns), st))
-            wanted: list[Any] = [""]
+            read_dirs.add("")
         else:
-            rows = self.records.find({"mailboxId": self.mailbox, "root": root, "kind": "dir"})
+            rows = self.records.find({"mailboxId": self.mailbox, "root": root, "dir": fr.DIRS})
             source.dir_records = {fr.load_name(r["path"]): r for r in rows}
-            _Walker(source, self.rescan, now).walk()
-            listed_dirs = {d for d, (_, listed) in source.seen_dirs.items() if listed}
-            vanished = set(source.dir_records) - set(source.seen_dirs)
-            wanted = [fr.dump_name(d) for d in sorted(listed_dirs | vanished)]
-        found = list(self.records.find({"mailboxId": self.mailbox, "root": root, "dir": {"$in": wanted}}))
+            _Walker(source, self.rescan, time.time_ns()).walk()
+            for directory, (_, was_listed) in source.seen_dirs.items():
+                if was_listed and directory not in source.listings:
+                    read_dirs.add(directory)  # a plain directory
+            read_dirs |= set(source.dir_records) - set(source.seen_dirs)  # vanished
+            for directory, listing in source.listings.items():
+                names = (source.dir_records.get(directory) or {}).get("names")
+                if names is None or self.rescan:
+                    read_dirs.add(directory)
+                    came: set[str] | None = None
+                else:
+                    came, went = fr.listing_changes(names, (name for name, _ in listing))
+                    keys |= {fr.maildir_key(name) for name in came | went}
+                    self.report.unchanged += len(listing) - len(came)
+                for name, inode in listing:
+                    if came is None or name in came:
+                        path = os.path.join(directory, name)
+                        files.append(Listed("maildir", fr.maildir_key(name), path, directory, inode))
+        found = self._records(root, read_dirs, keys)
         mbox_records = {fr.load_name(r["key"]): r for r in found if r.get("kind") == "mbox"}
-        files: list[Listed] = list(source.listed)
         for listed, st in source.plain:
             record = mbox_records.pop(listed.key, None)
             full = source.abs(listed.path)
@@ -342,6 +355,21 @@ class _Sync:
             else:
                 files.append(listed)
         return _SourcePlan(source, fr.plan(files, found, rescan=self.rescan), list(mbox_records.values()))
+
+    def _records(self, root: Any, read_dirs: set[str], keys: set[str]) -> list[Mapping[str, Any]]:
+        """The records of ``read_dirs`` (one query on the index) and of Maildir ``keys`` (by ``_id``)."""
+        found: dict[str, Mapping[str, Any]] = {}
+        if read_dirs:
+            selector = {
+                "mailboxId": self.mailbox,
+                "root": root,
+                "dir": {"$in": [fr.dump_name(d) for d in sorted(read_dirs)]},
+            }
+            found.update((r["_id"], r) for r in self.records.find(selector))
+        ids = sorted(fr.record_id(self.mailbox, fr.load_name(root), key) for key in keys)
+        for start in range(0, len(ids), 1000):
+            found.update((r["_id"], r) for r in self.records.find({"_id": {"$in": ids[start : start + 1000]}}))
+        return list(found.values())
 
     def keywords(self, source: _Source, directory: str) -> Mapping[str, str] | None:
         """The Dovecot keyword letters of the Maildir that holds ``directory`` (its
@@ -473,6 +501,7 @@ class _Sync:
                 st = os.fstat(f.fileno())
                 data = f.read()
         except OSError as exc:
+            source.retry.add(listed.dir)  # listed again next time, with this file
             yield Skipped(Origin(path), f"cannot read: {exc.strerror or exc}")
             return
         if listed.size is None:  # a Maildir file: stat'ed only now that it is read
@@ -626,8 +655,12 @@ class _Sync:
             if not source.complete:
                 continue
             for directory, (mtime, listed) in source.seen_dirs.items():
-                if listed:
-                    doc = fr.dir_document(self.mailbox, source.root, directory, mtime, source.counts.get(directory, 0))
+                if listed and directory not in source.retry:
+                    listing = source.listings.get(directory)
+                    names = None if listing is None else [name for name, _ in listing]
+                    doc = fr.dir_document(
+                        self.mailbox, source.root, directory, mtime, source.counts.get(directory, 0), names
+                    )
                     writes.append(ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
             writes += [DeleteOne({"_id": r["_id"]}) for d, r in source.dir_records.items() if d not in source.seen_dirs]
         if writes:

@@ -17,10 +17,13 @@ One collection, ``file_sources``, one document per thing a re-run compares (its 
   ``key`` is ``gone:<messageKey>``, ``dir`` ``gone:``; ``messageKey``, ``messageId``. A run with
   ``remove_missing`` removes the message when no other record (nor an IMAP record) holds it, and
   the mark either way; without it the marks stay, so a later run with it still knows them.
-- ``dir``: one directory of a Maildir (``new``, ``cur`` of each folder): ``key`` is ``dir:<path>``,
-  ``mtimeNs`` its modification time when it was listed (None when too recent to trust), ``files``
-  how many messages it held. A directory whose mtime is unchanged is not listed again: Maildir
-  files are never written in place, and a delivery, a rename or a deletion changes the mtime.
+- ``dir``: one directory (``new``, ``cur`` of each Maildir folder, each plain directory):
+  ``key`` is ``dir:<path>``, ``dir`` is ``dirs:``, ``mtimeNs`` a Maildir directory's modification
+  time when it was listed (None when too recent to trust), ``files`` how many messages it held,
+  ``names`` its file names then. A Maildir directory whose mtime is unchanged is not listed
+  again: Maildir files are never written in place, and a delivery, a rename or a deletion
+  changes the mtime. One that changed is listed and compared with ``names``: only the records of
+  the names that came or went are read (by ``_id``).
 
 Every file record carries ``size``, ``mtimeNs``, ``inode`` (what a re-run compares), and the
 message it gave: ``messageKey``, ``messageId``, ``sha256`` (of the raw copy read), or
@@ -48,9 +51,11 @@ from .keys import doc_id
 
 __all__ = [
     "COLLECTION",
+    "DIRS",
     "GONE_DIR",
     "HASH_BLOCK",
     "MTIME_TRUST_NS",
+    "SNAPSHOT_LIMIT",
     "Kind",
     "Listed",
     "Plan",
@@ -59,9 +64,11 @@ __all__ = [
     "dump_name",
     "file_document",
     "gone_document",
+    "listing_changes",
     "load_name",
     "maildir_key",
     "mbox_document",
+    "mbox_message_document",
     "mbox_message_key",
     "plan",
     "record_id",
@@ -223,11 +230,31 @@ def gone_document(mailbox_id: str, root: str, message_key: str, message_id: str)
     return doc
 
 
-def dir_document(mailbox_id: str, root: str, path: str, mtime_ns: int | None, files: int) -> dict[str, Any]:
-    """The record of one listed Maildir directory (``mtime_ns`` None: list it again next time)."""
-    doc = _common(mailbox_id, root, "dir", dir_key(path), path, path)
+#: the ``dir`` of every directory record: a re-run reads them all in one query on the index
+DIRS = "dirs:"
+#: a Maildir directory of more names than this keeps no snapshot: its records are read instead
+SNAPSHOT_LIMIT = 100_000
+
+
+def dir_document(
+    mailbox_id: str, root: str, path: str, mtime_ns: int | None, files: int, names: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """The record of one listed directory (``mtime_ns`` None: list it again next time);
+    ``names``: a Maildir directory's file names as listed (a re-run compares its listing with
+    them and reads only the records of names that came or went), left out past
+    :data:`SNAPSHOT_LIMIT`."""
+    doc = _common(mailbox_id, root, "dir", dir_key(path), path, DIRS)
     doc.update(mtimeNs=mtime_ns, files=files)
+    if names is not None and len(names) <= SNAPSHOT_LIMIT:
+        doc["names"] = [dump_name(name) for name in names]
     return doc
+
+
+def listing_changes(previous: Iterable[str | bytes], current: Iterable[str]) -> tuple[set[str], set[str]]:
+    """(names listed now and not before, names listed before and not now)."""
+    before = {load_name(name) for name in previous}
+    now = set(current)
+    return now - before, before - now
 
 
 @dataclass
