@@ -325,9 +325,19 @@ class _Sync:
             source.plain.append((Listed("file", "", "", "", st.st_ino, st.st_size, st.st_mtime_ns), st))
             read_dirs.add("")
         else:
-            rows = self.records.find({"mailboxId": self.mailbox, "root": root, "dir": fr.DIRS})
+            # the names snapshots are read only for the directories that changed
+            rows = self.records.find({"mailboxId": self.mailbox, "root": root, "dir": fr.DIRS}, {"names": 0})
             source.dir_records = {fr.load_name(r["path"]): r for r in rows}
             _Walker(source, self.rescan, time.time_ns()).walk()
+            changed = [source.dir_records[d]["_id"] for d in source.listings if d in source.dir_records]
+            if changed and not self.rescan:
+                snapshots = {
+                    r["_id"]: r.get("names") for r in self.records.find({"_id": {"$in": changed}}, {"names": 1})
+                }
+                for directory in source.listings:
+                    record = source.dir_records.get(directory)
+                    if record is not None:
+                        source.dir_records[directory] = {**record, "names": snapshots.get(record["_id"])}
             for directory, (_, was_listed) in source.seen_dirs.items():
                 if was_listed and directory not in source.listings:
                     read_dirs.add(directory)  # a plain directory
