@@ -248,6 +248,7 @@ _X_STATUS_LETTERS = {"A": ANSWERED, "F": FLAGGED, "T": DRAFT, "D": DELETED}
 _X_STATUS_ORDER = (("A", ANSWERED), ("F", FLAGGED), ("T", DRAFT), ("D", DELETED))
 _STATUS_NAMES = (b"status", b"x-status")
 _HEADER_SCAN_LINES = 2000
+_STATUS_FIELD = re.compile(rb"^(?:x-)?status:", re.IGNORECASE | re.MULTILINE)
 
 
 def mbox_tags(status: str | None, x_status: str | None) -> tuple[str, ...]:
@@ -258,6 +259,12 @@ def mbox_tags(status: str | None, x_status: str | None) -> tuple[str, ...]:
             if letter in letters:
                 found.add(letters[letter])
     return _sorted(found)
+
+
+def _header_end(data: bytes) -> int:
+    """Where the header ends (a bound: at or after the empty line that ends it)."""
+    ends = [i + 1 for i in (data.find(b"\n\n"), data.find(b"\n\r\n")) if i >= 0]
+    return min(ends) if ends else len(data)
 
 
 def _header_lines(data: bytes) -> tuple[list[bytes], int]:
@@ -283,6 +290,8 @@ def _field(line: bytes) -> bytes | None:
 def mbox_header_tags(data: bytes) -> tuple[str, ...]:
     """The tags of a message's ``Status:`` and ``X-Status:`` header fields (the first of each),
     read from its header only."""
+    if _STATUS_FIELD.search(data, 0, _header_end(data)) is None:
+        return ()  # most mail: one search, no walk over the header's lines
     values: dict[bytes, str] = {}
     for line in _header_lines(data)[0]:
         name = _field(line)

@@ -25,6 +25,7 @@ _EXPORT_FIELDS = {
     "variantHashes": 1,
     "from.email": 1,
     "sizeBytes": 1,
+    "tags": 1,
 }
 
 
@@ -97,7 +98,8 @@ def _export_page(
                     missing(message)
                 continue
             sender = (message.get("from") or {}).get("email")
-            yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender)
+            tags = tuple(message.get("tags") or ())
+            yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender, tags)
 
 
 def _files(ctx: StoreContext, keys: Sequence[str]) -> dict[str, Mapping[str, Any]]:
