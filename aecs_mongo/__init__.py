@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         ToolError,
         UnsafeFieldNameError,
     )
+    from .mail.follow import FileSyncReport, sync_files
     from .mail.sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
     from .mail.sources import IngestReport, Origin, RawMessage, Skipped, read_messages
     from .normalize import ParsedEmail, normalize, parse_email
@@ -73,6 +74,7 @@ __all__ = [
     "EraseReport",
     "ExpireReport",
     "ExportedCopy",
+    "FileSyncReport",
     "ImapFolderReport",
     "ImapSyncReport",
     "IndexReport",
@@ -114,6 +116,7 @@ __all__ = [
     "open_writer",
     "parse_email",
     "read_messages",
+    "sync_files",
 ]
 
 #: Where each public name lives (imported on first use).
@@ -131,6 +134,7 @@ _LAZY = {
     "EraseReport": ".pure.lifecycle",
     "ExpireReport": ".pure.lifecycle",
     "ExportedCopy": ".pure.lifecycle",
+    "FileSyncReport": ".mail.follow",
     "ImapFolderReport": ".results",
     "ImapSyncReport": ".results",
     "IndexReport": ".pure.indexes",
@@ -171,6 +175,7 @@ _LAZY = {
     "open_writer": ".mail.sinks",
     "parse_email": ".normalize",
     "read_messages": ".mail.sources",
+    "sync_files": ".mail.follow",
 }
 
 

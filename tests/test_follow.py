@@ -286,3 +286,46 @@ def test_cli_summary_and_json(cli: Cli, tmp_path: Path) -> None:
 def test_report_defaults() -> None:
     report = FileSyncReport(files=10_000, new=12, flag_changes=3, gone=2)
     assert report.summary() == "10,000 files: 12 new, 3 flag changes, 2 gone (kept)"
+
+
+def tags_of(store: MessageStore, n: int) -> tuple[list[str], list[str]]:
+    doc = store.db.messages.find_one({"messageId": f"m{n}@follow.example"}, {"tags": 1, "folders": 1})
+    return sorted(doc.get("tags") or []), sorted(doc.get("folders") or [])
+
+
+def test_renames_are_flag_changes_and_moves_are_folder_changes(mstore: MessageStore, tmp_path: Path) -> None:
+    box = maildir(tmp_path / "Maildir", ".Archive")
+    fresh = deliver(box, 1)  # new/: unread
+    seen = deliver(box, 2, "cur", "S")
+    other = deliver(box, 3, "cur", "S")
+    first = sync_files(mstore, [box])
+    assert first.messages.stored == 3
+    assert tags_of(mstore, 1) == ([], ["INBOX"])
+    assert tags_of(mstore, 2)[1] == ["INBOX"] and "$seen" in tags_of(mstore, 2)[0]
+    mstore.tag(["m2@follow.example"], add=["todo"])  # a user tag: never touched by a rename
+    # a mail reader: reads message 1 (new/ -> cur/ with S), flags and answers 2, archives 3
+    fresh.rename(box / "cur" / (fresh.name + ":2,S"))
+    seen.rename(seen.with_name(seen.name.replace(":2,S", ":2,FRS")))
+    other.rename(box / ".Archive" / "cur" / other.name)
+    report = sync_files(mstore, [box])
+    assert (report.new, report.flag_changes, report.moved, report.gone, report.messages.processed) == (0, 2, 1, 0, 0)
+    assert report.summary() == "3 files: 0 new, 2 flag changes, 0 gone (kept), 1 moved"
+    assert tags_of(mstore, 1) == (["$seen"], ["INBOX"])
+    assert tags_of(mstore, 2) == (["$answered", "$flagged", "$seen", "todo"], ["INBOX"])
+    assert tags_of(mstore, 3) == (["$seen"], ["Archive"])
+    # unflagged again, and nothing else: one flag change
+    flagged = box / "cur" / (seen.name.replace(":2,S", ":2,FRS"))
+    flagged.rename(flagged.with_name(flagged.name.replace(":2,FRS", ":2,RS")))
+    report = sync_files(mstore, [box])
+    assert (report.flag_changes, report.moved, report.unchanged) == (1, 0, 2)
+    assert tags_of(mstore, 2) == (["$answered", "$seen", "todo"], ["INBOX"])
+
+
+def test_cli_follows_a_rename(cli: Cli, db: Any, tmp_path: Path) -> None:
+    box = maildir(tmp_path / "Maildir")
+    path = deliver(box, 1, "cur", "")
+    assert cli("ingest", str(box), "--no-progress").code == 0
+    path.rename(path.with_name(path.name.replace(":2,", ":2,F")))
+    run = cli("ingest", str(box), "--json")
+    assert (run.json()["flagChanges"], run.json()["stored"], run.json()["present"]) == (1, 0, 0)
+    assert db.messages.find_one({"messageId": "m1@follow.example"})["tags"] == ["$flagged"]
