@@ -142,6 +142,7 @@ class _Mbox:
     record: Mapping[str, Any] | None
     confirmed: int = 0
     count: int = 0
+    complete: bool = False  # read to its end: its size and mtime may be recorded
 
 
 @dataclass
@@ -635,6 +636,8 @@ class _Sync:
                     )
                     self.writes.append(ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
                     mbox.confirmed, mbox.count = unit.end, unit.number
+                else:  # the mark after its last message
+                    mbox.complete = True
                 self.dirty[id(mbox)] = (source, mbox)
         if len(self.writes) >= self.batch_size:
             self.flush()
@@ -646,13 +649,15 @@ class _Sync:
                 head, tail = _block_hashes(mbox.full, mbox.confirmed)
             except OSError:
                 continue  # gone meanwhile: the next run finds it gone
+            # size and mtime only once read to the end: a run that stopped halfway leaves the
+            # next one to compare the hashes and read on from the offset
             doc = fr.mbox_document(
                 self.mailbox,
                 source.root,
                 mbox.path,
                 mbox.dir,
-                size=mbox.st.st_size,
-                mtime_ns=mbox.st.st_mtime_ns,
+                size=mbox.st.st_size if mbox.complete else None,
+                mtime_ns=mbox.st.st_mtime_ns if mbox.complete else None,
                 inode=mbox.st.st_ino,
                 offset=mbox.confirmed,
                 head_hash=head,

@@ -198,15 +198,16 @@ def mbox_document(
     path: str,
     directory: str,
     *,
-    size: int,
-    mtime_ns: int,
+    size: int | None,
+    mtime_ns: int | None,
     inode: int,
     offset: int,
     head_hash: str,
     tail_hash: str,
     messages: int,
 ) -> dict[str, Any]:
-    """The record of one mbox file: read up to ``offset`` (``messages`` entries so far)."""
+    """The record of one mbox file: read up to ``offset`` (``messages`` entries so far);
+    ``size`` and ``mtime_ns`` None until it was read to its end."""
     doc = _common(mailbox_id, root, "mbox", path, path, directory)
     doc.update(
         size=size,
