@@ -140,6 +140,7 @@ class _Mbox:
     full: str
     st: os.stat_result
     record: Mapping[str, Any] | None
+    order: int = 0
     confirmed: int = 0
     count: int = 0
     complete: bool = False  # read to its end: its size and mtime may be recorded
@@ -168,14 +169,22 @@ class _Source:
     is_file: bool = False
     dir_records: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     listed: list[Listed] = field(default_factory=list)
-    plain: list[tuple[Listed, os.stat_result]] = field(default_factory=list)
+    plain: list[tuple[Listed, os.stat_result]] = field(default_factory=list)  # files of plain directories
     mboxes: list[_Mbox] = field(default_factory=list)
     seen_dirs: dict[str, tuple[int | None, bool]] = field(default_factory=dict)  # dir -> (mtime, listed)
-    listings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # Maildir dir -> (name, inode)
+    listings: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)  # dir -> (name, inode, order)
     retry: set[str] = field(default_factory=set)  # directories with a file that could not be read
     counts: dict[str, int] = field(default_factory=dict)  # dir -> message files in it
-    failures: list[Skipped] = field(default_factory=list)
+    failures: list[tuple[int, Skipped]] = field(default_factory=list)
     complete: bool = True
+    walked: int = 0  # the order of the next thing the walk finds
+
+    def next(self) -> int:
+        self.walked += 1
+        return self.walked
+
+    def fail(self, skipped: Skipped) -> None:
+        self.failures.append((self.next(), skipped))
 
     def abs(self, path: str) -> str:
         return self.full if self.is_file else os.path.join(self.full, path)
@@ -196,7 +205,7 @@ class _Walker:
             with os.scandir(self.s.abs(rel) if rel else self.s.full) as entries:
                 return sorted(entries, key=lambda e: e.name)
         except OSError as exc:
-            self.s.failures.append(Skipped(Origin(self.s.abs(rel)), f"cannot read directory: {exc.strerror or exc}"))
+            self.s.fail(Skipped(Origin(self.s.abs(rel)), f"cannot read directory: {exc.strerror or exc}"))
             self.s.complete = False
             return None
 
@@ -218,7 +227,7 @@ class _Walker:
         try:
             mtime = os.stat(self.s.abs(rel)).st_mtime_ns
         except OSError as exc:
-            self.s.failures.append(Skipped(Origin(self.s.abs(rel)), f"cannot read directory: {exc.strerror or exc}"))
+            self.s.fail(Skipped(Origin(self.s.abs(rel)), f"cannot read directory: {exc.strerror or exc}"))
             self.s.complete = False
             return
         trusted = mtime if self.now_ns - mtime > fr.MTIME_TRUST_NS else None
@@ -231,7 +240,7 @@ class _Walker:
         if entries is None:
             return
         self.s.seen_dirs[rel] = (trusted, True)
-        listing = [(e.name, e.inode()) for e in entries if not e.name.startswith(".") and e.is_file()]
+        listing = [(e.name, e.inode(), self.s.next()) for e in entries if not e.name.startswith(".") and e.is_file()]
         self.s.listings[rel] = listing
         self.s.counts[rel] = len(listing)
 
@@ -250,11 +259,12 @@ class _Walker:
                     continue
                 st = entry.stat()
             except OSError as exc:
-                self.s.failures.append(Skipped(Origin(entry.path), f"cannot read: {exc.strerror or exc}"))
+                self.s.fail(Skipped(Origin(entry.path), f"cannot read: {exc.strerror or exc}"))
                 continue
             if not stat.S_ISREG(st.st_mode):
                 continue
-            self.s.plain.append((Listed("file", child, child, rel, st.st_ino, st.st_size, st.st_mtime_ns), st))
+            listed = Listed("file", child, child, rel, st.st_ino, st.st_size, st.st_mtime_ns, self.s.next())
+            self.s.plain.append((listed, st))
 
 
 def _sniff(path: str) -> str:
@@ -329,7 +339,7 @@ class _Sync:
             try:
                 st = os.stat(source.full)
             except OSError as exc:
-                source.failures.append(Skipped(Origin(source.full), f"cannot read: {exc.strerror or exc}"))
+                source.fail(Skipped(Origin(source.full), f"cannot read: {exc.strerror or exc}"))
                 return _SourcePlan(source, fr.Plan(), [])
             source.plain.append((Listed("file", "", "", "", st.st_ino, st.st_size, st.st_mtime_ns), st))
             read_dirs.add("")
@@ -357,20 +367,20 @@ class _Sync:
                     read_dirs.add(directory)
                     came: set[str] | None = None
                 else:
-                    came, went = fr.listing_changes(names, (name for name, _ in listing))
+                    came, went = fr.listing_changes(names, (name for name, _, _ in listing))
                     keys |= {fr.maildir_key(name) for name in came | went}
                     self.report.unchanged += len(listing) - len(came)
-                for name, inode in listing:
+                for name, inode, order in listing:
                     if came is None or name in came:
                         path = os.path.join(directory, name)
-                        files.append(Listed("maildir", fr.maildir_key(name), path, directory, inode))
+                        files.append(Listed("maildir", fr.maildir_key(name), path, directory, inode, order=order))
         found = self._records(root, read_dirs, keys)
         mbox_records = {fr.load_name(r["key"]): r for r in found if r.get("kind") == "mbox"}
         for listed, st in source.plain:
             record = mbox_records.pop(listed.key, None)
             full = source.abs(listed.path)
             if record is not None or full.lower().endswith(".mbox") or (source.is_file and _named_mbox(full)):
-                source.mboxes.append(_Mbox(listed.path, listed.dir, full, st, record))
+                source.mboxes.append(_Mbox(listed.path, listed.dir, full, st, record, listed.order))
             else:
                 files.append(listed)
         return _SourcePlan(source, fr.plan(files, found, rescan=self.rescan), list(mbox_records.values()))
@@ -486,14 +496,23 @@ class _Sync:
     # --- reading and storing --------------------------------------------------------------------
 
     def units(self, plans: list[_SourcePlan]) -> Iterator[RawMessage | Skipped]:
+        """What each source has to read, in the order its walk found it: new and changed files,
+        mbox files, and what could not be listed."""
         for plan in plans:
             source = plan.source
             self.report.changed += len(plan.result.changed)
             self.report.new += len(plan.result.new)
-            for listed in [listed for _, listed in plan.result.changed] + plan.result.new:
-                yield from self._read_file(source, listed)
-            for mbox in source.mboxes:
-                yield from self._read_mbox(source, mbox)
+            work: list[tuple[int, Listed | _Mbox | Skipped]] = list(source.failures)
+            work += [(listed.order, listed) for _, listed in plan.result.changed]
+            work += [(listed.order, listed) for listed in plan.result.new]
+            work += [(mbox.order, mbox) for mbox in source.mboxes]
+            for _, thing in sorted(work, key=lambda pair: pair[0]):
+                if isinstance(thing, Skipped):
+                    yield thing
+                elif isinstance(thing, Listed):
+                    yield from self._read_file(source, thing)
+                else:
+                    yield from self._read_mbox(source, thing)
         self.exhausted = True
 
     def _add(self, unit: _Unit, item: RawMessage | None = None) -> None:
@@ -509,7 +528,9 @@ class _Sync:
             kind = _sniff(path)
             if kind == "mbox":
                 self.report.new -= 1  # counted as an mbox
-                yield from self._read_mbox(source, _Mbox(listed.path, listed.dir, path, os.stat(path), None))
+                yield from self._read_mbox(
+                    source, _Mbox(listed.path, listed.dir, path, os.stat(path), None, listed.order)
+                )
                 return
             if kind != "eml":
                 self._add(_Unit(source, listed, done=True, skipped=kind))
@@ -575,7 +596,12 @@ class _Sync:
                     number = first + entry.number
                     origin = Origin(mbox.full, number, offset)
                     if entry.truncated:  # read again once it is complete: the offset stays before it
-                        yield Skipped(origin, f"truncated: the file ends inside this message ({entry.size} bytes)")
+                        yield Skipped(
+                            origin,
+                            f"truncated: the file ends inside this message ({entry.size} bytes, no line break at"
+                            " the end); not stored",
+                            entry.size,
+                        )
                         break
                     unit = _Unit(source, mbox=mbox, offset=offset, end=offset + entry.size, number=number)
                     unit.sha256 = hashlib.sha256(entry.data).hexdigest()
@@ -681,7 +707,7 @@ class _Sync:
             for directory, (mtime, listed) in source.seen_dirs.items():
                 if listed and directory not in source.retry:
                     listing = source.listings.get(directory)
-                    names = None if listing is None else [name for name, _ in listing]
+                    names = None if listing is None else [name for name, _, _ in listing]
                     doc = fr.dir_document(
                         self.mailbox, source.root, directory, mtime, source.counts.get(directory, 0), names
                     )
@@ -739,8 +765,6 @@ def sync_files(
             tally.skip(source)
             continue
         plan = sync.survey(source)
-        for failure in source.failures:
-            tally.skip(failure)
         plans.append(plan)
         sync.roots.add(source.root)
         report.files += sum(source.counts.values()) + len(source.plain)

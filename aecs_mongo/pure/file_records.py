@@ -125,7 +125,7 @@ def mbox_message_key(path: str, offset: int) -> str:
 class Listed:
     """One file a listing found: its record key, path and directory under the root, and what a
     re-run compares (``size``/``mtime_ns`` are None for a Maildir file that was not stat'ed: a
-    known Maildir name is identified by name and inode alone)."""
+    known Maildir name is identified by name and inode alone). The listing's ``order``."""
 
     kind: Literal["maildir", "file"]
     key: str
@@ -134,6 +134,7 @@ class Listed:
     inode: int
     size: int | None = None
     mtime_ns: int | None = None
+    order: int = field(default=0, compare=False)  # where the walk found it (messages are read in that order)
 
 
 def _common(mailbox_id: str, root: str, kind: Kind, key: str, path: str, directory: str) -> dict[str, Any]:
