@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         InputTooLargeError,
         InvalidCursorError,
         InvalidEmailError,
+        InvalidTagError,
         MailboxAuthError,
         MailboxConnectionError,
         MailboxError,
@@ -40,7 +41,15 @@ if TYPE_CHECKING:
     from .normalize import ParsedEmail, normalize, parse_email
     from .pure.indexes import IndexReport
     from .pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
-    from .results import ImapFolderReport, ImapSyncReport, MessagePage, SearchResults, StoreResult, ThreadPage
+    from .results import (
+        ImapFolderReport,
+        ImapSyncReport,
+        MessagePage,
+        SearchResults,
+        StoreResult,
+        TagReport,
+        ThreadPage,
+    )
     from .synchronous.store import MessageStore
     from .types import (
         Address,
@@ -82,6 +91,7 @@ __all__ = [
     "InputTooLargeError",
     "InvalidCursorError",
     "InvalidEmailError",
+    "InvalidTagError",
     "MailWriter",
     "MailboxAuthError",
     "MailboxConnectionError",
@@ -106,6 +116,7 @@ __all__ = [
     "ServerFeatureError",
     "Skipped",
     "StoreResult",
+    "TagReport",
     "Thread",
     "ThreadPage",
     "ThreadSummary",
@@ -142,6 +153,7 @@ _LAZY = {
     "InputTooLargeError": ".errors",
     "InvalidCursorError": ".errors",
     "InvalidEmailError": ".errors",
+    "InvalidTagError": ".errors",
     "MailWriter": ".mail.sinks",
     "MailboxAuthError": ".errors",
     "MailboxConnectionError": ".errors",
@@ -166,6 +178,7 @@ _LAZY = {
     "ServerFeatureError": ".errors",
     "Skipped": ".mail.sources",
     "StoreResult": ".results",
+    "TagReport": ".results",
     "Thread": ".types",
     "ThreadPage": ".results",
     "ThreadSummary": ".types",
