@@ -43,7 +43,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pymongo import DeleteOne, ReplaceOne, UpdateOne
 
@@ -53,6 +53,9 @@ from ..pure.file_records import Listed
 from ..pure.imap_records import SOURCES as IMAP_SOURCES
 from ..results import StoreResult
 from .sources import _HEADER_LINE, IngestReport, Origin, RawMessage, Skipped, iter_mbox, not_mail
+
+if TYPE_CHECKING:
+    from ..synchronous.store import MessageStore
 
 __all__ = ["FileSyncReport", "sync_files"]
 
@@ -300,7 +303,9 @@ class _SourcePlan:
 
 
 class _Sync:
-    def __init__(self, store: Any, report: FileSyncReport, *, remove_missing: bool, rescan: bool, batch_size: int):
+    def __init__(
+        self, store: MessageStore, report: FileSyncReport, *, remove_missing: bool, rescan: bool, batch_size: int
+    ):
         self.store = store
         self.mailbox = store.mailbox_id
         self.records = store.db[fr.COLLECTION]
@@ -732,7 +737,7 @@ def _mbox_dir(path: str) -> Any:
 
 
 def sync_files(
-    store: Any,
+    store: MessageStore,
     paths: Iterable[str | os.PathLike[str]],
     *,
     remove_missing: bool = False,
@@ -740,6 +745,7 @@ def sync_files(
     batch_size: int = 100,
     items_filter: Callable[[Iterator[RawMessage | Skipped]], Iterator[RawMessage | Skipped]] | None = None,
     report: FileSyncReport | None = None,
+    tags: Iterable[str] = (),
 ) -> FileSyncReport:
     """Store what is new or changed under ``paths`` (Maildir folders, directories, mbox and
     message files) since the last run into this mailbox, and follow renames, moves and
@@ -750,6 +756,7 @@ def sync_files(
     rewritten; what was stored is found ``present``). ``items_filter`` wraps the stream of
     messages handed to the store (the command line's progress and stop request). ``report``:
     tallied into as the run goes, so a caller that catches an interrupt has what was done.
+    ``tags``: set on every message stored new (``store_iter``'s ``tags``).
 
     The store's errors propagate, after the records of what was stored are written; a run
     interrupted anywhere is continued by the next one.
@@ -777,7 +784,7 @@ def sync_files(
         items = items_filter(items)
     tracked = tally.track(items)
     try:
-        for result in store.store_iter(tracked, batch_size=batch_size, on_error=sync.refused):
+        for result in store.store_iter(tracked, batch_size=batch_size, on_error=sync.refused, tags=tags):
             tally.count(result)
             sync.confirmed(result)
     except BaseException:
