@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         InputTooLargeError,
         InvalidCursorError,
         InvalidEmailError,
+        InvalidTagError,
         MailboxAuthError,
         MailboxConnectionError,
         MailboxError,
@@ -34,12 +35,21 @@ if TYPE_CHECKING:
         ToolError,
         UnsafeFieldNameError,
     )
+    from .mail.follow import FileSyncReport, sync_files
     from .mail.sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
     from .mail.sources import IngestReport, Origin, RawMessage, Skipped, read_messages
     from .normalize import ParsedEmail, normalize, parse_email
     from .pure.indexes import IndexReport
     from .pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
-    from .results import ImapFolderReport, ImapSyncReport, MessagePage, SearchResults, StoreResult, ThreadPage
+    from .results import (
+        ImapFolderReport,
+        ImapSyncReport,
+        MessagePage,
+        SearchResults,
+        StoreResult,
+        TagReport,
+        ThreadPage,
+    )
     from .synchronous.store import MessageStore
     from .types import (
         Address,
@@ -73,6 +83,7 @@ __all__ = [
     "EraseReport",
     "ExpireReport",
     "ExportedCopy",
+    "FileSyncReport",
     "ImapFolderReport",
     "ImapSyncReport",
     "IndexReport",
@@ -80,6 +91,7 @@ __all__ = [
     "InputTooLargeError",
     "InvalidCursorError",
     "InvalidEmailError",
+    "InvalidTagError",
     "MailWriter",
     "MailboxAuthError",
     "MailboxConnectionError",
@@ -104,6 +116,7 @@ __all__ = [
     "ServerFeatureError",
     "Skipped",
     "StoreResult",
+    "TagReport",
     "Thread",
     "ThreadPage",
     "ThreadSummary",
@@ -114,6 +127,7 @@ __all__ = [
     "open_writer",
     "parse_email",
     "read_messages",
+    "sync_files",
 ]
 
 #: Where each public name lives (imported on first use).
@@ -131,6 +145,7 @@ _LAZY = {
     "EraseReport": ".pure.lifecycle",
     "ExpireReport": ".pure.lifecycle",
     "ExportedCopy": ".pure.lifecycle",
+    "FileSyncReport": ".mail.follow",
     "ImapFolderReport": ".results",
     "ImapSyncReport": ".results",
     "IndexReport": ".pure.indexes",
@@ -138,6 +153,7 @@ _LAZY = {
     "InputTooLargeError": ".errors",
     "InvalidCursorError": ".errors",
     "InvalidEmailError": ".errors",
+    "InvalidTagError": ".errors",
     "MailWriter": ".mail.sinks",
     "MailboxAuthError": ".errors",
     "MailboxConnectionError": ".errors",
@@ -162,6 +178,7 @@ _LAZY = {
     "ServerFeatureError": ".errors",
     "Skipped": ".mail.sources",
     "StoreResult": ".results",
+    "TagReport": ".results",
     "Thread": ".types",
     "ThreadPage": ".results",
     "ThreadSummary": ".types",
@@ -171,6 +188,7 @@ _LAZY = {
     "open_writer": ".mail.sinks",
     "parse_email": ".normalize",
     "read_messages": ".mail.sources",
+    "sync_files": ".mail.follow",
 }
 
 
