@@ -37,7 +37,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..errors import InvalidTagError
 from .imap_records import decode_folder, encode_folder
+from .tags import check_tag
 
 __all__ = [
     "ANSWERED",
@@ -89,19 +91,17 @@ _IMAP_SYSTEM = {"\\SEEN": SEEN, "\\FLAGGED": FLAGGED, "\\ANSWERED": ANSWERED, "\
 _IMAP_BACK = {tag: name.title() for name, tag in _IMAP_SYSTEM.items()}
 _IMAP_KEYWORD_BACK = {FORWARDED: "$Forwarded", JUNK: "$Junk", NOTJUNK: "$NotJunk"}
 
-# The tags contract: 1-255 characters of printable ASCII without quotes, brackets, parentheses
-# and IMAP's atom-specials (every tag is then a valid IMAP keyword and JMAP keyword).
-_TAG = re.compile(r"[!#$&+-Z^_a-z|~]{1,255}")
-
 # <base><sep>2,<flags>: the info after the last separator; "1," (experimental info) has no flags
 _INFO = re.compile(r"^(?P<base>.+?)(?P<sep>[:!;])(?P<info>2,[A-Za-z]*|1,[^:!;]*)$")
 _FLAGS_ITEM = re.compile(rb"\bFLAGS \(([^)]*)\)")
 
 
 def _tag(value: str) -> str | None:
-    """``value`` lowercased when it is a valid tag, else None."""
-    lowered = value.lower()
-    return lowered if _TAG.fullmatch(lowered) else None
+    """``value`` as a tag (lowercased) when it is a valid one (``pure/tags.py``'s rules), else None."""
+    try:
+        return check_tag(value)
+    except InvalidTagError:
+        return None
 
 
 def _sorted(tags: Iterable[str]) -> tuple[str, ...]:
