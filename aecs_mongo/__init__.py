@@ -15,9 +15,13 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .asynchronous.blobstore import AsyncBlobStore
     from .asynchronous.store import AsyncMessageStore
     from .errors import (
         AecsMongoError,
+        BlobLocationError,
+        BlobMissingError,
+        BlobStoreError,
         DataDirError,
         DispatchError,
         DocumentTooLargeError,
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
     from .pure.indexes import IndexReport
     from .pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
     from .results import ImapFolderReport, ImapSyncReport, MessagePage, SearchResults, StoreResult, ThreadPage
+    from .synchronous.blobstore import BlobStore
     from .synchronous.store import MessageStore
     from .types import (
         Address,
@@ -62,8 +67,13 @@ __version__ = "0.1.0"
 __all__ = [
     "Address",
     "AecsMongoError",
+    "AsyncBlobStore",
     "AsyncMessageStore",
     "Attachment",
+    "BlobLocationError",
+    "BlobMissingError",
+    "BlobStore",
+    "BlobStoreError",
     "Content",
     "ContextEntry",
     "DataDirError",
@@ -120,8 +130,13 @@ __all__ = [
 _LAZY = {
     "Address": ".types",
     "AecsMongoError": ".errors",
+    "AsyncBlobStore": ".asynchronous.blobstore",
     "AsyncMessageStore": ".asynchronous.store",
     "Attachment": ".types",
+    "BlobLocationError": ".errors",
+    "BlobMissingError": ".errors",
+    "BlobStore": ".synchronous.blobstore",
+    "BlobStoreError": ".errors",
     "Content": ".types",
     "ContextEntry": ".types",
     "DataDirError": ".errors",
