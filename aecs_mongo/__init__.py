@@ -15,7 +15,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .asynchronous.blobstore import AsyncBlobStore
+    from .asynchronous.blobstores import AsyncBlobStore
     from .asynchronous.store import AsyncMessageStore
     from .errors import (
         AecsMongoError,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from .pure.indexes import IndexReport
     from .pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
     from .results import ImapFolderReport, ImapSyncReport, MessagePage, SearchResults, StoreResult, ThreadPage
-    from .synchronous.blobstore import BlobStore
+    from .synchronous.blobstores import BlobStore
     from .synchronous.store import MessageStore
     from .types import (
         Address,
@@ -130,12 +130,12 @@ __all__ = [
 _LAZY = {
     "Address": ".types",
     "AecsMongoError": ".errors",
-    "AsyncBlobStore": ".asynchronous.blobstore",
+    "AsyncBlobStore": ".asynchronous.blobstores",
     "AsyncMessageStore": ".asynchronous.store",
     "Attachment": ".types",
     "BlobLocationError": ".errors",
     "BlobMissingError": ".errors",
-    "BlobStore": ".synchronous.blobstore",
+    "BlobStore": ".synchronous.blobstores",
     "BlobStoreError": ".errors",
     "Content": ".types",
     "ContextEntry": ".types",

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..pure import blobs, lifecycle
 from ..pure.lifecycle import ExportedCopy
-from .blobstore import AsyncBlobStore
+from .blobstores import AsyncBlobStore
 from .context import AsyncStoreContext
 
 __all__ = ["export_copies"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -35,6 +35,7 @@ __all__ = [
     "BLOBS_SETTING",
     "SCHEMES",
     "SETTINGS_COLLECTION",
+    "SWEEP_GRACE_SECONDS",
     "BlobLocation",
     "check_key",
     "compress",
@@ -43,6 +44,7 @@ __all__ = [
     "parse_blob_url",
     "settings_document",
     "shown",
+    "sweep_candidates",
 ]
 
 #: The collection of database-wide settings (one document per setting).
@@ -120,8 +122,9 @@ def parse_blob_url(url: object, default_bucket: str = "aecs") -> BlobLocation:
         host, slash, path = rest.partition("/")
         if host not in ("", "localhost") or not slash:
             raise BlobLocationError(f"{shown(text)}: say file:///ABSOLUTE/DIR", url=shown(text))
-        path = "/" + path.strip("/")
-        if any(part in (".", "..") for part in path.split("/")):
+        parts = [part for part in path.split("/") if part]
+        path = "/" + "/".join(parts)
+        if any(part in (".", "..") for part in parts):
             raise BlobLocationError(f"{text}: the directory must be a plain absolute path", url=text)
         return BlobLocation("file", path=path)
     if "@" in rest.split("/", 1)[0]:
@@ -198,3 +201,20 @@ def location_verdict(
             recorded="gridfs",
         )
     return "record"
+
+
+#: The sweep's default grace: a blob younger than this is never removed, whatever its row. A
+#: writer commits a message's row within its batch's retries (``retry_seconds``, 120 s by
+#: default) of uploading its blobs; an hour leaves a wide margin over that.
+SWEEP_GRACE_SECONDS = 3600.0
+
+
+def sweep_candidates(listed: Iterable[tuple[str, float]], root: str, cutoff: float) -> dict[str, str]:
+    """The message prefixes under a mailbox's blob ``root`` whose every blob is older than
+    ``cutoff`` (epoch seconds): ``{messageKey: prefix}``. Only those may be swept, and only if
+    no row names them: a blob younger than the cutoff may belong to a row about to commit."""
+    newest: dict[str, float] = {}
+    for key, modified in listed:
+        message_key = key[len(root) :].split("/", 1)[0]
+        newest[message_key] = max(newest.get(message_key, modified), modified)
+    return {mkey: f"{root}{mkey}/" for mkey, modified in newest.items() if mkey and modified < cutoff}

@@ -11,13 +11,11 @@ blob read). Nothing here is private to one module, so no module needs another's 
 
 from __future__ import annotations
 
-import inspect
-import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from pymongo import ReplaceOne, UpdateOne
-from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+from pymongo.errors import DuplicateKeyError
 
 from ..pure import vectors
 from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION, location_verdict, settings_document
@@ -25,9 +23,9 @@ from ..pure.indexes import BARRIER_COLLECTION, BLOCKS_COLLECTION, VECTORS_COLLEC
 from ..pure.keys import doc_id, message_key
 from ..pure.settings import Capabilities, StoreSettings
 from ..search_index import SearchIndex
-
-if TYPE_CHECKING:
-    from .blobstore import BlobStore
+from .blobstores import BlobStore
+from .gridfsblobs import GridFSBlobs
+from .statements import MAX_REWRITES, errmsg, insert_ignoring_duplicates, log, only_duplicates, resolve, to_list
 
 __all__ = [
     "StoreContext",
@@ -40,52 +38,7 @@ __all__ = [
     "to_list",
 ]
 
-log = logging.getLogger("aecs_mongo")
-
-_DUPLICATE_KEY = 11000
 T = TypeVar("T")
-
-#: how many times a batch is written (or deleted) again because the server restarted under it
-MAX_REWRITES = 5
-
-
-def resolve(value: Any) -> Any:
-    """Await ``value`` if the driver returned an awaitable (Motor and PyMongo async differ)."""
-    if inspect.isawaitable(value):
-        return value
-    return value
-
-
-def to_list(cursor: Any) -> list[Any]:
-    """Drain a cursor (``to_list`` is missing from mongomock; iteration works everywhere)."""
-    return [doc for doc in cursor]
-
-
-def errmsg(exc: OperationFailure) -> str:
-    return str((exc.details or {}).get("errmsg") or exc)
-
-
-def only_duplicates(exc: BulkWriteError) -> bool:
-    """Every error of the bulk is a duplicate key (and no write concern failed)."""
-    errors = exc.details.get("writeErrors", [])
-    return (
-        bool(errors)
-        and all(e.get("code") == _DUPLICATE_KEY for e in errors)
-        and not exc.details.get("writeConcernErrors")
-    )
-
-
-def insert_ignoring_duplicates(collection: Any, documents: Sequence[Mapping[str, Any]]) -> set[int]:
-    """One unordered ``insert_many``; returns the indexes refused as duplicates (already stored)."""
-    if not documents:
-        return set()
-    try:
-        collection.insert_many(documents, ordered=False)
-    except BulkWriteError as exc:
-        if not only_duplicates(exc):
-            raise
-        return {e["index"] for e in exc.details["writeErrors"]}
-    return set()
 
 
 class StoreContext:
@@ -131,8 +84,6 @@ class StoreContext:
             search_index = SearchIndex(settings.search_index)
         self.search_index = search_index
         if blobs is None:
-            from .blobstore import GridFSBlobs
-
             blobs = GridFSBlobs(self)
         #: the blob store (``blob_store()`` checks it against the database's settings first)
         self.blobs = blobs

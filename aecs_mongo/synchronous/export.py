@@ -13,7 +13,7 @@ from typing import Any
 
 from ..pure import blobs, lifecycle
 from ..pure.lifecycle import ExportedCopy
-from .blobstore import BlobStore
+from .blobstores import BlobStore
 from .context import StoreContext
 
 __all__ = ["export_copies"]

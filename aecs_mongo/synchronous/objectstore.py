@@ -21,6 +21,7 @@ are untested here.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -34,6 +35,11 @@ T = TypeVar("T")
 #: requests of one batch in flight at once
 PARALLEL_REQUESTS = 16
 _POOL: list[ThreadPoolExecutor] = []
+
+#: obstore's retries of a failed request (its default waits up to 3 minutes on an unreachable
+#: endpoint): 4 attempts within 30 s, then a ``BlobStoreError``; the writer's own re-delivery
+#: retries the whole batch
+RETRIES: dict[str, Any] = {"max_retries": 3, "retry_timeout": dt.timedelta(seconds=30)}
 
 INSTALL_HINT = "pip install 'aecs-mongo[objects]'"
 
@@ -58,6 +64,7 @@ class ObjectBackend:
             ) from None
         self._obstore = obstore
         base = f"{location.scheme}://{location.bucket}/{location.prefix}"
+        options.setdefault("retry_config", dict(RETRIES))
         try:
             self._store = from_url(base, **options)
         except Exception as exc:

@@ -26,9 +26,8 @@ from ..pure.settings import SEARCH_ENGINES, Capabilities, StoreSettings
 from ..results import MessagePage, SearchResults, StoreResult, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, SourcedMessage
 from . import blobstore, deletion, embeddings, export, lookups, maintenance, reading, search, stats, writing
-from .blobstore import BlobStore
+from .blobstores import BlobStore, open_external
 from .context import StoreContext, Setting
-from .external import open_external
 from .workers import Feed
 
 __all__ = ["SEARCH_ENGINES", "MessageStore"]
@@ -376,6 +375,15 @@ class MessageStore:
         """Re-normalize, from ``raw.eml``, every message stored under another spec version
         (default: the normalizer's own); mail without ``raw.eml`` is counted as skipped."""
         return maintenance.reparse_stale(self._context, spec_version)
+
+    def sweep_blobs(self, older_than: _dt.timedelta = _dt.timedelta(hours=1)) -> int:
+        """Remove the blobs a crash left without their message (an interrupted store that was
+        never delivered again), where every blob of that message is older than ``older_than``:
+        a younger one may belong to a message whose row is about to commit, so it is never
+        removed (writers commit within their retries, ``retry_seconds``). Returns how many."""
+        if not isinstance(older_than, _dt.timedelta):
+            raise TypeError(f"older_than must be a timedelta, not {type(older_than).__name__}")
+        return blobstore.sweep_blobs(self._context, older_than.total_seconds())
 
     def reindex(self) -> dict[str, int]:
         """Rebuild every derived document from the primary ``messages`` documents (seed 003):
