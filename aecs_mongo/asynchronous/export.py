@@ -24,6 +24,7 @@ _EXPORT_FIELDS = {
     "variantHashes": 1,
     "from.email": 1,
     "sizeBytes": 1,
+    "tags": 1,
 }
 
 
@@ -101,7 +102,8 @@ async def _export_page(
                     missing(message)
                 continue
             sender = (message.get("from") or {}).get("email")
-            yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender)
+            tags = tuple(message.get("tags") or ())
+            yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender, tags)
 
 
 async def _export_external(

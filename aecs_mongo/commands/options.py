@@ -226,6 +226,12 @@ def export(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=FORMATS, required=True, help="mbox (mboxrd), maildir, or eml (one file each)")
     p.add_argument("--variants", action="store_true", help="also every other copy kept under a stored Message-ID")
     p.add_argument(
+        "--status-headers",
+        action="store_true",
+        help="mbox: write each message's tags as Status:/X-Status: fields (read, answered, flagged, draft, deleted);"
+        " the messages are then NOT byte-exact copies of the stored ones (without it they are)",
+    )
+    p.add_argument(
         "--add",
         action="store_true",
         help="add to an existing OUT: append to the mbox, number on in the .eml directory; a Maildir gets only"

@@ -354,13 +354,15 @@ class ExpireReport(_RemovedCounts):
 @dataclass(frozen=True)
 class ExportedCopy:
     """One raw copy of a stored message, as an export writes it: ``copy`` 0 is the first copy
-    (``get_raw``), 1... the variants in the order they came. ``ts`` is the sort key (epoch s)."""
+    (``get_raw``), 1... the variants in the order they came. ``ts`` is the sort key (epoch s);
+    ``tags`` the message's (``messages.tags``), which a Maildir export writes as flags."""
 
     message_id: str
     data: bytes
     ts: int
     copy: int = 0
     sender: str | None = None
+    tags: tuple[str, ...] = ()
 
 
 def summary_writes(

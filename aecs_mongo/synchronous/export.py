@@ -26,6 +26,7 @@ _EXPORT_FIELDS = {
     "variantHashes": 1,
     "from.email": 1,
     "sizeBytes": 1,
+    "tags": 1,
 }
 
 
@@ -103,7 +104,8 @@ def _export_page(
                     missing(message)
                 continue
             sender = (message.get("from") or {}).get("email")
-            yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender)
+            tags = tuple(message.get("tags") or ())
+            yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender, tags)
 
 
 def _export_external(

@@ -1,30 +1,27 @@
-#!/usr/bin/env python3
-"""``aecs-mongo ingest`` of a Maildir beside ``notmuch new`` and ``mu index`` of the same Maildir.
+"""The ``ingest`` section: ``store`` one by one and ``store_many`` of real mail as raw bytes
+vs PyMongo inserting the very documents ours produces (prebuilt: the I/O floor; ratio =
+baseline time / ours), then ``aecs-mongo ingest`` of a Maildir of real mail beside ``notmuch
+new`` and ``mu index`` of the same Maildir (``--ingest-tool-sizes``).
 
-The ingest section of ``scripts/bench.py`` (``--sections ingest``) calls :func:`bench_mail_tools`;
-run alone it prints the same table::
+The tools' comparison: for each size one Maildir of real mail is written (the corpus,
+``../shared/corpus/eml``, repeated with fresh Message-IDs by ``gen_mbox.messages``: raw bytes,
+HTML and attachments, and the corpus's own second copies of a Message-ID, which ours keeps as
+variants and notmuch as a second file name), read once so the page cache holds it for every
+tool, then each round runs the three tools one after the other, in a rotated order, each from
+nothing: ours on the embedded default (no ``--uri``: a fresh data directory whose server is
+started first, untimed, as ``aecs-mongo server start`` or the first command of a session starts
+it; its start is reported apart), notmuch with a fresh database beside the Maildir
+(``database.path``), mu with a fresh ``--muhome`` (``mu init`` and ``mu index`` both timed). A
+tool that is not installed is left out (Debian: ``apt-get install notmuch maildir-utils``).
+messages/s = files in the Maildir / wall seconds of the command (the interpreter's start
+included for ours); medians of the rounds. One more, untimed run of ours in this process
+counts what the server is asked per batch: commands, and documents written per message.
 
-    python scripts/bench_ingest.py --sizes 1000,10000 --rounds 3
-
-For each size one Maildir of real mail is written (the corpus, ``../shared/corpus/eml``, repeated
-with fresh Message-IDs by ``gen_mbox.messages``: raw bytes, HTML and attachments, and the corpus's
-own second copies of a Message-ID, which ours keeps as variants and notmuch as a second file name),
-read once so the page cache holds it for every tool, then each round runs the three tools one
-after the other, in a rotated order, each from nothing: ours on the embedded default (no
-``--uri``: a fresh data directory whose server is started first, untimed, as
-``aecs-mongo server start`` or the first command of a session starts it; its start is reported
-apart), notmuch with a fresh database beside the Maildir (``database.path``), mu with a fresh
-``--muhome`` (``mu init`` and ``mu index`` both timed). A tool that is not installed is left
-out (Debian: ``apt-get install notmuch maildir-utils``). messages/s = files in the Maildir /
-wall seconds of the command (the interpreter's start included for ours); medians of the rounds.
-
-One more, untimed run of ours in this process counts what the server is asked per batch: commands,
-and documents written per message (command monitoring).
+Only the tools' comparison: ``--sections ingest --ingest-messages 0``.
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import io
@@ -40,19 +37,70 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+import gen_mbox
+from pymongo import MongoClient, monitoring
 
-import gen_mbox  # noqa: E402
+from aecs_mongo import MessageStore
+from benchmarks.common import (
+    Context,
+    Doc,
+    baseline_batch,
+    baseline_one,
+    corpus_source,
+    real_mail,
+    storable,
+    table,
+    table_of,
+    timed,
+)
 
-Doc = dict[str, Any]
+
+def bench_ingest(client: MongoClient[Doc], count: int, rounds: int, transactions: bool) -> dict[str, Any]:
+    """Real mail as raw bytes (ours parses it too) vs the driver inserting the final documents."""
+    raws, prebuilt = storable(real_mail(count))
+    results: dict[str, list[float]] = {"store": [], "base_one": [], "store_many": [], "base_many": []}
+    for r in range(rounds):
+        for key, run in (
+            ("store", lambda s, db: [s.store(raw) for raw in raws]),
+            ("store_many", lambda s, db: s.store_many(raws, batch_size=100)),
+            ("base_one", lambda s, db: [baseline_one(db, d) for d in prebuilt]),
+            (
+                "base_many",
+                lambda s, db: [
+                    baseline_batch(db, prebuilt[i : i + 100], transactions=transactions)
+                    for i in range(0, len(raws), 100)
+                ],
+            ),
+        ):
+            name = f"aecs_bench_ingest_{key}_{r}"
+            client.drop_database(name)
+            db = client[name]
+            store = MessageStore(db, mailbox_id="bench", transactions=transactions)
+            store.ensure_indexes()
+            results[key].append(timed(lambda: run(store, db)))  # noqa: B023
+            client.drop_database(name)
+    med = {k: statistics.median(v) for k, v in results.items()}
+    return {
+        "messages": len(raws),
+        "MB": round(sum(map(len, raws)) / 1e6, 1),
+        "rounds": rounds,
+        "transactions": transactions,
+        "store_s": med["store"],
+        "baseline_one_s": med["base_one"],
+        "store_ratio": med["base_one"] / med["store"],
+        "store_many_s": med["store_many"],
+        "baseline_many_s": med["base_many"],
+        "store_many_ratio": med["base_many"] / med["store_many"],
+        "store_many_msgs_per_s": len(raws) / med["store_many"],
+    }
+
+
 TOOLS = ("aecs-mongo", "notmuch", "mu")
 
 
 def write_maildir(path: Path, count: int) -> int:
     """A Maildir of ``count`` real messages in ``cur/``; returns its size in bytes."""
-    source = gen_mbox.CORPUS if gen_mbox.CORPUS.is_dir() else gen_mbox.SAMPLES
+    source = corpus_source()
     for sub in ("cur", "new", "tmp"):
         (path / sub).mkdir(parents=True, exist_ok=True)
     size = 0
@@ -155,6 +203,8 @@ def _listen() -> None:
 
 
 _SETUP = {"createIndexes", "listIndexes", "hello", "isMaster", "ismaster", "saslStart", "saslContinue"}
+
+
 _SETUP |= {"connectionStatus", "endSessions", "buildInfo", "ping"}
 
 
@@ -262,20 +312,48 @@ COLUMNS = [
 ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1000,10000", type=lambda s: [int(x) for x in s.split(",")])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--json", default=None, help="also write the rows here")
-    args = parser.parse_args(argv)
-    from bench import table
-
-    rows = bench_mail_tools(args.sizes, args.rounds)
-    print(table(rows, COLUMNS))
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
-    return 0
+NAME = "ingest"
+DEFAULT = True
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def add_arguments(parser: Any) -> None:
+    parser.add_argument(
+        "--ingest-messages", type=int, default=2000, help="messages of the driver comparison (0: skip it)"
+    )
+    parser.add_argument(
+        "--ingest-tool-sizes",
+        default="1000,10000",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+        help="Maildir sizes for aecs-mongo ingest beside notmuch new and mu index ('' skips it)",
+    )
+    parser.add_argument("--ingest-tool-rounds", type=int, default=3, help="rounds of each tool (median)")
+
+
+def run(ctx: Context) -> Doc:
+    args = ctx.args
+    report: Doc = {}
+    if args.ingest_messages:
+        report["ingest"] = [bench_ingest(ctx.client, args.ingest_messages, args.ingest_rounds, False)]
+        if ctx.transactions:
+            report["ingest"].append(bench_ingest(ctx.client, args.ingest_messages, args.ingest_rounds, True))
+        table_of(
+            "ingest (ratio = raw-driver time / ours; 1.0 = driver speed)",
+            report["ingest"],
+            [
+                "messages",
+                "transactions",
+                "store_s",
+                "baseline_one_s",
+                "store_ratio",
+                "store_many_s",
+                "baseline_many_s",
+                "store_many_ratio",
+                "store_many_msgs_per_s",
+            ],
+        )
+    if args.ingest_tool_sizes:
+        rounds = args.ingest_tool_rounds
+        print(f"\n== ingest beside notmuch and mu: one Maildir of real mail, messages/s (median of {rounds})")
+        report["ingest_tools"] = bench_mail_tools(args.ingest_tool_sizes, rounds)
+        print(table(report["ingest_tools"], COLUMNS))
+    return report
