@@ -128,7 +128,8 @@ def _export_external(
                     on_missing(message["messageId"])
                 continue
             sender = (message.get("from") or {}).get("email")
-            yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender)
+            tags = tuple(message.get("tags") or ())
+            yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender, tags)
 
 
 def _files(ctx: StoreContext, keys: Sequence[str]) -> dict[str, Mapping[str, Any]]:
