@@ -210,8 +210,8 @@ def command_names() -> list[str]:
 
 
 _GLOBAL_HELP = (
-    "global options (--uri, --db, --mailbox, --data-dir, --keep-server, --blobs, --search-index, --json, --verbose) go"
-    " before or after the command; 'aecs-mongo --help' explains them"
+    "'aecs-mongo --help' explains the global options (--uri, --db, --mailbox, --data-dir, --keep-server, --blobs,"
+    " --search-index, --json, --verbose), which go before or after the command"
 )
 
 
