@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         InputTooLargeError,
         InvalidCursorError,
         InvalidEmailError,
+        InvalidTagError,
         MailboxAuthError,
         MailboxConnectionError,
         MailboxError,
@@ -43,7 +44,15 @@ if TYPE_CHECKING:
     from .normalize import ParsedEmail, normalize, parse_email
     from .pure.indexes import IndexReport
     from .pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
-    from .results import ImapFolderReport, ImapSyncReport, MessagePage, SearchResults, StoreResult, ThreadPage
+    from .results import (
+        ImapFolderReport,
+        ImapSyncReport,
+        MessagePage,
+        SearchResults,
+        StoreResult,
+        TagReport,
+        ThreadPage,
+    )
     from .synchronous.blobstores import BlobStore
     from .synchronous.store import MessageStore
     from .types import (
@@ -90,6 +99,7 @@ __all__ = [
     "InputTooLargeError",
     "InvalidCursorError",
     "InvalidEmailError",
+    "InvalidTagError",
     "MailWriter",
     "MailboxAuthError",
     "MailboxConnectionError",
@@ -114,6 +124,7 @@ __all__ = [
     "ServerFeatureError",
     "Skipped",
     "StoreResult",
+    "TagReport",
     "Thread",
     "ThreadPage",
     "ThreadSummary",
@@ -153,6 +164,7 @@ _LAZY = {
     "InputTooLargeError": ".errors",
     "InvalidCursorError": ".errors",
     "InvalidEmailError": ".errors",
+    "InvalidTagError": ".errors",
     "MailWriter": ".mail.sinks",
     "MailboxAuthError": ".errors",
     "MailboxConnectionError": ".errors",
@@ -177,6 +189,7 @@ _LAZY = {
     "ServerFeatureError": ".errors",
     "Skipped": ".mail.sources",
     "StoreResult": ".results",
+    "TagReport": ".results",
     "Thread": ".types",
     "ThreadPage": ".results",
     "ThreadSummary": ".types",

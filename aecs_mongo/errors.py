@@ -10,6 +10,7 @@ cursor) rather than the driver's or the server's. Argument type mistakes are pla
     │   ├── InputTooLargeError      raw input over the configured ``max_body_bytes``
     │   └── UnsafeFieldNameError    an x_ field name MongoDB cannot store ($, dot, NUL)
     ├── DocumentTooLargeError       a message MongoDB cannot hold (over 16 MiB; names the field)
+    ├── InvalidTagError             a tag (or folder name) outside the safe set: JMAP's keyword rules
     ├── InvalidCursorError          a pagination cursor that is malformed, forged or foreign
     ├── SearchQueryError            a search query that does not parse (says where), or that the
     │                               chosen engine cannot express
@@ -61,6 +62,11 @@ class DocumentTooLargeError(AecsMongoError, ValueError):
         self.field = field
         self.size = size
         self.limit = limit
+
+
+class InvalidTagError(AecsMongoError, ValueError):
+    """A tag that is not 1-255 characters of the safe ASCII set (no whitespace, parentheses,
+    brackets, quotes, controls), or a folder name that is empty or holds a control character."""
 
 
 class InvalidCursorError(AecsMongoError, ValueError):

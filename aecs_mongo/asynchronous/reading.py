@@ -19,7 +19,7 @@ from ..results import MessagePage, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, ThreadSummary
 from . import capabilities, paging
 from .blobstore import named_blob
-from .context import AsyncStoreContext, to_list
+from .context import AsyncStoreContext, resolve, to_list
 from .writing import parse_raw
 
 __all__ = [
@@ -153,10 +153,28 @@ async def list_threads(ctx: AsyncStoreContext, cursor: str | None, limit: int) -
             "lastTs": int(r["lastTs"]),
             "firstMessageKey": r["firstMessageKey"],
             "lastMessageKey": r["lastMessageKey"],
+            "tags": [],
         }
         for r in rows
     ]
+    if threads:
+        tags = await thread_tags(ctx, [thread_key(t["threadId"]) for t in threads])
+        for t in threads:
+            t["tags"] = tags.get(thread_key(t["threadId"]), [])
     return ThreadPage(threads, next_cursor)
+
+
+async def thread_tags(ctx: AsyncStoreContext, keys: Sequence[str]) -> dict[str, list[str]]:
+    """The union of each thread's messages' tags (computed for the page read: one aggregation
+    over the page's threads, on the thread index, reading only their tagged messages)."""
+    pipeline: list[dict[str, Any]] = [
+        {"$match": {"mailboxId": ctx.mailbox_id, "threadKey": {"$in": list(keys)}, "tags": {"$type": "string"}}},
+        {"$project": {"_id": 0, "threadKey": 1, "tags": 1}},
+        {"$unwind": "$tags"},
+        {"$group": {"_id": "$threadKey", "tags": {"$addToSet": "$tags"}}},
+    ]
+    rows = await to_list(await resolve(ctx.messages.aggregate(pipeline)))
+    return {str(r["_id"]): sorted(str(t) for t in r["tags"]) for r in rows}
 
 
 async def replies_to(ctx: AsyncStoreContext, message_id: str) -> list[MessageSummary]:

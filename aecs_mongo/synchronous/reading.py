@@ -21,7 +21,7 @@ from ..results import MessagePage, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, ThreadSummary
 from . import capabilities, paging
 from .blobstore import named_blob
-from .context import StoreContext, to_list
+from .context import StoreContext, resolve, to_list
 from .writing import parse_raw
 
 __all__ = [
@@ -155,10 +155,28 @@ def list_threads(ctx: StoreContext, cursor: str | None, limit: int) -> ThreadPag
             "lastTs": int(r["lastTs"]),
             "firstMessageKey": r["firstMessageKey"],
             "lastMessageKey": r["lastMessageKey"],
+            "tags": [],
         }
         for r in rows
     ]
+    if threads:
+        tags = thread_tags(ctx, [thread_key(t["threadId"]) for t in threads])
+        for t in threads:
+            t["tags"] = tags.get(thread_key(t["threadId"]), [])
     return ThreadPage(threads, next_cursor)
+
+
+def thread_tags(ctx: StoreContext, keys: Sequence[str]) -> dict[str, list[str]]:
+    """The union of each thread's messages' tags (computed for the page read: one aggregation
+    over the page's threads, on the thread index, reading only their tagged messages)."""
+    pipeline: list[dict[str, Any]] = [
+        {"$match": {"mailboxId": ctx.mailbox_id, "threadKey": {"$in": list(keys)}, "tags": {"$type": "string"}}},
+        {"$project": {"_id": 0, "threadKey": 1, "tags": 1}},
+        {"$unwind": "$tags"},
+        {"$group": {"_id": "$threadKey", "tags": {"$addToSet": "$tags"}}},
+    ]
+    rows = to_list(resolve(ctx.messages.aggregate(pipeline)))
+    return {str(r["_id"]): sorted(str(t) for t in r["tags"]) for r in rows}
 
 
 def replies_to(ctx: StoreContext, message_id: str) -> list[MessageSummary]:
