@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         ToolError,
         UnsafeFieldNameError,
     )
+    from .mail.follow import FileSyncReport, sync_files
     from .mail.sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
     from .mail.sources import IngestReport, Origin, RawMessage, Skipped, read_messages
     from .normalize import ParsedEmail, normalize, parse_email
@@ -92,6 +93,7 @@ __all__ = [
     "EraseReport",
     "ExpireReport",
     "ExportedCopy",
+    "FileSyncReport",
     "ImapFolderReport",
     "ImapSyncReport",
     "IndexReport",
@@ -135,6 +137,7 @@ __all__ = [
     "open_writer",
     "parse_email",
     "read_messages",
+    "sync_files",
 ]
 
 #: Where each public name lives (imported on first use).
@@ -157,6 +160,7 @@ _LAZY = {
     "EraseReport": ".pure.lifecycle",
     "ExpireReport": ".pure.lifecycle",
     "ExportedCopy": ".pure.lifecycle",
+    "FileSyncReport": ".mail.follow",
     "ImapFolderReport": ".results",
     "ImapSyncReport": ".results",
     "IndexReport": ".pure.indexes",
@@ -199,6 +203,7 @@ _LAZY = {
     "open_writer": ".mail.sinks",
     "parse_email": ".normalize",
     "read_messages": ".mail.sources",
+    "sync_files": ".mail.follow",
 }
 
 

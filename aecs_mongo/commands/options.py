@@ -130,6 +130,17 @@ def ingest(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")
     p.add_argument(
+        "--remove-missing",
+        action="store_true",
+        help="remove from the mailbox the messages whose files are gone, when no copy of them is left in any"
+        " source (default: keep them; the run counts them)",
+    )
+    p.add_argument(
+        "--rescan",
+        action="store_true",
+        help="read every file again, not only what is new or changed since the last run (the record is rewritten)",
+    )
+    p.add_argument(
         "--fast",
         action="store_true",
         help="do not wait for the server's journal after each batch (durable=False): faster, but a crash of"

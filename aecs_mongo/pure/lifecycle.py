@@ -143,6 +143,9 @@ DATA_COLLECTIONS: tuple[DataCollection, ...] = (
     # their indexes lead with mailboxId, as every index of the store does
     DataCollection("imap_sources", "message", "mailboxId", by="messageKey"),
     DataCollection("imap_folders", "mailbox", "mailboxId"),
+    # the ingest record of file sources (issue 42): kept by delete and expire, so that a removed
+    # message is not ingested again from a file that is still there
+    DataCollection("file_sources", "mailbox", "mailboxId"),
     DataCollection("{bucket}.files", "blob", "blob_files", "filename_1_uploadDate_1", by="blob", range_key="filename"),
     DataCollection("{bucket}.chunks", "blob", "blob_chunks", "files_id_1_n_1", by="blob", range_key="files_id"),
 )
