@@ -19,9 +19,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .asynchronous.blobstores import AsyncBlobStore
     from .asynchronous.store import AsyncMessageStore
     from .errors import (
         AecsMongoError,
+        BlobLocationError,
+        BlobMissingError,
+        BlobStoreError,
         DataDirError,
         DispatchError,
         DocumentTooLargeError,
@@ -39,6 +43,7 @@ if TYPE_CHECKING:
         ToolError,
         UnsafeFieldNameError,
     )
+    from .mail.follow import FileSyncReport, sync_files
     from .mail.sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
     from .mail.sources import IngestReport, Origin, RawMessage, Skipped, read_messages
     from .normalize import ParsedEmail, normalize, parse_email
@@ -53,6 +58,7 @@ if TYPE_CHECKING:
         TagReport,
         ThreadPage,
     )
+    from .synchronous.blobstores import BlobStore
     from .synchronous.store import MessageStore
     from .types import (
         Address,
@@ -75,8 +81,13 @@ __version__ = "0.1.0"
 __all__ = [
     "Address",
     "AecsMongoError",
+    "AsyncBlobStore",
     "AsyncMessageStore",
     "Attachment",
+    "BlobLocationError",
+    "BlobMissingError",
+    "BlobStore",
+    "BlobStoreError",
     "Content",
     "ContextEntry",
     "DataDirError",
@@ -86,6 +97,7 @@ __all__ = [
     "EraseReport",
     "ExpireReport",
     "ExportedCopy",
+    "FileSyncReport",
     "ImapFolderReport",
     "ImapSyncReport",
     "IndexReport",
@@ -129,14 +141,20 @@ __all__ = [
     "open_writer",
     "parse_email",
     "read_messages",
+    "sync_files",
 ]
 
 #: Where each public name lives (imported on first use).
 _LAZY = {
     "Address": ".types",
     "AecsMongoError": ".errors",
+    "AsyncBlobStore": ".asynchronous.blobstores",
     "AsyncMessageStore": ".asynchronous.store",
     "Attachment": ".types",
+    "BlobLocationError": ".errors",
+    "BlobMissingError": ".errors",
+    "BlobStore": ".synchronous.blobstores",
+    "BlobStoreError": ".errors",
     "Content": ".types",
     "ContextEntry": ".types",
     "DataDirError": ".errors",
@@ -146,6 +164,7 @@ _LAZY = {
     "EraseReport": ".pure.lifecycle",
     "ExpireReport": ".pure.lifecycle",
     "ExportedCopy": ".pure.lifecycle",
+    "FileSyncReport": ".mail.follow",
     "ImapFolderReport": ".results",
     "ImapSyncReport": ".results",
     "IndexReport": ".pure.indexes",
@@ -188,6 +207,7 @@ _LAZY = {
     "open_writer": ".mail.sinks",
     "parse_email": ".normalize",
     "read_messages": ".mail.sources",
+    "sync_files": ".mail.follow",
 }
 
 

@@ -186,6 +186,12 @@ _COMMANDS = (
     Command("mcp", "serve the mailbox to LLM agents over the Model Context Protocol", options.mcp, _agents),
     Command("server", "the embedded server kept running between commands: status, stop, start", options.server, None),
     Command(
+        "blobs",
+        "where the database's blobs are (show), and moving them to another store (migrate --to URL)",
+        options.blobs,
+        _maintenance,
+    ),
+    Command(
         "imap",
         "bring new mail of an IMAP account in (incremental: only what is new)",
         options.imap,
@@ -204,8 +210,8 @@ def command_names() -> list[str]:
 
 
 _GLOBAL_HELP = (
-    "global options (--uri, --db, --mailbox, --data-dir, --keep-server, --search-index, --json, --verbose) go"
-    " before or after the command; 'aecs-mongo --help' explains them"
+    "'aecs-mongo --help' explains the global options (--uri, --db, --mailbox, --data-dir, --keep-server, --blobs,"
+    " --search-index, --json, --verbose), which go before or after the command"
 )
 
 
@@ -248,6 +254,17 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         help=explain(
             "keep the embedded server running in the background this long after the last command"
             " (90s, 5m, 1h; 0: stop it with the command; default: $AECS_KEEP_SERVER or 5m)"
+        ),
+    )
+    group.add_argument(
+        "--blobs",
+        default=default(os.environ.get("AECS_BLOBS")),
+        metavar="URL",
+        help=explain(
+            "where raw mail, HTML and attachment bytes go: gridfs, gridfs://BUCKET, file:///DIR,"
+            " s3://BUCKET/PREFIX (credentials and endpoint from the AWS environment), gs://..., az://..."
+            " (default: $AECS_BLOBS, else where the database records them, else a directory in --data-dir"
+            " for the embedded server and gridfs for --uri; 'aecs-mongo blobs migrate' moves them)"
         ),
     )
     group.add_argument(

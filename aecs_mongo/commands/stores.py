@@ -1,4 +1,5 @@
-"""The one place that opens a command's store, and so decides its search engine and local index.
+"""The one place that opens a command's store, and so decides its search engine, its local index
+and its blob store.
 
 Every surface of the command line reads through a store made here: the read and write commands
 (``aecs_mongo.cli``), the MCP server (``aecs-mongo mcp``, a shared view of the same mailbox) and
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
     from ..synchronous.store import MessageStore
 
-__all__ = ["deployment", "open_store", "search_index_for"]
+__all__ = ["blobs_for", "deployment", "open_store", "search_index_for"]
 
 
 def search_index_for(args: argparse.Namespace, db: Database[dict[str, Any]]) -> Path | None:
@@ -52,15 +53,33 @@ def deployment(uri: str) -> str:
     return scheme + "://" + ",".join(sorted(hosts.lower().split(",")))
 
 
+def blobs_for(args: argparse.Namespace, db: Database[dict[str, Any]]) -> str:
+    """The blob store of the command: ``--blobs`` or ``$AECS_BLOBS``; else the one the database
+    records; else, for the embedded server, a directory in its data directory (``blobs``),
+    unless the database holds mail stored before locations were recorded (GridFS); else GridFS
+    (``--uri``, as the library's default)."""
+    from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION
+
+    given = getattr(args, "blobs", None)
+    if given:
+        return str(given)
+    recorded = db[SETTINGS_COLLECTION].find_one({"_id": BLOBS_SETTING})
+    if recorded is not None:
+        return str(recorded["url"])
+    if args.uri or db.messages.find_one({}, {"_id": 1}) is not None:
+        return "gridfs"
+    return "file://" + str(Path(args.embedded_dir).resolve() / "blobs")
+
+
 def open_store(
     args: argparse.Namespace,
     db: Database[dict[str, Any]],
     *,
     shared_view: bool = False,
 ) -> MessageStore:
-    """The store a command reads and writes through: ``--mailbox``, ``--owner``, ``--fast`` and
-    the local search index of :func:`search_index_for`. ``shared_view``: what the store reads is
-    seen by others (the MCP server): bcc is never shown."""
+    """The store a command reads and writes through: ``--mailbox``, ``--owner``, ``--fast``, the
+    local search index of :func:`search_index_for` and the blob store of :func:`blobs_for`.
+    ``shared_view``: what the store reads is seen by others (the MCP server): bcc is never shown."""
     from ..synchronous.store import MessageStore
 
     return MessageStore(
@@ -70,4 +89,5 @@ def open_store(
         durable=not getattr(args, "fast", False),
         shared_view=shared_view,
         search_index=search_index_for(args, db),
+        blobs=blobs_for(args, db),
     )
