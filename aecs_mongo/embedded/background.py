@@ -55,6 +55,7 @@ __all__ = [
     "running",
     "start",
     "status",
+    "still_running",
     "stop",
     "use",
 ]
@@ -407,6 +408,15 @@ def running(data_dir: Path) -> tuple[dict[str, Any], str] | None:
             return None
         _, credentials = _prepared(data_dir, False)
     return record, _uri(str(record.get("host", "127.0.0.1")), int(record["port"]), credentials)
+
+
+def still_running(data_dir: Path, pid: int) -> dict[str, Any] | None:
+    """The data directory's record while it still names the server ``pid`` and that process
+    runs (a zombie is gone), else None; a quick look (the warm command host's, per command)."""
+    record = read_record(Path(data_dir) / RECORD)
+    if record is None or record.get("pid") != pid or not _alive(pid):
+        return None
+    return record
 
 
 @contextlib.contextmanager

@@ -148,14 +148,9 @@ class Host:
     # --- is the server still the one we serve? ------------------------------------------------
 
     def alive(self) -> bool:
-        from ..embedded.datadir import read_record
-
-        record = read_record(self.data_dir / "server.json")
-        if not isinstance(record, dict) or record.get("pid") != self.record.get("pid"):
-            return False
-        try:
-            os.kill(int(record["pid"]), 0)
-        except (OSError, ValueError):
+        """The server this host serves still runs (its record names it, it is no zombie)."""
+        record = self._background.still_running(self.data_dir, int(self.record.get("pid", 0)))
+        if record is None:
             return False
         self.record = record
         return True
