@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 
 from ..mail.sources import IngestReport, InputFile, RawMessage, Skipped, find_inputs, read_inputs
+from ..pure.tags import check_tags
 from .base import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -61,6 +62,7 @@ def _with_progress(
 
 def ingest(ctx: Context) -> Output:
     args = ctx.args
+    tags = check_tags(getattr(args, "tag", []), "--tag")  # a bad tag: a usage error before any read
     started = time.monotonic()
     report = IngestReport()
     aborted_by: Exception | None = None
@@ -76,7 +78,8 @@ def ingest(ctx: Context) -> Output:
     before = _mailbox_count(ctx)
     try:
         with finish_in_hand_on_interrupt() as stop:
-            for result in ctx.store.store_iter(until(items, stop), batch_size=args.batch_size, on_error=report.refused):
+            stored = ctx.store.store_iter(until(items, stop), args.batch_size, report.refused, tags=tags)
+            for result in stored:
                 report.count(result)
                 progress.update(report)
         report.interrupted = stop.requested
