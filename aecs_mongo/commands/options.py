@@ -335,7 +335,7 @@ def mcp(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-writes",
         action="store_true",
-        help="also offer the write tools store_message and delete_message (default: read-only)",
+        help="also offer the write tools store_message, delete_message and tag_messages (default: read-only)",
     )
     p.add_argument(
         "--embedder",

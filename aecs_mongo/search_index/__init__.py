@@ -369,6 +369,8 @@ class MailboxIndex:
         """Replace the labels of indexed messages (a tag change: their text is unchanged);
         keys not indexed are left out. How many were indexed."""
         changed = 0
+        if not labels_by_key:
+            return 0
         with self.index._write() as conn:
             for key, labels in labels_by_key.items():
                 row = conn.execute(f"SELECT rowid FROM {self.docs} WHERE key = ?", (bytes.fromhex(key),)).fetchone()
@@ -378,6 +380,20 @@ class MailboxIndex:
                 conn.executemany(f"INSERT INTO {self.labels} VALUES (?, ?)", [(x, row[0]) for x in labels])
                 changed += 1
         return changed
+
+    def change_labels(self, keys: Sequence[str], added: Sequence[str], removed: Sequence[str]) -> None:
+        """Add and remove label rows on indexed messages (keys not indexed are left out); one
+        transaction."""
+        with self.index._write() as conn:
+            for part in _chunks([bytes.fromhex(k) for k in keys]):
+                marks = ", ".join("?" * len(part))
+                rowids = [r for (r,) in conn.execute(f"SELECT rowid FROM {self.docs} WHERE key IN ({marks})", part)]
+                for label in removed:
+                    conn.executemany(
+                        f"DELETE FROM {self.labels} WHERE label = ? AND rowid = ?", [(label, r) for r in rowids]
+                    )
+                for label in added:
+                    conn.executemany(f"INSERT OR IGNORE INTO {self.labels} VALUES (?, ?)", [(label, r) for r in rowids])
 
     def remove(self, keys: Iterable[str]) -> int:
         """Forget the messages of these keys (hex); how many were indexed."""
