@@ -346,7 +346,7 @@ def test_the_tag_tags_and_ingest_tag_commands(cli: Any, monkeypatch: pytest.Monk
         assert ("(imported todo)" if command == ["threads"] else "(unread imported todo)") in out, command
         assert all(len(line) <= 80 for line in out.splitlines() if "next_cursor" not in line), command
     rows = cli("search", "tag:todo", "--json").lines()
-    assert all(r["tags"] == ["imported", "todo"] for r in rows[:-1]) and rows[-1]["engine"] == "messages"
+    assert all(r["tags"] == ["imported", "todo"] for r in rows[:-1]) and rows[-1]["engine"] == "local"
     threads = cli("threads", "--json").lines()
     assert any("todo" in t.get("tags", ()) for t in threads)
     assert cli("tag", "+x").code == 2  # no query

@@ -431,14 +431,24 @@ class MailboxIndex:
         with self.index.read() as conn:
             return int(conn.execute(f"SELECT count(*) FROM {self.docs}").fetchone()[0])
 
-    def _select(self, plan: Plan, what: str, before: int | None) -> tuple[str, list[object]]:
+    def _select(self, plan: Plan, what: str, before: int | None, by_rank: bool = False) -> tuple[str, list[object]]:
         conditions: list[str] = []
         params: list[object] = []
         table = self.docs
-        if plan.match is not None:
+        if plan.label is not None and not by_rank:  # the tag's rows drive, newest first
+            table = plan.labels
+            conditions.append("label = ?")
+            params.append(plan.label)
+            if plan.match is not None:
+                conditions.append(f"rowid IN (SELECT rowid FROM {self.fts} WHERE {self.fts} MATCH ?)")
+                params.append(plan.match)
+        elif plan.match is not None:
             table = self.fts
             conditions.append(f"{self.fts} MATCH ?")
             params.append(plan.match)
+        if plan.label is not None and by_rank:
+            conditions.append(f"rowid IN (SELECT rowid FROM {plan.labels} WHERE label = ?)")
+            params.append(plan.label)
         for op, bound in ((">=", plan.lo), ("<", plan.hi), ("<", before)):
             if bound is not None:
                 conditions.append(f"rowid {op} ?")
@@ -458,7 +468,7 @@ class MailboxIndex:
         if plan.empty:
             return []
         by_rank = ranked and plan.ranked
-        sql, params = self._select(plan, "rowid, rank" if by_rank else "rowid, NULL", before)
+        sql, params = self._select(plan, "rowid, rank" if by_rank else "rowid, NULL", before, by_rank)
         order = " ORDER BY rank" if by_rank else " ORDER BY rowid DESC"
         with self.index.read() as conn:
             found = [(int(r), s) for r, s in conn.execute(f"{sql}{order} LIMIT ?", [*params, limit])]

@@ -118,12 +118,12 @@ def measure(ctx: Context, size: int, batch: int, rounds: int) -> Doc:
         query = f"tag:x {WORD}"
         report["rows"] = [
             {
-                "op": "tag +x (1,000 messages)",
+                "op": f"tag +x ({batch:,} messages)",
                 "ours_ms": statistics.median(ours_add) * 1000,
                 "notmuch_ms": statistics.median(theirs_add) * 1000,
             },
             {
-                "op": "tag -x (1,000 messages)",
+                "op": f"tag -x ({batch:,} messages)",
                 "ours_ms": statistics.median(ours_remove) * 1000,
                 "notmuch_ms": statistics.median(theirs_remove) * 1000,
             },
@@ -144,6 +144,15 @@ def measure(ctx: Context, size: int, batch: int, rounds: int) -> Doc:
                 "notmuch_hits": int(_notmuch(env, "count", query)),
             },
         ]
+        local = MessageStore(ctx.client[db_name], mailbox_id="bench", search_index=index, search_engine="local")
+        report["rows"].append(
+            {
+                "op": "count tag:x (the local index)",
+                "ours_ms": _median_ms(lambda: local.count("tag:x"), rounds),
+                "notmuch_ms": report["rows"][2]["notmuch_ms"],
+                "ours_hits": local.count("tag:x"),
+            }
+        )
         report["engine"] = {"count": store.search("tag:x").engine, "search": store.search(query).engine}
         floor = _median_ms(lambda: subprocess.run(["notmuch", "--version"], env=env, capture_output=True), rounds)
         report["notmuch_start_ms"] = floor
