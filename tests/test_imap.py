@@ -859,8 +859,16 @@ def test_cli_syncs_reports_and_fails_cleanly(
     assert data["new"] + data["present"] == sum(counts.values()) and data["failed"] == 0
     assert {f["folder"] for f in data["folders"]} == set(counts) and data["error"] is None
 
+    store_flags(dovecot, encode_folder(DRAFTS).decode(), [(1, "+FLAGS", "(\\Seen)"), (2, "+FLAGS", "(\\Draft)")])
     result = cli(*base, "--folder", DRAFTS, "--folder", "Nope")
     assert result.code == 1  # a folder that is not there is a failure
+    assert (
+        f"{DRAFTS}: 0 new, 0 already stored, 0 failed, 2 with flags changed on the server;"
+        f" position UID {counts[DRAFTS]}" in result.out
+    )
+    result = cli("--json", *base, "--folder", DRAFTS)
+    assert result.json()["folders"][0]["flagsChanged"] == 0
+    result = cli(*base, "--folder", DRAFTS, "--folder", "Nope")
     assert f"{DRAFTS}: 0 new, 0 already stored, 0 failed; position UID {counts[DRAFTS]}" in result.out
     assert "Nope: not synced: no such folder on the server" in result.out
     assert result.out.rstrip().endswith(f"0 new, 0 already stored, 0 failed in 1 folder of {dovecot.user}@127.0.0.1")
