@@ -4,7 +4,9 @@ MIME work is done by the standard library's ``email`` package with the ``compat3
 its feed parser never raises on malformed input (it records defects instead), header values
 stay raw so this package decodes them itself (RFC 2047 whitespace, 8-bit headers, unknown
 charsets), and it is about twice as fast as ``email.policy.default`` on the corpus (see
-``scripts/bench_normalize.py``).
+``scripts/bench_normalize.py``). The tree is built by :mod:`.mime_tree`, which follows the
+feed parser's algorithm but finds boundary lines by searching instead of reading every line
+(the feed parser itself takes the few inputs it does not follow).
 
 Which parts are what (where AECS-1 is silent, like the TypeScript reference on postal-mime):
 
@@ -71,6 +73,7 @@ from .message_ids import (
     normalize_message_id,
     parse_references,
 )
+from .mime_tree import parse_tree
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -456,8 +459,13 @@ def _has_report_part(message: Message) -> bool:
 def _parse_message(raw: bytes, where: str, defects: list[str]) -> Message:
     """The MIME tree of a message: the top-level one, or a forwarded one shown inline. The
     parser reads a copy whose header block was read leniently (``header_block.py``)."""
+    repaired = repair_header_block(raw)
     try:
-        return BytesParser(policy=_POLICY).parsebytes(repair_header_block(raw))
+        return parse_tree(repaired, _POLICY)
+    except Exception:
+        pass  # a path the fast reader leaves to the feed parser (or its bug): the feed parser decides
+    try:
+        return BytesParser(policy=_POLICY).parsebytes(repaired)
     except Exception as exc:
         defects.append(f"{where}: MIME structure not parseable ({type(exc).__name__}); headers only")
         return _headers_only(raw)
