@@ -31,7 +31,8 @@ CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "eml"
 
 def _tree(message: Message) -> dict[str, Any]:
     """Everything the parser sets on a message, children included."""
-    fields = {key: value for key, value in vars(message).items() if key not in ("_payload", "defects", "policy")}
+    skipped = ("_payload", "defects", "policy", "_field_index")  # the index caches _headers
+    fields = {key: value for key, value in vars(message).items() if key not in skipped}
     fields["class"] = type(message).__name__
     fields["defects"] = [(type(defect).__name__, str(defect)) for defect in message.defects]
     payload = message._payload  # type: ignore[attr-defined]

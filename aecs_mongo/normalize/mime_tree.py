@@ -70,8 +70,10 @@ class _Reader:
         self.length = len(text)
         self.pos = 0
         self.policy = policy
-        factory = policy.message_factory
+        factory: Any = policy.message_factory
         self.factory: Any = Message if factory is None else factory
+        if getattr(self.factory, "get_content_maintype", None) is not Message.get_content_maintype:
+            raise Fallback("the message factory reads the main type its own way")
         self.eofstack: list[_Boundary] = []
         self.msgstack: list[Message] = []
         self.cur: Message | None = None
@@ -139,10 +141,9 @@ class _Reader:
             position = start + 2
 
     # --- messages -------------------------------------------------------------------------
-    def new_message(self) -> None:
+    def new_message(self, in_digest: bool) -> None:
         msg = self.factory(policy=self.policy)
-        # as there: a Message without headers is false
-        if self.cur and self.cur.get_content_type() == "multipart/digest":
+        if in_digest:  # the parent's type is multipart/digest (so it has a header and is true)
             msg.set_default_type("message/rfc822")
         if self.msgstack:
             self.msgstack[-1].attach(msg)
@@ -189,10 +190,10 @@ class _Reader:
         if lastheader:
             cur.set_raw(*self.policy.header_source_parse(lastvalue))
 
-    def parsegen(self, depth: int) -> None:
+    def parsegen(self, depth: int, in_digest: bool = False) -> None:
         if depth > MAX_DEPTH:
             raise Fallback("nested too deep")
-        self.new_message()
+        self.new_message(in_digest)
         cur = self.cur
         assert cur is not None
         headers: list[str] = []
@@ -204,16 +205,18 @@ class _Reader:
                 break
             headers.append(line)
         self.parse_headers(headers)
-        if cur.get_content_type() == "message/delivery-status" or cur.get_content_maintype() == "message":
+        ctype = cur.get_content_type()
+        maintype = ctype.split("/")[0]  # get_content_maintype (the factory does not override it)
+        if ctype == "message/delivery-status" or maintype == "message":
             raise Fallback("message/* parsed as a nested message")
-        if cur.get_content_maintype() == "multipart":
-            self.multipart(cur, depth)
+        if maintype == "multipart":
+            self.multipart(cur, depth, ctype == "multipart/digest")
             return
         end, _ = self.false_eof()
         cur.set_payload(self.text[self.pos : end])
         self.pos = end
 
-    def multipart(self, cur: Message, depth: int) -> None:
+    def multipart(self, cur: Message, depth: int, digest: bool) -> None:
         boundary = cur.get_boundary()
         if boundary is None:
             self.policy.handle_defect(cur, errors.NoBoundaryInMultipartDefect())
@@ -261,7 +264,7 @@ class _Reader:
                     self.unreadline(line)
                     break
             self.eofstack.append(boundaryre)
-            self.parsegen(depth + 1)
+            self.parsegen(depth + 1, digest)
             last = self.last
             assert last is not None
             if last.get_content_maintype() == "multipart":
