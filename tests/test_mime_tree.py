@@ -128,6 +128,7 @@ CASES = {
     "inner part header is the outer boundary": (
         MIXED + "o\n\n--o\nContent-Type: multipart/mixed; boundary=i\n\n--i\nA: b\n--o\n\nlast\n--o--\n"
     ),
+    "boundary inside a dash line": MIXED + '"1"\n\n----1\n--1\n\none\n--1--\n',
     "8-bit": "Subject: caf\xe9\n\nna\xefve\n",
 }
 
@@ -174,6 +175,9 @@ _LINES = [
     "--d--",
     "--",
     "----",
+    "----a",
+    "----a--",
+    "---ab",
     "",
     "",
     "text",

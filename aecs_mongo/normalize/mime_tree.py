@@ -131,14 +131,15 @@ class _Reader:
             start = self._next_dash_line(position)
             if start < 0:
                 return self.length, None
-            line = text[start : self._line_end(start)]
+            end = self._line_end(start)
+            line = text[start:end]
             if self.eofstack and self._at_eof(line):
                 return start, None
             if also is not None:
                 matched = also.match(line)
                 if matched is not None:
                     return start, matched
-            position = start + 2
+            position = end  # the next line start (never inside this line: "----b" holds "--b")
 
     # --- messages -------------------------------------------------------------------------
     def new_message(self, in_digest: bool) -> None:
