@@ -14,6 +14,7 @@ __all__ = [
     "MigrationReport",
     "SearchResults",
     "StoreResult",
+    "TagReport",
     "ThreadPage",
 ]
 
@@ -40,6 +41,21 @@ class StoreResult:
     def outcome(self) -> str:
         """``"stored"`` (new message), ``"variant"`` (other bytes kept) or ``"present"`` (nothing new)."""
         return "stored" if self.inserted else "variant" if self.variant else "present"
+
+
+@dataclass(frozen=True)
+class TagReport:
+    """What ``store.tag`` or ``store.set_folders`` did.
+
+    ``matched``: messages the target named that are stored; ``changed``: those whose tags (or
+    folders) this call changed (the others had them already). Running the same change again
+    matches as many and changes none. ``dry_run``: nothing was written (``changed`` is what
+    would have changed).
+    """
+
+    matched: int = 0
+    changed: int = 0
+    dry_run: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""The ``search`` section of ``scripts/bench.py``: the local index beside notmuch, on real mail.
+"""The ``search`` section (not in the default list): the local index beside notmuch, on real mail.
 
 For each size (default 1k, 10k, 100k messages: the corpus repeated with fresh Message-IDs, as
 ``gen_mbox`` makes it, plus one old message holding the only "xylophonist"), one mailbox is
@@ -32,17 +31,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gen_mbox
 from pymongo import MongoClient
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import gen_mbox  # noqa: E402
-
-from aecs_mongo import MessageStore  # noqa: E402
-
-Doc = dict[str, Any]
+from aecs_mongo import MessageStore
+from benchmarks.common import Context, Doc, corpus_source, table_of
 
 RARE = b"""From: Archivist <archivist@old.example>
 To: owner@example.com
@@ -66,7 +59,7 @@ QUERIES = [
 
 
 def mail_of(size: int) -> list[bytes]:
-    source = gen_mbox.CORPUS if gen_mbox.CORPUS.is_dir() else gen_mbox.SAMPLES
+    source = corpus_source()
     return [RARE, *itertools.islice(gen_mbox.messages(64, source=source), size - 1)]
 
 
@@ -205,7 +198,7 @@ def bench_ingest(client: MongoClient[Doc], count: int, rounds: int, work: Path) 
             "ratio": with_index / without}  # fmt: skip
 
 
-def run(client: MongoClient[Doc], uri: str, sizes: list[int], rounds: int, ingest: int, scan_max: int) -> Doc:
+def measure(client: MongoClient[Doc], uri: str, sizes: list[int], rounds: int, ingest: int, scan_max: int) -> Doc:
     with tempfile.TemporaryDirectory(prefix="aecs-bench-search-") as tmp:
         work = Path(tmp)
         report: Doc = {"ingest": bench_ingest(client, ingest, 3, work), "load": os.getloadavg()}
@@ -213,3 +206,29 @@ def run(client: MongoClient[Doc], uri: str, sizes: list[int], rounds: int, inges
         report["rows"] = [row for size in sizes for row in bench_size(client, uri, size, rounds, scan_max, work)]
         report["loadAfter"] = os.getloadavg()
     return report
+
+
+NAME = "search"
+DEFAULT = False
+
+
+def add_arguments(parser: Any) -> None:
+    parser.add_argument("--search-sizes", default="1000,10000,100000", type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--search-rounds", type=int, default=7, help="rounds per query (median)")
+    parser.add_argument("--search-ingest", type=int, default=2000, help="messages per ingest round")
+    parser.add_argument("--search-scan-max", type=int, default=10_000, help="the scan up to this size")
+
+
+def run(ctx: Context) -> Doc:
+    args = ctx.args
+    report = measure(
+        ctx.client, ctx.uri, args.search_sizes, args.search_rounds, args.search_ingest, args.search_scan_max
+    )
+    table_of(
+        "search: the local index beside notmuch (median ms; cli: the whole command; cli_start: --help)",
+        [report["ingest"]],
+        ["messages", "without_msgs_per_s", "with_msgs_per_s", "ratio"],
+    )
+    columns = ["size", "query", "hits", "ours_ms", "cli_ms", "cli_start_ms", "notmuch_hits", "notmuch_ms"]
+    table_of("search rows", report["rows"], [*columns, "scan_ms", "raw_MB", "index_MB", "ingest_s", "notmuch_new_s"])
+    return {"search": report}

@@ -1,4 +1,4 @@
-"""The ``agents`` section of ``scripts/bench.py``: warm tool-call latency for LLM agents.
+"""The ``agents`` section (not in the default list): warm tool-call latency for LLM agents.
 
 A mailbox of ``--agents-size`` (default 10,000) real messages (the corpus repeated with fresh
 Message-IDs, as ``real_mail`` does) plus one long thread of 300 replies. Measured warm, median
@@ -31,8 +31,8 @@ from pymongo import MongoClient
 
 from aecs_mongo import MessageStore, normalize
 from aecs_mongo.agents import MailTools
+from benchmarks.common import ROOT, Context, Doc, corpus_source, table_of
 
-Doc = dict[str, Any]
 DB = "aecs_bench_agents"
 LONG_THREAD = "agents-long-thread@bench.example"
 
@@ -86,7 +86,7 @@ def _populate(db: Any, mailbox: str, size: int) -> None:
     store.ensure_indexes()
     if db.messages.count_documents({"mailboxId": mailbox}) >= size:
         return  # built by an earlier run in the same --data-dir
-    source = gen_mbox.CORPUS if gen_mbox.CORPUS.is_dir() else gen_mbox.SAMPLES
+    source = corpus_source()
     started = time.perf_counter()
     stream = gen_mbox.messages(64, source=source)
     stored = 0
@@ -104,7 +104,7 @@ def _mcp_latencies(uri: str, mailbox: str, calls: list[tuple[str, str, Doc]], ro
     from mcp.client.stdio import StdioServerParameters
 
     argv = ["-m", "aecs_mongo", "--uri", uri, "--db", DB, "--mailbox", mailbox, "mcp"]
-    params = StdioServerParameters(command=sys.executable, args=argv, cwd=str(Path(__file__).resolve().parents[1]))
+    params = StdioServerParameters(command=sys.executable, args=argv, cwd=str(ROOT))
     medians: dict[str, float] = {}
 
     async def run() -> None:
@@ -132,7 +132,7 @@ def bench_agents(client: MongoClient[Doc], uri: str, size: int, rounds: int, onl
     _populate(db, mailbox, size)
     store = MessageStore(db, mailbox_id=mailbox, shared_view=True)
     tools = MailTools(store)
-    common, rare = _words(gen_mbox.CORPUS if gen_mbox.CORPUS.is_dir() else gen_mbox.SAMPLES)
+    common, rare = _words(corpus_source())
     thread = db.threads.find_one({"mailboxId": mailbox, "messageCount": {"$gte": 3, "$lte": 20}}) or {}
     small = thread.get("threadId") or LONG_THREAD
     cases: list[tuple[str, str, Doc, Callable[[], object]]] = [
@@ -171,3 +171,19 @@ def bench_agents(client: MongoClient[Doc], uri: str, size: int, rounds: int, onl
 
 
 COLUMNS = ["call", "messages", "engine", "returned", "store_ms", "tool_ms", "tool_over_store", "mcp_stdio_ms"]
+
+
+NAME = "agents"
+DEFAULT = False
+
+
+def add_arguments(parser: Any) -> None:
+    parser.add_argument("--agents-size", type=int, default=10_000, help="real messages in the mailbox")
+    parser.add_argument("--agents-only", default="", help="only the calls whose label contains this")
+
+
+def run(ctx: Context) -> Doc:
+    args = ctx.args
+    rows = bench_agents(ctx.client, ctx.uri, args.agents_size, args.rounds, args.agents_only)
+    table_of(f"agents: warm tool calls at {args.agents_size:,} real messages (median ms; shared view)", rows, COLUMNS)
+    return {"agents": rows}

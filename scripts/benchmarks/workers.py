@@ -1,5 +1,5 @@
-#!/usr/bin/env python3
-"""Measure the workers' paths on the embedded replica set (or ``MONGODB_URI``), in one run.
+"""The ``workers`` section (not in the default list; ``--mode rs``: it needs change streams):
+the workers' paths, in one run.
 
 - feed: messages/s delivered by ``store.watch`` from the beginning (backfill) and from the
   stream, acknowledging every item (``auto_ack``) and once per batch of 100 (``next_batch``);
@@ -10,31 +10,20 @@
 - exact search: median ``semantic_search`` latency over N stored vectors of 384 dimensions;
   the floor is reading those vectors with one PyMongo ``find``.
 
-Usage: ``python scripts/bench_workers.py [--messages 2000] [--vectors 1000,5000]``.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
-import os
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from pymongo import MongoClient
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from aecs_mongo import MessageStore  # noqa: E402
-from aecs_mongo.embedded.server import EmbeddedServer  # noqa: E402
-from aecs_mongo.pure.feed import stream_pipeline  # noqa: E402
-from aecs_mongo.synchronous.workers import Feed, embed_new  # noqa: E402
-from tests.helpers.factories import email  # noqa: E402
+from aecs_mongo import MessageStore
+from aecs_mongo.pure.feed import stream_pipeline
+from aecs_mongo.synchronous.workers import Feed, embed_new
+from benchmarks.common import Context, Doc
+from tests.helpers.factories import email
 
 
 def rate(count: int, seconds: float) -> str:
@@ -113,29 +102,24 @@ def bench_exact(db: Any, sizes: list[int], rounds: int = 5) -> None:
         print(f"exact search, {size:6d} x 384:  median {statistics.median(times) * 1000:7.1f} ms")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--messages", type=int, default=2000)
-    parser.add_argument("--vectors", default="1000,5000")
-    args = parser.parse_args()
-    logging.getLogger("aecs_mongo").setLevel(logging.ERROR)  # the exact engine's one warning
-    server = None
-    uri = os.environ.get("MONGODB_URI")
-    if not uri:
-        server = EmbeddedServer()
-        uri = server.start()
-    client: MongoClient[dict[str, Any]] = MongoClient(uri)
-    db = client["aecs_bench_workers"]
-    client.drop_database(db.name)
+NAME = "workers"
+DEFAULT = False
+
+
+def add_arguments(parser: Any) -> None:
+    parser.add_argument("--workers-messages", type=int, default=2000, help="messages fed")
+    parser.add_argument(
+        "--workers-vectors", default="1000,5000", type=lambda s: [int(x) for x in s.split(",")], help="vectors searched"
+    )
+
+
+def run(ctx: Context) -> Doc:
+    print("\n== workers: the feed, embed_new and the exact vector search")
+    db = ctx.client["aecs_bench_workers"]
+    ctx.client.drop_database(db.name)
     try:
-        bench_feed(db, args.messages)
-        bench_exact(db, [int(s) for s in args.vectors.split(",")])
+        bench_feed(db, ctx.args.workers_messages)
+        bench_exact(db, ctx.args.workers_vectors)
     finally:
-        client.drop_database(db.name)
-        client.close()
-        if server is not None:
-            server.stop()
-
-
-if __name__ == "__main__":
-    main()
+        ctx.client.drop_database(db.name)
+    return {}
