@@ -68,6 +68,8 @@ class _Reader:
     def __init__(self, text: str, policy: Compat32) -> None:
         self.text = text
         self.length = len(text)
+        # without any CR (LF-only mail) a line ends at its LF: one search per line, not two
+        self.has_cr = "\r" in text
         self.pos = 0
         self.policy = policy
         factory: Any = policy.message_factory
@@ -84,6 +86,10 @@ class _Reader:
         """End of the line starting at ``pos``: after its ``\\r\\n``, ``\\r`` or ``\\n``."""
         text = self.text
         lf = text.find("\n", pos)
+        if not self.has_cr:
+            return lf + 1 if lf >= 0 else self.length
+        # a CR before the line's last character ends the line by itself (one right before the
+        # LF is part of CRLF; no LF can come between pos and lf)
         cr = text.find("\r", pos, lf if lf >= 0 else self.length)
         if cr >= 0 and cr + 1 != lf:
             return cr + 1
@@ -116,6 +122,8 @@ class _Reader:
         if text.startswith("--", position):
             return position
         after_lf = text.find("\n--", position)
+        if not self.has_cr:
+            return after_lf + 1 if after_lf >= 0 else -1
         after_cr = text.find("\r--", position, after_lf if after_lf >= 0 else self.length)
         found = after_cr if after_cr >= 0 else after_lf
         return found + 1 if found >= 0 else -1
