@@ -39,6 +39,8 @@ const AECS_INDEXES = [
   {"collection": "imap_sources", "name": "aecs_imap_sources_message", "keys": [["mailboxId", 1], ["messageKey", 1]], "options": {}},
   {"collection": "imap_sources", "name": "aecs_imap_sources_folder", "keys": [["mailboxId", 1], ["account", 1], ["folder", 1], ["uidvalidity", 1], ["uid", 1]], "options": {}},
   {"collection": "imap_folders", "name": "aecs_imap_folders_mailbox", "keys": [["mailboxId", 1], ["account", 1], ["folder", 1]], "options": {"unique": true}},
+  {"collection": "file_sources", "name": "aecs_file_sources_dir", "keys": [["mailboxId", 1], ["root", 1], ["dir", 1]], "options": {}},
+  {"collection": "file_sources", "name": "aecs_file_sources_message", "keys": [["mailboxId", 1], ["messageKey", 1]], "options": {}},
   {"bucketSuffix": "files", "name": "filename_1_uploadDate_1", "keys": [["filename", 1], ["uploadDate", 1]], "options": {}},
   {"bucketSuffix": "chunks", "name": "files_id_1_n_1", "keys": [["files_id", 1], ["n", 1]], "options": {"unique": true}},
   {"bucketSuffix": "files", "name": "aecs_files_message", "keys": [["metadata.mailboxId", 1], ["metadata.messageKey", 1]], "options": {}},

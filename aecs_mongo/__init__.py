@@ -15,9 +15,13 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .asynchronous.blobstores import AsyncBlobStore
     from .asynchronous.store import AsyncMessageStore
     from .errors import (
         AecsMongoError,
+        BlobLocationError,
+        BlobMissingError,
+        BlobStoreError,
         DataDirError,
         DispatchError,
         DocumentTooLargeError,
@@ -35,6 +39,7 @@ if TYPE_CHECKING:
         ToolError,
         UnsafeFieldNameError,
     )
+    from .mail.follow import FileSyncReport, sync_files
     from .mail.sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
     from .mail.sources import IngestReport, Origin, RawMessage, Skipped, read_messages
     from .normalize import ParsedEmail, normalize, parse_email
@@ -49,6 +54,7 @@ if TYPE_CHECKING:
         TagReport,
         ThreadPage,
     )
+    from .synchronous.blobstores import BlobStore
     from .synchronous.store import MessageStore
     from .types import (
         Address,
@@ -71,8 +77,13 @@ __version__ = "0.1.0"
 __all__ = [
     "Address",
     "AecsMongoError",
+    "AsyncBlobStore",
     "AsyncMessageStore",
     "Attachment",
+    "BlobLocationError",
+    "BlobMissingError",
+    "BlobStore",
+    "BlobStoreError",
     "Content",
     "ContextEntry",
     "DataDirError",
@@ -82,6 +93,7 @@ __all__ = [
     "EraseReport",
     "ExpireReport",
     "ExportedCopy",
+    "FileSyncReport",
     "ImapFolderReport",
     "ImapSyncReport",
     "IndexReport",
@@ -125,14 +137,20 @@ __all__ = [
     "open_writer",
     "parse_email",
     "read_messages",
+    "sync_files",
 ]
 
 #: Where each public name lives (imported on first use).
 _LAZY = {
     "Address": ".types",
     "AecsMongoError": ".errors",
+    "AsyncBlobStore": ".asynchronous.blobstores",
     "AsyncMessageStore": ".asynchronous.store",
     "Attachment": ".types",
+    "BlobLocationError": ".errors",
+    "BlobMissingError": ".errors",
+    "BlobStore": ".synchronous.blobstores",
+    "BlobStoreError": ".errors",
     "Content": ".types",
     "ContextEntry": ".types",
     "DataDirError": ".errors",
@@ -142,6 +160,7 @@ _LAZY = {
     "EraseReport": ".pure.lifecycle",
     "ExpireReport": ".pure.lifecycle",
     "ExportedCopy": ".pure.lifecycle",
+    "FileSyncReport": ".mail.follow",
     "ImapFolderReport": ".results",
     "ImapSyncReport": ".results",
     "IndexReport": ".pure.indexes",
@@ -184,6 +203,7 @@ _LAZY = {
     "open_writer": ".mail.sinks",
     "parse_email": ".normalize",
     "read_messages": ".mail.sources",
+    "sync_files": ".mail.follow",
 }
 
 
