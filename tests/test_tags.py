@@ -352,3 +352,30 @@ def test_the_tag_tags_and_ingest_tag_commands(cli: Any, monkeypatch: pytest.Monk
     assert cli("tag", "+x").code == 2  # no query
     assert cli("tag", "+bad tag", "--", "plan").code == 2
     assert cli("tag", "--", "plan").out.endswith("0 would change (dry run: nothing written)\n")  # no change: a count
+
+
+@pytest.mark.server
+def test_a_tag_change_racing_deletes_never_brings_a_message_back(make_store: Any, db: Any) -> None:
+    store = make_store()
+    store.store_many([email(n) for n in range(60)])
+    ids = [f"m{n}@example.com" for n in range(60)]
+    deleter = MessageStore(db, mailbox_id="alice")
+    errors: list[BaseException] = []
+
+    def delete_half() -> None:
+        try:
+            for mid in ids[::2]:
+                deleter.delete(mid)
+        except BaseException as exc:
+            errors.append(exc)
+
+    racing = threading.Thread(target=delete_half)
+    racing.start()
+    for _ in range(5):
+        store.tag(ids, add=["x"])
+        store.tag("date:2026", remove=["x"], add=["y"])
+    racing.join()
+    assert errors == []
+    left = {row["messageId"] for row in db.messages.find({"mailboxId": "alice"}, {"messageId": 1})}
+    assert left == set(ids[1::2])  # every deleted message stayed deleted
+    assert db.bodies.count_documents({"mailboxId": "alice"}) == 30
