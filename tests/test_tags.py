@@ -19,7 +19,7 @@ from aecs_mongo.pure import tags as tag_rules
 from aecs_mongo.pure.search_compile import message_filter, post_match, split_message_terms, text_search
 from aecs_mongo.pure.search_query import Label, Not, parse, to_text
 
-from .helpers.factories import email
+from .helpers.factories import BASE_TS, email
 
 NOW = dt.datetime(2026, 7, 1, tzinfo=dt.UTC)
 
@@ -181,7 +181,8 @@ def test_tag_by_ids_query_thread_and_tag_then_counts(store: MessageStore) -> Non
 
 
 def test_a_change_to_thousands_runs_in_batches_and_converges(store: MessageStore, db: Any) -> None:
-    docs = [email(n, thread=f"t{n % 50}@x") for n in range(2500)]
+    # a few seconds of 700 messages each: the batches of 1,000 begin and end inside a second
+    docs = [email(n, thread=f"t{n % 50}@x", ts=BASE_TS + (n // 700) * 60) for n in range(2500)]
     store.store_many(docs, batch_size=500)
     first = store.tag("date:2026", add=["bulk"])
     assert first == TagReport(matched=2500, changed=2500)
