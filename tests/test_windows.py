@@ -205,3 +205,28 @@ def test_a_first_page_starts_from_the_newest_mail_not_the_clock(size: int) -> No
     assert len(costs) == 1, costs
     (read_rows, queries) = costs.pop()
     assert queries <= (2 if size == 1500 else 10) and read_rows <= 3 * 51, (read_rows, queries)
+
+
+@pytest.mark.parametrize("kind", ["steady", "archive", "bunched"])
+def test_a_whole_range_walk_starts_with_a_page_and_reads_every_row_once(kind: str) -> None:
+    """A scan walks the whole range (``need=None``) and may stop at its first hits: its first
+    windows hold about a page (growing to ``chunk``), and the walk reads every row once, in order."""
+    rows = mailbox(random.Random(kind), kind, 5000)
+    read = hinted(WindowedRead(descending=True, now=NOW + 3 * 365 * 86_400), rows)
+    order = sorted(rows, reverse=True)
+    walker = walk(read, None, None, chunk=500)
+    seen: list[tuple[int, str]] = []
+    sizes: list[int] = []
+    try:
+        window = next(walker)
+        while True:
+            matched = [r for r in order if _inside(r, window)]
+            if not window.probe:
+                seen += matched
+                if matched:
+                    sizes.append(len(matched))
+            window = walker.send(len(matched))
+    except StopIteration:
+        pass
+    assert seen == order
+    assert sum(sizes[:2]) <= 300, sizes[:5]

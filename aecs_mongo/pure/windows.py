@@ -83,6 +83,9 @@ _HINT_GAP_SAMPLES = 4
 _OPEN_TOP_ROWS = 64
 #: Else it starts this many sampling intervals above that match (``_top``)
 _TOP_REACH = 4
+#: A whole-range walk's first window holds about this many rows (a scan may stop at its first
+#: hits), the next ones twice as many each, up to its ``chunk`` (``_Walk.wanted``)
+_FIRST_CHUNK = 25
 #: Sample fractions tried in turn until the sample holds ``SAMPLE_ENOUGH`` messages.
 SAMPLE_FRACTIONS = (1 / 4096, 1 / 256, 1 / 16, 1.0)
 SAMPLE_ENOUGH = 8
@@ -239,9 +242,14 @@ class _Walk:
         self.chunk = chunk
         self.rows = 0
         self.density: float | None = None  # rows per second near the walk, where known
+        self.answers = 0  # answer windows that held rows
 
     def wanted(self) -> int:
-        return self.chunk if self.need is None else max(self.need - self.rows, 1)
+        """Rows the next window is sized for: what is still needed; for a whole-range walk
+        (a scan, which may stop at its first hits) a page first, doubling up to ``chunk``."""
+        if self.need is None:
+            return min(self.chunk, _FIRST_CHUNK << min(self.answers, 16))
+        return max(self.need - self.rows, 1)
 
     def done(self) -> bool:
         return self.need is not None and self.rows >= self.need
@@ -323,6 +331,7 @@ def _answer(state: _Walk, lo: int | None, hi: int | None, learn: bool = True) ->
         return False
     rows = yield Window(lo=clipped[0], hi=clipped[1])
     state.rows += rows
+    state.answers += rows > 0
     if learn and clipped[0] is not None and clipped[1] is not None:
         state.learn(rows, clipped[1] - clipped[0])
     return rows > 0
