@@ -54,6 +54,7 @@ __all__ = [
     "current",
     "html_text",
     "load_records",
+    "read_blobs",
     "rebuild",
 ]
 
@@ -118,7 +119,7 @@ async def load_records(ctx: AsyncStoreContext, keys: Sequence[str]) -> tuple[lis
         bodies = {b["_id"]: b async for b in ctx.bodies.find(ctx.by_ids(list(messages)), _BODY_FIELDS)}
         wanted = [m["blobPrefix"] + "body.html" for m in messages.values() if "body.html" in (m.get("blobs") or ())]
         wanted += [b["spill"] for b in bodies.values() if b.get("spill")]
-        data = await _read_blobs(ctx, wanted)
+        data = await read_blobs(ctx, wanted)
         for key, _id in zip(part, ids, strict=True):
             message = messages.get(_id)
             if message is None:
@@ -134,7 +135,7 @@ async def load_records(ctx: AsyncStoreContext, keys: Sequence[str]) -> tuple[lis
     return records, gone
 
 
-async def _read_blobs(ctx: AsyncStoreContext, keys: Sequence[str]) -> dict[str, bytes]:
+async def read_blobs(ctx: AsyncStoreContext, keys: Sequence[str]) -> dict[str, bytes]:
     """Several blobs in one ``files`` and one ``chunks`` read per hundred."""
     out: dict[str, bytes] = {}
     for selector in split_in({"_id": {"$in": list(keys)}}):

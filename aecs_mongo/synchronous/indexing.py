@@ -56,6 +56,7 @@ __all__ = [
     "current",
     "html_text",
     "load_records",
+    "read_blobs",
     "rebuild",
 ]
 
@@ -120,7 +121,7 @@ def load_records(ctx: StoreContext, keys: Sequence[str]) -> tuple[list[Record], 
         bodies = {b["_id"]: b for b in ctx.bodies.find(ctx.by_ids(list(messages)), _BODY_FIELDS)}
         wanted = [m["blobPrefix"] + "body.html" for m in messages.values() if "body.html" in (m.get("blobs") or ())]
         wanted += [b["spill"] for b in bodies.values() if b.get("spill")]
-        data = _read_blobs(ctx, wanted)
+        data = read_blobs(ctx, wanted)
         for key, _id in zip(part, ids, strict=True):
             message = messages.get(_id)
             if message is None:
@@ -136,7 +137,7 @@ def load_records(ctx: StoreContext, keys: Sequence[str]) -> tuple[list[Record], 
     return records, gone
 
 
-def _read_blobs(ctx: StoreContext, keys: Sequence[str]) -> dict[str, bytes]:
+def read_blobs(ctx: StoreContext, keys: Sequence[str]) -> dict[str, bytes]:
     """Several blobs in one ``files`` and one ``chunks`` read per hundred."""
     out: dict[str, bytes] = {}
     for selector in split_in({"_id": {"$in": list(keys)}}):
