@@ -15,15 +15,20 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .asynchronous.blobstores import AsyncBlobStore
     from .asynchronous.store import AsyncMessageStore
     from .errors import (
         AecsMongoError,
+        BlobLocationError,
+        BlobMissingError,
+        BlobStoreError,
         DataDirError,
         DispatchError,
         DocumentTooLargeError,
         InputTooLargeError,
         InvalidCursorError,
         InvalidEmailError,
+        InvalidTagError,
         MailboxAuthError,
         MailboxConnectionError,
         MailboxError,
@@ -34,12 +39,22 @@ if TYPE_CHECKING:
         ToolError,
         UnsafeFieldNameError,
     )
+    from .mail.follow import FileSyncReport, sync_files
     from .mail.sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
     from .mail.sources import IngestReport, Origin, RawMessage, Skipped, read_messages
     from .normalize import ParsedEmail, normalize, parse_email
     from .pure.indexes import IndexReport
     from .pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
-    from .results import ImapFolderReport, ImapSyncReport, MessagePage, SearchResults, StoreResult, ThreadPage
+    from .results import (
+        ImapFolderReport,
+        ImapSyncReport,
+        MessagePage,
+        SearchResults,
+        StoreResult,
+        TagReport,
+        ThreadPage,
+    )
+    from .synchronous.blobstores import BlobStore
     from .synchronous.store import MessageStore
     from .types import (
         Address,
@@ -62,8 +77,13 @@ __version__ = "0.1.0"
 __all__ = [
     "Address",
     "AecsMongoError",
+    "AsyncBlobStore",
     "AsyncMessageStore",
     "Attachment",
+    "BlobLocationError",
+    "BlobMissingError",
+    "BlobStore",
+    "BlobStoreError",
     "Content",
     "ContextEntry",
     "DataDirError",
@@ -73,6 +93,7 @@ __all__ = [
     "EraseReport",
     "ExpireReport",
     "ExportedCopy",
+    "FileSyncReport",
     "ImapFolderReport",
     "ImapSyncReport",
     "IndexReport",
@@ -80,6 +101,7 @@ __all__ = [
     "InputTooLargeError",
     "InvalidCursorError",
     "InvalidEmailError",
+    "InvalidTagError",
     "MailWriter",
     "MailboxAuthError",
     "MailboxConnectionError",
@@ -104,6 +126,7 @@ __all__ = [
     "ServerFeatureError",
     "Skipped",
     "StoreResult",
+    "TagReport",
     "Thread",
     "ThreadPage",
     "ThreadSummary",
@@ -114,14 +137,20 @@ __all__ = [
     "open_writer",
     "parse_email",
     "read_messages",
+    "sync_files",
 ]
 
 #: Where each public name lives (imported on first use).
 _LAZY = {
     "Address": ".types",
     "AecsMongoError": ".errors",
+    "AsyncBlobStore": ".asynchronous.blobstores",
     "AsyncMessageStore": ".asynchronous.store",
     "Attachment": ".types",
+    "BlobLocationError": ".errors",
+    "BlobMissingError": ".errors",
+    "BlobStore": ".synchronous.blobstores",
+    "BlobStoreError": ".errors",
     "Content": ".types",
     "ContextEntry": ".types",
     "DataDirError": ".errors",
@@ -131,6 +160,7 @@ _LAZY = {
     "EraseReport": ".pure.lifecycle",
     "ExpireReport": ".pure.lifecycle",
     "ExportedCopy": ".pure.lifecycle",
+    "FileSyncReport": ".mail.follow",
     "ImapFolderReport": ".results",
     "ImapSyncReport": ".results",
     "IndexReport": ".pure.indexes",
@@ -138,6 +168,7 @@ _LAZY = {
     "InputTooLargeError": ".errors",
     "InvalidCursorError": ".errors",
     "InvalidEmailError": ".errors",
+    "InvalidTagError": ".errors",
     "MailWriter": ".mail.sinks",
     "MailboxAuthError": ".errors",
     "MailboxConnectionError": ".errors",
@@ -162,6 +193,7 @@ _LAZY = {
     "ServerFeatureError": ".errors",
     "Skipped": ".mail.sources",
     "StoreResult": ".results",
+    "TagReport": ".results",
     "Thread": ".types",
     "ThreadPage": ".results",
     "ThreadSummary": ".types",
@@ -171,6 +203,7 @@ _LAZY = {
     "open_writer": ".mail.sinks",
     "parse_email": ".normalize",
     "read_messages": ".mail.sources",
+    "sync_files": ".mail.follow",
 }
 
 

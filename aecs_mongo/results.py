@@ -14,6 +14,7 @@ __all__ = [
     "MigrationReport",
     "SearchResults",
     "StoreResult",
+    "TagReport",
     "ThreadPage",
 ]
 
@@ -40,6 +41,21 @@ class StoreResult:
     def outcome(self) -> str:
         """``"stored"`` (new message), ``"variant"`` (other bytes kept) or ``"present"`` (nothing new)."""
         return "stored" if self.inserted else "variant" if self.variant else "present"
+
+
+@dataclass(frozen=True)
+class TagReport:
+    """What ``store.tag`` or ``store.set_folders`` did.
+
+    ``matched``: messages the target named that are stored; ``changed``: those whose tags (or
+    folders) this call changed (the others had them already). Running the same change again
+    matches as many and changes none. ``dry_run``: nothing was written (``changed`` is what
+    would have changed).
+    """
+
+    matched: int = 0
+    changed: int = 0
+    dry_run: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,7 +168,8 @@ class ImapFolderReport:
     past them: the same bytes would be refused again). ``vanished``: UIDs listed but expunged
     before they were fetched. ``reset``: the folder's UIDVALIDITY changed since the last run, so
     it was read again from the start. ``position``: the highest UID saved for the folder after
-    this run.
+    this run. ``flags_changed``: messages the folder already had whose flags the server changed
+    since the last run, brought into the store's tags.
     """
 
     folder: str
@@ -165,6 +182,7 @@ class ImapFolderReport:
     reset: bool = False
     position: int = 0
     error: str | None = None
+    flags_changed: int = 0
 
     @property
     def done(self) -> int:
@@ -182,6 +200,7 @@ class ImapFolderReport:
             "vanished": self.vanished,
             "reset": self.reset,
             "position": self.position,
+            "flagsChanged": self.flags_changed,
             "error": self.error,
         }
 

@@ -131,6 +131,7 @@ MessageSummary = TypedDict(
         "ts": int,
         "inReplyTo": str | None,
         "attachmentCount": int,
+        "tags": list[str],
     },
 )
 """One message of ``list_messages``, ``with_participant`` and ``replies_to``."""
@@ -146,6 +147,7 @@ ContextEntry = TypedDict(
         "ts": int,
         "forAI": str | None,
         "position": int,
+        "tags": list[str],
     },
 )
 """One message of ``thread_context``: what a prompt needs, with its position in the thread."""
@@ -162,6 +164,8 @@ class ThreadSummary(TypedDict):
     lastTs: int
     firstMessageKey: str
     lastMessageKey: str
+    #: the union of its messages' tags, sorted
+    tags: list[str]
 
 
 class SearchHit(TypedDict):
@@ -174,6 +178,8 @@ class SearchHit(TypedDict):
     ts: int
     snippet: str
     score: float | None
+    #: the message's tags, sorted (``$seen`` read, ``$flagged``...; none: unread)
+    tags: list[str]
 
 
 class SemanticHit(TypedDict):

@@ -168,12 +168,14 @@ def test_ingest_twice_stores_nothing_new(cli: Cli) -> None:
     first = cli("ingest", str(SAMPLES))
     assert first.code == 0, first.err
     assert f"{SAMPLE_COUNT} stored, 0 already present, 0 failed" in first.out
-    second = cli("ingest", str(SAMPLES), "--json")
+    second = cli("ingest", str(SAMPLES), "--json")  # the file record: nothing is read again
     assert second.code == 0
     summary = second.json()
-    assert (summary["stored"], summary["present"], summary["failed"]) == (0, SAMPLE_COUNT, 0)
-    third = cli("ingest", str(SAMPLES))
-    assert "nothing new" in third.out
+    assert (summary["stored"], summary["present"], summary["failed"], summary["new"]) == (0, 0, 0, 0)
+    third = cli("ingest", str(SAMPLES), "--rescan", "--json")
+    assert (third.json()["stored"], third.json()["present"]) == (0, SAMPLE_COUNT)
+    fourth = cli("ingest", str(SAMPLES), "--rescan")
+    assert "nothing new" in fourth.out
 
 
 @pytest.mark.server
@@ -818,12 +820,21 @@ def test_interrupted_ingest_stops_the_embedded_server_and_resumes(
     )
     assert again.returncode == 0, again.stderr.decode()
     resumed = json.loads(again.stdout)
-    assert resumed["stored"] + resumed["present"] == total and resumed["failed"] == 0  # nothing lost
-    # what the interrupted run confirmed is there, and nothing it did not send
-    assert confirmed <= resumed["present"] <= confirmed + unconfirmed
-    if not how.startswith("SIGKILL"):  # its summary is what the store holds (said 177, held 272 before)
-        assert resumed["present"] == confirmed
-    assert resumed["present"] > 0
+    assert resumed["failed"] == 0 and resumed["appended"] == 1
+    # the re-run reads on from the last message the file record holds: what the interrupted run
+    # confirmed is not read again, what it did not send is stored now
+    assert resumed["stored"] + resumed["present"] <= total - confirmed
+    if not how.startswith("SIGKILL"):  # every message in hand was finished and recorded
+        assert (resumed["stored"], resumed["present"]) == (total - confirmed, 0)
+    else:
+        assert resumed["present"] <= unconfirmed
+    everything = subprocess.run(
+        [sys.executable, "-m", "aecs_mongo", *argv, "--rescan"], cwd=tmp_path, env=env, capture_output=True, timeout=300
+    )
+    assert (json.loads(everything.stdout)["present"], json.loads(everything.stdout)["stored"]) == (
+        total,
+        0,
+    )  # nothing lost
 
 
 def test_a_second_interrupt_stops_at_once() -> None:

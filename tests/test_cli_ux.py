@@ -297,7 +297,8 @@ def test_ingest_recognises_mail_by_content_and_says_what_it_skipped(cli: Cli, tm
     assert result.code == 0 and report["stored"] == 3 and report["failed"] == 0
     reasons = {Path(s["input"]).name: s["reason"] for s in report["skipped"]}
     assert set(reasons) == {"Inbox.msf", "picture.png"} and all("not mail" in r for r in reasons.values())
-    text = cli("ingest", str(folder)).out
+    assert cli("ingest", str(folder), "--json").json()["skipped"] == []  # recorded: not looked at again
+    text = cli("ingest", str(folder), "--rescan").out
     assert f"skipped: {folder / 'picture.png'}: not mail" in text and "2 other files skipped" in text
 
 

@@ -78,7 +78,12 @@ def test_a_record_from_a_message_document() -> None:
         "subject": "Hi",
         "sender": "b@x",
         "forAI": "hi",
+        "kind": "stored",
+        "tags": [],
+        "folders": [],
     }
+    tagged = feed_rules.feed_item({"messageId": "m", "threadId": "t", "ts": 1, "tags": ["b", "a"]}, "tags")
+    assert tagged.kind == "tags" and tagged.tags == ("a", "b")
     assert feed_rules.feed_item({"messageId": "m", "threadId": "t", "ts": 1, "from": None}).sender is None
 
 
@@ -608,7 +613,7 @@ def test_the_watch_command(rs: tuple[str, Any], watch_cli: Callable[..., subproc
     lines = Lines(proc)
     first = [json.loads(line) for line in lines.take(3)]
     assert [r["messageId"] for r in first] == ["m0@example.com", "m1@example.com", "m2@example.com"]
-    assert set(first[0]) == {"messageId", "threadId", "ts", "subject", "sender", "forAI"}
+    assert set(first[0]) == {"messageId", "threadId", "ts", "subject", "sender", "forAI", "kind", "tags", "folders"}
     store.store(email(3))
     assert json.loads(lines.take(1)[0])["messageId"] == "m3@example.com"
     proc.send_signal(signal.SIGINT)

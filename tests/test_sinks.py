@@ -80,6 +80,54 @@ def test_maildir_is_atomic_and_read_back_in_write_order(tmp_path: Path) -> None:
     assert len(os.listdir(out / "cur")) == len(TRICKY) + 1
 
 
+TAGS = [
+    (),
+    ("$seen",),
+    ("$flagged",),  # unread and flagged: still in cur/, the F kept
+    ("$answered", "$draft", "$flagged", "$forwarded", "$seen", "deleted"),
+    ("$seen", "todo"),  # a user tag has no Maildir letter: not carried
+    ("$junk",),
+    (),
+]
+
+
+def test_maildir_file_names_carry_the_flags_and_read_back_as_tags(tmp_path: Path) -> None:
+    out = tmp_path / "Maildir"
+    with MaildirWriter(out, fsync=False) as writer:
+        names = [Path(writer.write(data, tags=tags)).name for data, tags in zip(TRICKY, TAGS, strict=True)]
+        keyed = Path(writer.write(NO_FINAL_NEWLINE, ts=5, key="k1", tags=["$seen", "$flagged"])).name
+    assert [n.rpartition(":")[2] for n in names] == ["2,", "2,S", "2,F", "2,DFPRST", "2,S", "2,", "2,"]
+    assert keyed == "000000000005.Kk1.aecs:2,FS"
+    assert os.listdir(out / "new") == []  # unread mail too goes to cur/: new/ can carry no flags
+    read = [m for m in read_messages([out]) if isinstance(m, RawMessage)]
+    assert [m.data for m in read] == [NO_FINAL_NEWLINE, *TRICKY]  # name order: the keyed name first
+    expected = [tuple(t for t in tags if t not in ("todo", "$junk")) for tags in TAGS]
+    assert [m.tags for m in read] == [("$flagged", "$seen"), *expected]
+    assert {m.folders for m in read} == {("INBOX",)}
+    with MaildirWriter(out) as again:  # a key already there, whatever its flags: not written again
+        assert again.write(b"Subject: x\n\nchanged\n", key="k1") == ""
+
+
+def test_mbox_status_headers_only_when_asked(tmp_path: Path) -> None:
+    exact, with_status = tmp_path / "exact.mbox", tmp_path / "status.mbox"
+    for path, status in ((exact, False), (with_status, True)):
+        with open_writer("mbox", path, status_headers=status) as writer:
+            for data, tags in zip(TRICKY, TAGS, strict=True):
+                writer.write(data, tags=tags)
+    plain = [m for m in read_messages([exact]) if isinstance(m, RawMessage)]
+    assert [m.data for m in plain] == TRICKY and all(m.tags == () for m in plain)
+    marked = [m for m in read_messages([with_status]) if isinstance(m, RawMessage)]
+    assert [m.tags for m in marked] == [
+        tuple(t for t in tags if t not in ("todo", "$junk", "$forwarded")) for tags in TAGS
+    ]
+    assert [m.data for m in marked] != TRICKY  # said so: not byte-exact
+    # the fields go at the end of the header, in the message's own line breaks; the body as it was
+    assert marked[3].data == TRICKY[3].replace(b"\r\n\r\ncrlf", b"\r\nStatus: RO\r\nX-Status: AFTD\r\n\r\ncrlf")
+    assert marked[0].data == TRICKY[0].replace(b"\n\nplain", b"\nStatus: O\n\nplain")
+    with pytest.raises(ValueError, match="mbox"):
+        open_writer("maildir", tmp_path / "m", status_headers=True)
+
+
 def test_eml_directory_is_exact_and_never_overwrites(tmp_path: Path) -> None:
     out = tmp_path / "eml"
     with open_writer("eml", out) as writer:

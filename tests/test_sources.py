@@ -159,6 +159,57 @@ def test_maildir_with_subfolders(tmp_path: Path) -> None:
     assert all(m.origin.message is None and m.size == len(m.data) for m in messages)
 
 
+def test_maildir_flags_and_folders_become_tags_and_folders(tmp_path: Path) -> None:
+    """The info flags (new/ never $seen; Dovecot's keyword letters by dovecot-keywords), the
+    Maildir++ folder names, and a Maildir found under a directory named by its path there."""
+    maildir = tmp_path / "mail" / "Maildir"
+    for folder in (maildir, maildir / ".Sent", maildir / ".Archive.2024", maildir / ".Entw&APw-rfe"):
+        for sub in ("cur", "new", "tmp"):
+            (folder / sub).mkdir(parents=True)
+    (maildir / "new" / "1.M1P1.host").write_bytes(message(1))
+    (maildir / "new" / "2.M2P1.host:2,FS").write_bytes(message(2))  # new/: flagged, not seen
+    (maildir / "cur" / "3.M3P1.host:2,").write_bytes(message(3))
+    (maildir / "cur" / "4.M4P1.host:2,DFPRSTab").write_bytes(message(4))
+    (maildir / "dovecot-keywords").write_text("0 $Junk\n1 Work\n")
+    (maildir / ".Sent" / "cur" / "5.M5P1.host!2,RS").write_bytes(message(5))
+    (maildir / ".Archive.2024" / "cur" / "6.M6P1.host:2,S").write_bytes(message(6))
+    (maildir / ".Entw&APw-rfe" / "cur" / "7.M7P1.host:2,Da").write_bytes(message(7))  # no keywords file here
+    expected = [
+        ("1", (), "INBOX"),
+        ("2", ("$flagged",), "INBOX"),
+        ("3", (), "INBOX"),
+        ("4", ("$answered", "$draft", "$flagged", "$forwarded", "$junk", "$seen", "deleted", "work"), "INBOX"),
+        ("6", ("$seen",), "Archive/2024"),
+        ("7", ("$draft",), "Entwürfe"),
+        ("5", ("$answered", "$seen"), "Sent"),
+    ]
+
+    def read(path: Path) -> list[tuple[str, tuple[str, ...], str]]:
+        messages, skipped = split(list(read_messages([path])))
+        assert skipped == []
+        assert all(len(m.folders) == 1 for m in messages)
+        return [(Path(m.origin.path).name.split(".")[0], m.tags, m.folders[0]) for m in messages]
+
+    assert read(maildir) == expected
+    # found under a directory: named by its path there, its Maildir++ folders below it
+    assert read(tmp_path) == [(n, tags, "mail/Maildir" + ("" if f == "INBOX" else "/" + f)) for n, tags, f in expected]
+    # other files carry neither
+    (tmp_path / "one.eml").write_bytes(message(8))
+    assert [(m.tags, m.folders) for m in read_messages([tmp_path / "one.eml"])] == [((), ())]
+
+
+def test_mbox_status_fields_become_tags_and_the_bytes_stay(tmp_path: Path) -> None:
+    seen = message(1).replace(b"Subject:", b"Status: RO\nX-Status: AF\nSubject:")
+    old = message(2).replace(b"Subject:", b"Status: O\nSubject:")
+    body_only = message(3, b"Status: R\n")  # in the body: not a field
+    path = tmp_path / "box.mbox"
+    path.write_bytes(mboxrd([seen, old, body_only]))
+    messages, _ = split(list(read_messages([path])))
+    assert [m.data for m in messages] == [seen, old, body_only]
+    assert [m.tags for m in messages] == [("$answered", "$flagged", "$seen"), (), ()]
+    assert all(m.folders == () for m in messages)
+
+
 def test_directory_skips_what_is_not_mail_with_a_reason(tmp_path: Path) -> None:
     folder = tmp_path / "box"
     (folder / "sub").mkdir(parents=True)
@@ -270,9 +321,11 @@ def test_store_iter_over_a_source_prints_the_cli_report(
     finally:
         servers.client(backend).drop_database(other)
     timeless = re.compile(r" in \d+\.\d s:")
-    assert [timeless.sub(" in T s:", line) for line in run.out.splitlines()] == [
+    *lines, files = run.out.splitlines()  # the command adds what happened to the files (mail/follow.py)
+    assert [timeless.sub(" in T s:", line) for line in lines] == [
         timeless.sub(" in T s:", line) for line in report.lines()
     ]
+    assert files == "3 files: 3 new, 0 flag changes, 0 gone (kept)"  # loop.eml is no file
     assert report.lines()[:2] == [
         f"failed: {folder / 'b.mbox'} (message 3 at byte {len(mboxrd([message(1), message(2)]))}): "
         "not an email message: no header field before the first empty line",

@@ -13,8 +13,11 @@ It is kept up in three ways, so that neither a crash nor another writer leaves i
   every write of an indexing store first reads what happened since: inserts, replaces, updates
   and deletes of the mailbox's messages (``drain``). So a process killed between the commit and
   the index write, mail stored or deleted by another process through the library (indexed or
-  not), all reach the index before it answers. The messages this store just indexed come back
-  in the stream too and are recognised as present (no second read of their bodies).
+  not), all reach the index before it answers. A tag change (an update of only ``tags`` or
+  ``folders``) re-reads just those two fields of the message (``set_labels``), not its text;
+  ``store.tag`` also applies its changes here directly (``after_labels``), as a write does.
+  The messages this store just indexed come back in the stream too and are recognised as
+  present (no second read of their bodies).
 - **reconciled** where there is no change stream (a standalone server, mongomock) or no usable
   position (a new index, a rebuild, a position that fell out of the oplog, a dropped
   collection): the mailbox's message keys are read and compared with the index's, and what is
@@ -37,18 +40,19 @@ from typing import Any
 import bson
 from pymongo.errors import OperationFailure
 
-from ..pure import blobs
 from ..pure.documents import MessageDocuments
 from ..pure.keys import doc_id
-from ..pure.queries import split_in
 from ..pure.search_compile import index_stream_pipeline, search_columns, stream_key
+from ..pure.tags import row_tags
 from ..search_index import MailboxIndex, Record
+from ..search_index.fts import label_rows
 from . import capabilities
 from .context import AsyncStoreContext, log, resolve
 
 __all__ = [
     "after_delete",
     "after_erase",
+    "after_labels",
     "after_reparse",
     "after_write",
     "current",
@@ -70,7 +74,10 @@ _MESSAGE_FIELDS = {
     "attachments": 1,
     "blobs": 1,
     "blobPrefix": 1,
+    "tags": 1,
+    "folders": 1,
 }
+_LABEL_FIELDS = ("tags", "folders")
 _BODY_FIELDS = {"raw": 0, "forAI": 0, "mailboxId": 0}
 
 
@@ -104,7 +111,11 @@ def record_of(docs: MessageDocuments) -> Record:
         elif blob.key.endswith("/body.json") and body.get("spill"):
             body.update(json.loads(blob.data.decode("utf-8")))
     columns = search_columns(docs.message, body, html, html_text)
-    return Record(docs.message_key, int(docs.message["ts"]), docs.thread_key, columns)
+    return Record(docs.message_key, int(docs.message["ts"]), docs.thread_key, columns, _labels(docs.message))
+
+
+def _labels(message: Mapping[str, Any]) -> tuple[str, ...]:
+    return label_rows(row_tags(message), row_tags(message, "folders"))
 
 
 async def load_records(ctx: AsyncStoreContext, keys: Sequence[str]) -> tuple[list[Record], list[str]]:
@@ -131,27 +142,15 @@ async def load_records(ctx: AsyncStoreContext, keys: Sequence[str]) -> tuple[lis
             raw_html = data.get(message["blobPrefix"] + "body.html")
             html = None if raw_html is None else raw_html.decode("utf-8", "replace")
             columns = search_columns(message, body, html, html_text)
-            records.append(Record(key, int(message["ts"]), str(message["threadKey"]), columns))
+            records.append(Record(key, int(message["ts"]), str(message["threadKey"]), columns, _labels(message)))
     return records, gone
 
 
 async def read_blobs(ctx: AsyncStoreContext, keys: Sequence[str]) -> dict[str, bytes]:
-    """Several blobs in one ``files`` and one ``chunks`` read per hundred."""
-    out: dict[str, bytes] = {}
-    for selector in split_in({"_id": {"$in": list(keys)}}):
-        files = {f["_id"]: f async for f in ctx.files.find(selector, {"length": 1, "chunkSize": 1})}
-        if not files:
-            continue
-        chunks: dict[str, list[Mapping[str, Any]]] = {k: [] for k in files}
-        found = ctx.chunks.find({"files_id": {"$in": list(files)}}, {"files_id": 1, "n": 1, "data": 1})
-        async for chunk in found:
-            chunks[chunk["files_id"]].append(chunk)
-        for key, file_doc in files.items():
-            try:
-                out[key] = blobs.assemble(file_doc, sorted(chunks[key], key=lambda c: c["n"]))
-            except ValueError:  # an upload interrupted mid-way: no text from it
-                log.debug("blob %s is incomplete: not indexed", key)
-    return out
+    """Several blobs at once (GridFS: one ``files`` and one ``chunks`` read per hundred); an
+    upload interrupted mid-way gives no text."""
+    store = await ctx.blob_store()
+    return await store.get_many(keys)
 
 
 # --- following the store ------------------------------------------------------------------------
@@ -173,8 +172,11 @@ async def current(ctx: AsyncStoreContext) -> MailboxIndex:
     return index
 
 
-async def after_write(ctx: AsyncStoreContext, created: Sequence[MessageDocuments]) -> None:
-    """After a batch's commit: index the messages it created, then catch up with the stream."""
+async def after_write(
+    ctx: AsyncStoreContext, created: Sequence[MessageDocuments], relabelled: Sequence[str] = ()
+) -> None:
+    """After a batch's commit: index the messages it created (and the new folders of those it
+    found stored: ``relabelled`` keys), then catch up with the stream."""
     index = mailbox_index(ctx)
     if index is None:
         return
@@ -183,8 +185,35 @@ async def after_write(ctx: AsyncStoreContext, created: Sequence[MessageDocuments
         await current(ctx)  # never built (or a rebuild was interrupted): build it, these included
         return
     index.upsert([record_of(d) for d in created])
+    if relabelled:
+        await _relabel(ctx, index, relabelled)
     if state.mode == "stream":
         await _drain(ctx, index, state.token)
+
+
+async def after_labels(ctx: AsyncStoreContext, keys: Sequence[str]) -> None:
+    """After a tag (or folder) change of these messages: their labels are read again (the
+    messages' ``tags`` and ``folders`` only), then a catch-up. An index never built is left to
+    its first use, which builds it with every label."""
+    index = mailbox_index(ctx)
+    if index is None:
+        return
+    state = index.state()
+    if state is None or state.mode == "reconcile":
+        return
+    await _relabel(ctx, index, keys)
+    if state.mode == "stream":
+        await _drain(ctx, index, state.token)
+
+
+async def _relabel(ctx: AsyncStoreContext, index: MailboxIndex, keys: Sequence[str]) -> None:
+    for start in range(0, len(keys), 1000):
+        ids = [doc_id(ctx.mailbox_id, k) for k in keys[start : start + 1000]]
+        found = {
+            str(m["messageKey"]): _labels(m)
+            async for m in ctx.messages.find(ctx.by_ids(ids), {"messageKey": 1, "tags": 1, "folders": 1})
+        }
+        index.set_labels(found)
 
 
 async def after_delete(ctx: AsyncStoreContext, keys: Sequence[str]) -> None:
@@ -297,7 +326,7 @@ async def _drain(ctx: AsyncStoreContext, index: MailboxIndex, token: bytes | Non
                 break
             key = stream_key(ctx.mailbox_id, (event.get("documentKey") or {}).get("_id"))
             if key is not None:
-                pending[key] = str(operation)
+                pending[key] = _merged(pending.get(key), str(operation), event)
             if len(pending) >= _APPLY_EVERY:
                 await _apply(ctx, index, pending)
                 pending = {}
@@ -313,6 +342,20 @@ async def _drain(ctx: AsyncStoreContext, index: MailboxIndex, token: bytes | Non
     index.set_state("stream", bson.encode(dict(position)))
 
 
+def _merged(before: str | None, operation: str, event: Mapping[str, Any]) -> str:
+    """A message's pending operation after one more event: an update of only its tags or
+    folders is ``labels`` (re-read those), unless a heavier operation is pending for it."""
+    if operation == "update":
+        change = event.get("updateDescription") or {}
+        fields = [*(change.get("updatedFields") or {}), *(change.get("removedFields") or ())]
+        fields += [str(t.get("field")) for t in change.get("truncatedArrays") or () if isinstance(t, Mapping)]
+        if fields and all(f.split(".", 1)[0] in _LABEL_FIELDS for f in fields):
+            if before is None or before == "labels":
+                return "labels"
+            return "update" if before == "insert" else before
+    return operation
+
+
 async def _apply(ctx: AsyncStoreContext, index: MailboxIndex, last: Mapping[str, str]) -> None:
     """Apply each message's last event: a delete removes it; an insert indexes it unless it
     is indexed (this store wrote it); a replace or update reads it again."""
@@ -322,6 +365,9 @@ async def _apply(ctx: AsyncStoreContext, index: MailboxIndex, last: Mapping[str,
     inserted = [k for k, op in last.items() if op == "insert"]
     known = index.present(inserted)
     todo = [k for k, op in last.items() if op in ("replace", "update")] + [k for k in inserted if k not in known]
+    relabel = [k for k, op in last.items() if op == "labels"]
+    if relabel:
+        await _relabel(ctx, index, relabel)
     if todo:
         records, gone = await load_records(ctx, todo)
         index.upsert(records)

@@ -50,6 +50,7 @@ _NOT_A_REPLICA_SET = 40573  # "The $changeStream stage is only supported on repl
 #: error older servers give for a token that fell off the oplog.
 _HISTORY_LOST = (286, 280)
 _HISTORY_WORDS = ("history", "oplog", "resume")
+_PASSED = object()  # an update event the feed does not hand out
 _NEEDS = "a replica set or a sharded cluster (MongoDB change streams; a single-node replica set will do)"
 
 
@@ -73,7 +74,9 @@ class AsyncFeed:
     ``auto_ack``) the last item, leaving it by an exception does not (without ``with``, only
     asking for the next item does). The records are in commit order; the backfill is in date
     order (``ts``, then message key). Needs change streams: ``ServerFeatureError`` on first use
-    where there are none (a standalone server, mongomock).
+    where there are none (a standalone server, mongomock). ``tags=True``: tag and folder changes
+    come too, as records of kind ``"tags"`` with the message's tags as they are when read (a
+    change to a message deleted since is passed over).
     """
 
     def __init__(
@@ -84,8 +87,10 @@ class AsyncFeed:
         since: str = "now",
         auto_ack: bool = True,
         max_await_ms: int = 1000,
+        tags: bool = False,
     ) -> None:
         self.store = store
+        self.tags = bool(tags)
         self.consumer = feed.check_consumer(consumer)
         self.since = feed.check_since(since)
         self.auto_ack = bool(auto_ack)
@@ -164,6 +169,13 @@ class AsyncFeed:
 
     async def _advance(self) -> FeedItem | None:
         """The next record, or None when the stream had nothing new within ``max_await_ms``."""
+        while True:
+            item = await self._advance_once()
+            if item is not _PASSED:
+                return item if isinstance(item, FeedItem) else None
+
+    async def _advance_once(self) -> FeedItem | object | None:
+        """``_advance``'s one step: ``_PASSED`` for an update it passed over."""
         if self._position is None:
             await self._start()
         position = self._position
@@ -200,6 +212,10 @@ class AsyncFeed:
                 self._position = self._handed_out = feed.stream_position(token)
             return None
         self._position = self._handed_out = feed.stream_position(event["_id"])
+        if event.get("operationType") == "update":
+            if not feed.is_label_change(event) or not event.get("fullDocument"):
+                return _PASSED  # another update, or a message deleted since
+            return feed.feed_item(event["fullDocument"], "tags")
         return feed.feed_item(event["fullDocument"])
 
     async def _start(self) -> None:
@@ -260,9 +276,10 @@ class AsyncFeed:
         try:
             stream = await _resolve(
                 self._messages.watch(
-                    feed.stream_pipeline(self.store.mailbox_id),
+                    feed.stream_pipeline(self.store.mailbox_id, self.tags),
                     resume_after=resume_after,
                     max_await_time_ms=self.max_await_ms,
+                    full_document="updateLookup" if self.tags else None,
                 )
             )
             return await stream.__aenter__()  # Motor opens the cursor here

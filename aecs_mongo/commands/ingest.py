@@ -1,10 +1,15 @@
 """``ingest``: store ``.eml`` files, directories, Maildir folders and mbox files.
 
-The inputs are read by :mod:`aecs_mongo.mail.sources` (streamed; its docstring has the
-decisions), and the report is that module's ``IngestReport``: a failure is an input that is not
-stored (what ``sources`` skips, a message the store refuses), listed with its input and reason;
-a message already in the mailbox counts as "already present". Exit code 0 when every message was
-stored or already present, 1 when anything failed, 130 when interrupted.
+Files are followed by :mod:`aecs_mongo.mail.follow` (its docstring has how): a re-run reads only
+what is new or changed since the last run into the mailbox, turns Maildir renames into flag and
+folder changes, and counts files that are gone (their messages are kept, unless
+``--remove-missing``); ``--rescan`` reads everything again. Standard input (``-``) is read by
+:mod:`aecs_mongo.mail.sources` and has no record. The report is the ``IngestReport`` of
+``sources``: a failure is an input that is not stored (what ``sources`` skips, a message the
+store refuses), listed with its input and reason; a message already in the mailbox counts as
+"already present"; ``FileSyncReport`` adds the files line ("10,000 files: 12 new, 3 flag
+changes, 2 gone (kept)"). Exit code 0 when every message was stored or already present, 1 when
+anything failed, 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from ..mail.sources import IngestReport, InputFile, RawMessage, Skipped, find_inputs, read_inputs
+from ..mail.follow import FileSyncReport, sync_files
+from ..mail.sources import STDIN, IngestReport, InputFile, RawMessage, Skipped, find_inputs, read_inputs
 from .base import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -60,6 +66,8 @@ def _with_progress(
 
 
 def ingest(ctx: Context) -> Output:
+    if STDIN not in ctx.args.paths:
+        return _follow(ctx)
     args = ctx.args
     started = time.monotonic()
     report = IngestReport()
@@ -98,6 +106,47 @@ def ingest(ctx: Context) -> Output:
     if aborted_by is not None:  # the one line on stderr, also with --json (a full disk named as such)
         notes = (f"error: {database_error_text(aborted_by, getattr(args, 'embedded_dir', None))}",)
     return Output(report.as_dict(), report.lines(), code, notes=notes)
+
+
+def _follow(ctx: Context) -> Output:
+    """Files only: through ``sync_files``, with their record. No count of the mailbox before
+    and after (on the embedded server a count reads the collection): after an interrupt, the
+    messages handed out unconfirmed are said so, and the next run reads them again."""
+    args = ctx.args
+    result = FileSyncReport()
+    report = result.messages
+    aborted_by: Exception | None = None
+    progress = Progress(None, 0, enabled=on_terminal(args.no_progress))
+    try:
+        with finish_in_hand_on_interrupt() as stop:
+
+            def items_filter(items: Iterator[RawMessage | Skipped]) -> Iterator[RawMessage | Skipped]:
+                return until(_with_progress(items, report, progress), stop)
+
+            sync_files(
+                ctx.store,
+                args.paths,
+                remove_missing=args.remove_missing,
+                rescan=args.rescan,
+                batch_size=args.batch_size,
+                items_filter=items_filter,
+                report=result,
+            )
+        report.interrupted = stop.requested
+    except KeyboardInterrupt:
+        report.interrupted = True
+    except Exception as exc:  # a database error: report what was done, then fail
+        report.aborted = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        aborted_by = exc
+    finally:
+        progress.update(report, force=True)
+        progress.close()
+    failed = report.failures or report.aborted
+    code = EXIT_INTERRUPTED if report.interrupted else EXIT_FAILED if failed else EXIT_OK
+    notes: tuple[str, ...] = ()
+    if aborted_by is not None:
+        notes = (f"error: {database_error_text(aborted_by, getattr(args, 'embedded_dir', None))}",)
+    return Output(result.as_dict(), result.lines(), code, notes=notes)
 
 
 def _mailbox_count(ctx: Context) -> int | None:

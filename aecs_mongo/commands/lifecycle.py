@@ -70,6 +70,8 @@ def export(ctx: Context) -> Output:
     missing: list[str] = []
     messages: set[str] = set()
     out = Path(args.out)
+    if args.status_headers and args.format != "mbox":
+        raise CliError("--status-headers is for --format mbox (a Maildir export names its files with the flags)")
     why = None if args.add else _not_empty(out)
     if why is not None:
         raise CliError(
@@ -77,7 +79,7 @@ def export(ctx: Context) -> Output:
             + (" (copies already in a Maildir are not written twice)" if args.format == "maildir" else "")
         )
     try:
-        writer = open_writer(args.format, out, add=args.add)
+        writer = open_writer(args.format, out, add=args.add, status_headers=args.status_headers)
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             raise CliError(disk_full_message(out)) from None
@@ -92,7 +94,7 @@ def export(ctx: Context) -> Output:
             for copy in copies:
                 # the message key and the copy number, padded: names sort in the export's order
                 key = f"{hashlib.sha256(copy.message_id.encode()).hexdigest()[:40]}-{copy.copy:04d}"
-                writer.write(copy.data, ts=copy.ts, sender=copy.sender, key=key)
+                writer.write(copy.data, ts=copy.ts, sender=copy.sender, key=key, tags=copy.tags)
                 messages.add(copy.message_id)
                 if line.due():
                     line.show(f"export {writer.count} copies, {writer.bytes_written / 1e6:.1f} MB")
@@ -110,6 +112,7 @@ def export(ctx: Context) -> Output:
     seconds = time.monotonic() - started
     summary = {
         "format": args.format,
+        "statusHeaders": args.status_headers,
         "out": str(out),
         "messages": len(messages),
         "copies": writer.count,

@@ -11,6 +11,7 @@ import datetime as dt
 
 __all__ = [
     "MAX_LIMIT",
+    "blobs",
     "count",
     "duration",
     "erase",
@@ -129,6 +130,17 @@ def ingest(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")
     p.add_argument(
+        "--remove-missing",
+        action="store_true",
+        help="remove from the mailbox the messages whose files are gone, when no copy of them is left in any"
+        " source (default: keep them; the run counts them)",
+    )
+    p.add_argument(
+        "--rescan",
+        action="store_true",
+        help="read every file again, not only what is new or changed since the last run (the record is rewritten)",
+    )
+    p.add_argument(
         "--fast",
         action="store_true",
         help="do not wait for the server's journal after each batch (durable=False): faster, but a crash of"
@@ -224,6 +236,12 @@ def export(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--format", choices=FORMATS, required=True, help="mbox (mboxrd), maildir, or eml (one file each)")
     p.add_argument("--variants", action="store_true", help="also every other copy kept under a stored Message-ID")
+    p.add_argument(
+        "--status-headers",
+        action="store_true",
+        help="mbox: write each message's tags as Status:/X-Status: fields (read, answered, flagged, draft, deleted);"
+        " the messages are then NOT byte-exact copies of the stored ones (without it they are)",
+    )
     p.add_argument(
         "--add",
         action="store_true",
@@ -322,6 +340,23 @@ def watch(p: argparse.ArgumentParser) -> None:
         "--consumer",
         default="cli",
         help="the reader's name, whose position is kept between runs (default: cli; one per reader)",
+    )
+
+
+def blobs(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "show: where the database's blobs (raw mail, HTML, attachment bytes) are, and a migration under way."
+        " migrate --to URL: copy every blob to another store, each copy read back and checked by its SHA-256,"
+        " switch the database to it once all are there, then remove them from the old one. Resumable: run it"
+        " again with the same --to after an interruption. Stop other writers (ingest, pop3, imap, watch"
+        " consumers that store) first: a store opened before the switch keeps writing to the old location."
+    )
+    p.add_argument("action", choices=("show", "migrate"), help="show the location, or migrate (needs --to)")
+    p.add_argument(
+        "--to",
+        metavar="URL",
+        help="the new location: gridfs, gridfs://BUCKET, file:///DIR (for the embedded server, e.g."
+        " file://$DATA_DIR/blobs), s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX",
     )
 
 

@@ -16,12 +16,21 @@ mailbox) and names what it writes so that a directory listing in name order is t
   reader removes exactly one), it is ended with a line break when it has none, and an empty line
   separates it from the next. The one thing mboxrd cannot carry: a message whose last byte is
   not a line break comes back with a ``\\n`` added. The file is created new, or with
-  ``append=True`` added to.
+  ``append=True`` added to. With ``status_headers=True`` each message's tags are written into
+  it as ``Status:`` / ``X-Status:`` fields (``pure/flags.py``: ``RO`` read, ``O`` unread;
+  ``A`` answered, ``F`` flagged, ``T`` draft, ``D`` deleted), replacing any there: mutt and
+  most mbox readers show them, and ``ingest`` reads them back as tags. The bytes are then
+  not the stored ones; without it (the default) they are, byte for byte.
 - ``maildir``: ``tmp/``, ``new/``, ``cur/``; each message is written to ``tmp/`` and renamed into
   ``cur/`` (atomic: a reader never sees half a message) under a unique name
-  ``<time>.M<sequence>P<pid>R<random>.<host>:2,`` (no flags: unread), or, given a ``key`` (the
-  export gives the message key and copy number), ``<ts, 12 digits>.K<key>.aecs:2,``: a copy whose key is
-  there already is not written again, so exporting twice into one Maildir does not double it.
+  ``<time>.M<sequence>P<pid>R<random>.<host>:2,<flags>``, or, given a ``key`` (the export
+  gives the message key and copy number), ``<ts, 12 digits>.K<key>.aecs:2,<flags>``: a copy
+  whose key is there already is not written again, so exporting twice into one Maildir does not
+  double it. ``<flags>`` are the message's tags as Maildir flags in ASCII order
+  (``pure/flags.py``: ``D`` draft, ``F`` flagged, ``P`` forwarded, ``R`` answered, ``S`` seen,
+  ``T`` the tag ``deleted``). Every message goes to ``cur/``, unread mail too (no ``S``): a
+  file in ``new/`` can carry no flags (unread and flagged would lose the flag), and mail
+  readers show a ``cur/`` file without ``S`` as unread, as ``ingest`` reads it back.
   The file's modification time is ``ts`` (Maildir readers, and ``ingest``, take it as the
   delivery time). An existing Maildir is added to.
 - ``eml``: one ``<sequence>.eml`` file per message, exactly the bytes, created exclusively (an
@@ -36,9 +45,12 @@ import re
 import secrets
 import socket
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
+
+from ..pure.flags import maildir_flags, with_status_headers
 
 __all__ = ["FORMATS", "EmlDirWriter", "MailWriter", "MaildirWriter", "MboxWriter", "open_writer"]
 
@@ -65,16 +77,25 @@ class MailWriter:
         self.bytes_written = 0
         self.already_there = 0  # copies not written because the target has them (Maildir keys)
 
-    def write(self, data: bytes, *, ts: int | None = None, sender: str | None = None, key: str | None = None) -> str:
+    def write(
+        self,
+        data: bytes,
+        *,
+        ts: int | None = None,
+        sender: str | None = None,
+        key: str | None = None,
+        tags: Iterable[str] = (),
+    ) -> str:
         """Write one message; returns where (a path, or ``path#n`` in an mbox). ``ts`` (epoch
         seconds) is the mbox ``From`` line's date and a file's modification time; ``sender``
         goes into the ``From`` line; ``key`` (hex) names a Maildir file, so that a copy already
-        there is not written again (``already_there`` counts them)."""
+        there is not written again (``already_there`` counts them); ``tags`` (the message's):
+        a Maildir file's flags, an mbox's ``Status:`` fields where asked for."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data must be bytes, not {type(data).__name__}")
         if key is not None and not re.fullmatch(r"[0-9a-zA-Z_-]{1,80}", key):
             raise ValueError("key must be 1-80 letters, digits, _ or -")
-        where = self._write(bytes(data), ts, sender, key)
+        where = self._write(bytes(data), ts, sender, key, tuple(tags))
         if where is None:
             self.already_there += 1
             return ""
@@ -83,7 +104,7 @@ class MailWriter:
         return where
 
     def _write(
-        self, data: bytes, ts: int | None, sender: str | None, key: str | None
+        self, data: bytes, ts: int | None, sender: str | None, key: str | None, tags: tuple[str, ...]
     ) -> str | None:  # pragma: no cover
         raise NotImplementedError
 
@@ -123,11 +144,13 @@ def _set_mtime(path: Path, ts: int | None) -> None:
 
 class MboxWriter(MailWriter):
     """Write an mboxrd file (see the module docstring); ``path`` must not exist yet, unless
-    ``append`` (then it is added to)."""
+    ``append`` (then it is added to); ``status_headers``: write each message's tags into it as
+    ``Status:`` / ``X-Status:`` (the bytes are then not the stored ones)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, append: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, append: bool = False, status_headers: bool = False) -> None:
         super().__init__()
         self.path = Path(path)
+        self.status_headers = status_headers
         # a large buffer: a message's three writes (From_ line, bytes, separator) and the small
         # messages after it leave in one system call per MiB, not one or more per message
         mode = "ab" if append else "xb"
@@ -145,7 +168,9 @@ class MboxWriter(MailWriter):
         elif not tail.endswith(b"\n\n"):
             self._file.write(b"\n")
 
-    def _write(self, data: bytes, ts: int | None, sender: str | None, key: str | None) -> str:
+    def _write(self, data: bytes, ts: int | None, sender: str | None, key: str | None, tags: tuple[str, ...]) -> str:
+        if self.status_headers:
+            data = with_status_headers(data, tags)
         self._file.write(from_line(ts, sender))
         self._file.write(mboxrd_quote(data))
         if not data.endswith(b"\n"):
@@ -192,7 +217,9 @@ class MaildirWriter(MailWriter):
                         self._keys.add(match.group(1))
         return self._keys
 
-    def _write(self, data: bytes, ts: int | None, sender: str | None, key: str | None) -> str | None:
+    def _write(
+        self, data: bytes, ts: int | None, sender: str | None, key: str | None, tags: tuple[str, ...]
+    ) -> str | None:
         if key is not None:
             if key in self._keys_present():
                 return None
@@ -207,7 +234,7 @@ class MaildirWriter(MailWriter):
                 f.flush()
                 os.fsync(f.fileno())
         _set_mtime(temporary, ts)
-        final = self.path / "cur" / f"{name}:2,"
+        final = self.path / "cur" / f"{name}:2,{maildir_flags(tags)}"
         os.rename(temporary, final)
         if key is not None:
             self._keys_present().add(key)
@@ -227,7 +254,7 @@ class EmlDirWriter(MailWriter):
             numbers = [int(m.group(1)) for m in map(_EML_NAME.fullmatch, os.listdir(self.path)) if m]
             self._first = max(numbers, default=0) + 1
 
-    def _write(self, data: bytes, ts: int | None, sender: str | None, key: str | None) -> str:
+    def _write(self, data: bytes, ts: int | None, sender: str | None, key: str | None, tags: tuple[str, ...]) -> str:
         target = self.path / f"{self._first + self.count:08d}.eml"
         with open(target, "xb") as f:
             f.write(data)
@@ -236,12 +263,19 @@ class EmlDirWriter(MailWriter):
 
 
 def open_writer(
-    fmt: Literal["mbox", "maildir", "eml"] | str, path: str | os.PathLike[str], *, add: bool = False
+    fmt: Literal["mbox", "maildir", "eml"] | str,
+    path: str | os.PathLike[str],
+    *,
+    add: bool = False,
+    status_headers: bool = False,
 ) -> MailWriter:
     """The writer for ``fmt`` (one of :data:`FORMATS`) at ``path``; ``add``: add to an existing
-    mbox or ``.eml`` directory (a Maildir is always added to)."""
+    mbox or ``.eml`` directory (a Maildir is always added to); ``status_headers``: the mbox's
+    ``Status:`` fields (mbox only)."""
+    if status_headers and fmt != "mbox":
+        raise ValueError("status_headers is for the mbox format only (a Maildir carries flags in its file names)")
     if fmt == "mbox":
-        return MboxWriter(path, append=add)
+        return MboxWriter(path, append=add, status_headers=status_headers)
     if fmt == "maildir":
         return MaildirWriter(path)
     if fmt == "eml":

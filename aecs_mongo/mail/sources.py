@@ -38,6 +38,15 @@ Decisions, where the issue left them open:
 - ``received_at``: the date the source itself gives a message (the mbox ``From `` line's date,
   a file's modification time: a Maildir's delivery time), handed to the store with the bytes so
   that mail without a usable ``Date:`` sorts by it (``store_iter`` takes ``RawMessage`` items).
+- ``tags`` and ``folders`` (``RawMessage`` attributes the store sets on a new message; the
+  mappings are ``pure/flags.py``'s): a Maildir file's tags are its info flags (``:2,FRS``; a
+  file in ``new/`` is never ``$seen``; Dovecot's keyword letters through the folder's
+  ``dovecot-keywords``), its folder that of its Maildir: the Maildir named (or standard input's
+  none) is ``INBOX``, its Maildir++ folders ``.a.b`` are ``a/b``, and a Maildir found while
+  walking a directory is named by its path below that directory (``work``, ``lists/python``:
+  notmuch's ``folder:``), its Maildir++ folders below that (``work/Sent``). An mbox message's
+  tags are read from its ``Status:`` and ``X-Status:`` fields; its bytes are stored as they
+  are, those fields included. Other files carry no tags and no folder.
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from ..pure.flags import INBOX, dovecot_keywords, maildir_folder, maildir_tags, mbox_header_tags
 from ..results import StoreResult
 
 __all__ = [
@@ -102,6 +112,8 @@ class RawMessage:
     origin: Origin
     size: int  # bytes of the input this message spans (for progress)
     received_at: _dt.datetime | None = None
+    tags: tuple[str, ...] = ()  # a new message's tags (Maildir flags, mbox Status)
+    folders: tuple[str, ...] = ()  # the folder it was found in (Maildir)
 
 
 @dataclass(frozen=True)
@@ -136,6 +148,9 @@ class InputFile:
     kind: Literal["eml", "mbox", "stdin"]
     path: Path
     size: int
+    folder: str | None = None  # a Maildir file: its folder (INBOX, Sent, a/b)
+    new: bool = False  # a Maildir file in new/ (not seen)
+    keywords: dict[str, str] | None = field(default=None, compare=False, hash=False)  # Dovecot's letters
 
 
 def _is_maildir(path: Path) -> bool:
@@ -183,7 +198,16 @@ def _listing(folder: Path) -> list[os.DirEntry[str]] | Skipped:
         return Skipped(Origin(str(exc.filename or folder)), f"cannot read directory: {exc.strerror or exc}")
 
 
-def _maildir(folder: Path) -> Iterator[InputFile | Skipped]:
+def _keywords(folder: Path) -> dict[str, str] | None:
+    """Dovecot's keyword letters of a Maildir folder (its ``dovecot-keywords``), None without."""
+    try:
+        return dovecot_keywords((folder / "dovecot-keywords").read_text("utf-8", "replace"))
+    except OSError:
+        return None
+
+
+def _maildir(folder: Path, name: str = INBOX) -> Iterator[InputFile | Skipped]:
+    keywords = _keywords(folder)
     for sub in ("new", "cur"):
         listing = _listing(folder / sub)
         if isinstance(listing, Skipped):
@@ -192,7 +216,7 @@ def _maildir(folder: Path) -> Iterator[InputFile | Skipped]:
         for entry in listing:
             if not entry.name.startswith("."):
                 path = Path(entry.path)
-                yield InputFile("eml", path, _file_size(path))
+                yield InputFile("eml", path, _file_size(path), name, sub == "new", keywords)
     # Maildir++ folders (.Sent, .Archive, ...) live inside the top-level Maildir
     listing = _listing(folder)
     if isinstance(listing, Skipped):
@@ -200,12 +224,14 @@ def _maildir(folder: Path) -> Iterator[InputFile | Skipped]:
         return
     for entry in listing:
         if entry.name.startswith(".") and entry.is_dir() and _is_maildir(Path(entry.path)):
-            yield from _maildir(Path(entry.path))
+            yield from _maildir(Path(entry.path), maildir_folder(entry.name, name))
 
 
-def _directory(folder: Path) -> Iterator[InputFile | Skipped]:
+def _directory(folder: Path, relative: str | None = None) -> Iterator[InputFile | Skipped]:
+    """The inputs under ``folder``; ``relative``: its path below the directory named (None: it
+    is the one named), which names a Maildir found there."""
     if _is_maildir(folder):
-        yield from _maildir(folder)
+        yield from _maildir(folder, relative or INBOX)
         return
     listing = _listing(folder)
     if isinstance(listing, Skipped):
@@ -217,7 +243,7 @@ def _directory(folder: Path) -> Iterator[InputFile | Skipped]:
         path = Path(entry.path)
         suffix = path.suffix.lower()
         if entry.is_dir(follow_symlinks=False):
-            yield from _directory(path)
+            yield from _directory(path, f"{relative}/{entry.name}" if relative else entry.name)
         elif suffix in (".eml", ".mbox"):
             yield InputFile("eml" if suffix == ".eml" else "mbox", path, _file_size(path))
         else:
@@ -340,9 +366,18 @@ def _mbox_entries(f: Iterable[bytes]) -> Iterator[MboxEntry]:
         yield finish(at_end=True)
 
 
-def _checked(data: bytes, origin: Origin, size: int, received_at: _dt.datetime | None = None) -> RawMessage | Skipped:
+def _checked(
+    data: bytes,
+    origin: Origin,
+    size: int,
+    received_at: _dt.datetime | None = None,
+    tags: tuple[str, ...] = (),
+    folders: tuple[str, ...] = (),
+) -> RawMessage | Skipped:
     problem = not_mail(data)
-    return RawMessage(data, origin, size, received_at) if problem is None else Skipped(origin, problem, size)
+    if problem is not None:
+        return Skipped(origin, problem, size)
+    return RawMessage(data, origin, size, received_at, tags, folders)
 
 
 def _mbox_items(entries: Iterable[MboxEntry], path: str) -> Iterator[RawMessage | Skipped]:
@@ -358,7 +393,7 @@ def _mbox_items(entries: Iterable[MboxEntry], path: str) -> Iterator[RawMessage 
                 entry.size,
             )
         else:
-            yield _checked(entry.data, origin, entry.size, entry.received_at)
+            yield _checked(entry.data, origin, entry.size, entry.received_at, mbox_header_tags(entry.data))
 
 
 def _read_mbox(source: InputFile) -> Iterator[RawMessage | Skipped]:
@@ -419,7 +454,11 @@ def read_inputs(inputs: Iterable[InputFile | Skipped]) -> Iterator[RawMessage | 
             except OSError as exc:
                 yield Skipped(Origin(str(source.path)), f"cannot read: {exc.strerror or exc}", source.size)
                 continue
-            yield _checked(data, Origin(str(source.path)), len(data), _mtime(source.path))
+            if source.folder is None:
+                yield _checked(data, Origin(str(source.path)), len(data), _mtime(source.path))
+                continue
+            tags = maildir_tags(source.path.name, new=source.new, keywords=source.keywords)
+            yield _checked(data, Origin(str(source.path)), len(data), _mtime(source.path), tags, (source.folder,))
 
 
 def read_messages(paths: Iterable[str | os.PathLike[str]]) -> Iterator[RawMessage | Skipped]:

@@ -54,6 +54,7 @@ from .keys import (
     subject_key,
     thread_key,
 )
+from .tags import row_tags
 
 __all__ = [
     "BODY_SPILL_BYTES",
@@ -765,6 +766,7 @@ def message_summary(message: Mapping[str, Any]) -> dict[str, Any]:
         "ts": int(message["ts"]),
         "inReplyTo": message.get("inReplyTo"),
         "attachmentCount": len(message.get("attachments") or ()),
+        "tags": row_tags(message),
     }
 
 
@@ -779,6 +781,7 @@ def context_entry(message: Mapping[str, Any], position: int) -> dict[str, Any]:
         "ts": int(message["ts"]),
         "forAI": message.get("forAI"),
         "position": position,
+        "tags": row_tags(message),
     }
 
 

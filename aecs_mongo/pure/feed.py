@@ -8,6 +8,11 @@ server. A consumer's position is one of two shapes, kept in ``feed_checkpoints``
   that started with ``since="beginning"`` and is still reading the existing messages (oldest
   first, on the inbox index) after ``after``; the stream was opened, and its token taken, before
   the first backfill read, so every message committed later is in the stream from that token.
+
+A consumer made with ``tags=True`` also gets each tag (or folder) change as a record of kind
+``"tags"``: the stream then carries the mailbox's updates too, with the message as it is when
+the record is read (``updateLookup``), and the updates that touch neither ``tags`` nor
+``folders`` are passed over (``is_label_change``). Records carry the message's tags and folders.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .keys import check_str, doc_id
+from .tags import row_tags
 
 __all__ = [
     "BACKFILL_HINT",
@@ -37,6 +43,7 @@ __all__ = [
     "checkpoint_document",
     "checkpoint_id",
     "feed_item",
+    "is_label_change",
     "stream_pipeline",
     "stream_position",
 ]
@@ -51,7 +58,8 @@ CONSUMER_PATTERN = re.compile(r"[A-Za-z0-9._@-]{1,128}")
 Vectors = Sequence[Sequence[float]]
 
 #: The fields of a ``messages`` document a record is made of (the stream and the backfill project to these).
-_RECORD_FIELDS = ("messageId", "threadId", "ts", "subject", "from", "forAI")
+_RECORD_FIELDS = ("messageId", "threadId", "ts", "subject", "from", "forAI", "tags", "folders")
+_LABEL_FIELDS = ("tags", "folders")
 BACKFILL_PROJECTION: dict[str, Any] = {"_id": 0, "messageKey": 1, **dict.fromkeys(_RECORD_FIELDS, 1)}
 BACKFILL_SORT = [("ts", 1), ("messageKey", 1)]
 BACKFILL_HINT = "aecs_messages_inbox"
@@ -63,6 +71,9 @@ class FeedItem:
 
     ``sender`` is the From address (lowercased), ``ts`` the message's sort time (epoch
     seconds), ``for_ai`` the text prepared for a model (may be None for an empty message).
+    ``kind``: ``"stored"`` (a new message, or one of the backfill) or ``"tags"`` (its tags or
+    folders changed: a consumer made with ``tags=True``); ``tags``/``folders``: the message's,
+    sorted, as they were when the record was read.
     """
 
     message_id: str
@@ -71,6 +82,9 @@ class FeedItem:
     subject: str | None
     sender: str | None
     for_ai: str | None
+    kind: str = "stored"
+    tags: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The record with the field names of the stored documents (for JSON)."""
@@ -81,6 +95,9 @@ class FeedItem:
             "subject": self.subject,
             "sender": self.sender,
             "forAI": self.for_ai,
+            "kind": self.kind,
+            "tags": list(self.tags),
+            "folders": list(self.folders),
         }
 
 
@@ -119,15 +136,39 @@ def checkpoint_id(mailbox_id: str, consumer: str) -> str:
     return doc_id(mailbox_id, consumer)
 
 
-def stream_pipeline(mailbox_id: str) -> list[dict[str, Any]]:
-    """The change-stream pipeline: inserts into this mailbox's ``messages``, trimmed to a record."""
+def stream_pipeline(mailbox_id: str, tags: bool = False) -> list[dict[str, Any]]:
+    """The change-stream pipeline: inserts into this mailbox's ``messages``, trimmed to a record;
+    with ``tags`` its updates too (by the ``_id`` range ``<mailboxId>:`` .. ``<mailboxId>;``),
+    with the names of the fields they changed."""
+    inserts = {"operationType": "insert", "fullDocument.mailboxId": mailbox_id}
+    if not tags:
+        return [
+            {"$match": inserts},
+            {"$project": {"operationType": 1, **{f"fullDocument.{f}": 1 for f in _RECORD_FIELDS}}},
+        ]
+    updates = {"operationType": "update", "documentKey._id": {"$gte": mailbox_id + ":", "$lt": mailbox_id + ";"}}
+    changed = ("updatedFields", "removedFields", "truncatedArrays")
     return [
-        {"$match": {"operationType": "insert", "fullDocument.mailboxId": mailbox_id}},
-        {"$project": {"operationType": 1, **{f"fullDocument.{f}": 1 for f in _RECORD_FIELDS}}},
+        {"$match": {"$or": [inserts, updates]}},
+        {
+            "$project": {
+                "operationType": 1,
+                **{f"fullDocument.{f}": 1 for f in _RECORD_FIELDS},
+                **{f"updateDescription.{f}": 1 for f in changed},
+            }
+        },
     ]
 
 
-def feed_item(message: Mapping[str, Any]) -> FeedItem:
+def is_label_change(event: Mapping[str, Any]) -> bool:
+    """Whether an update event changed the message's ``tags`` or ``folders``."""
+    change = event.get("updateDescription") or {}
+    fields = [*(change.get("updatedFields") or {}), *(change.get("removedFields") or ())]
+    fields += [str(t.get("field")) for t in change.get("truncatedArrays") or () if isinstance(t, Mapping)]
+    return any(str(f).split(".", 1)[0] in _LABEL_FIELDS for f in fields)
+
+
+def feed_item(message: Mapping[str, Any], kind: str = "stored") -> FeedItem:
     """The record of one ``messages`` document (a change event's ``fullDocument``, or a backfill row)."""
     sender = message.get("from")
     return FeedItem(
@@ -137,6 +178,9 @@ def feed_item(message: Mapping[str, Any]) -> FeedItem:
         subject=message.get("subject"),
         sender=sender.get("email") if isinstance(sender, Mapping) else None,
         for_ai=message.get("forAI"),
+        kind=kind,
+        tags=tuple(row_tags(message)),
+        folders=tuple(row_tags(message, "folders")),
     )
 
 

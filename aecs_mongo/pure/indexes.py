@@ -3,9 +3,10 @@
 The six seed indexes keep their names; where a seed index ends before the keyset tie-breaker
 (participant, threads) the tie-breaker is appended under the same name, so the index provides
 the whole sort of the read it serves (AECS-1 C.2, C.3). The extra ``aecs_*`` indexes back the
-seed-003 header lookups, the stale-row scan and the IMAP sync's records (``imap_sources``,
-``imap_folders``). The GridFS indexes are the ones drivers create only on an empty bucket;
-creating them up front makes a bootstrap complete.
+seed-003 header lookups, the stale-row scan, the IMAP sync's records (``imap_sources``,
+``imap_folders``) and the ingest record of file sources (``file_sources``). The GridFS indexes
+are the ones drivers create only on an empty bucket; creating them up front makes a bootstrap
+complete.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ INDEXES: tuple[IndexSpec, ...] = (
         (("mailboxId", 1), ("participants", 1), ("ts", -1), ("messageKey", -1)),
     ),
     IndexSpec("messages", "aecs_messages_references", (("mailboxId", 1), ("references", 1))),
+    # tags and flags (JMAP keywords): tag: reads sorted like the inbox, store.tags() counts
+    IndexSpec("messages", "aecs_messages_tags", (("mailboxId", 1), ("tags", 1), ("ts", -1), ("messageKey", -1))),
     # C.3: full-text search covers subject and clean (not forAI, not html)
     IndexSpec("bodies", "aecs_bodies_search", (("mailboxId", 1), ("subject", "text"), ("clean", "text"))),
     IndexSpec("threads", "aecs_threads_recent", (("mailboxId", 1), ("lastTs", -1), ("_id", -1))),
@@ -75,6 +78,10 @@ INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec(
         "imap_folders", "aecs_imap_folders_mailbox", (("mailboxId", 1), ("account", 1), ("folder", 1)), {"unique": True}
     ),
+    # the ingest record of file sources (aecs_mongo.mail.follow): a re-run's one read per source
+    # root, and "is a copy of this message left anywhere" (--remove-missing)
+    IndexSpec("file_sources", "aecs_file_sources_dir", (("mailboxId", 1), ("root", 1), ("dir", 1))),
+    IndexSpec("file_sources", "aecs_file_sources_message", (("mailboxId", 1), ("messageKey", 1))),
 )
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "EXPORT_BLOBS",
     "EXPORT_PAGE",
     "EXPORT_PAGE_BYTES",
+    "EXTERNAL_BLOBS",
     "IN_LIMIT",
     "MAX_ERASE_PASSES",
     "MESSAGE_FIELDS",
@@ -70,6 +71,9 @@ __all__ = [
     "ts_bound",
 ]
 
+#: The name under which a report counts the blobs removed from a file or object store (GridFS
+#: blobs are counted as the bucket's ``files`` documents).
+EXTERNAL_BLOBS = "blobs"
 #: Documents per statement: what one ``find`` batch returns and one ``delete`` names.
 DEFAULT_BATCH = 1000
 #: An erase repeats its sweeps until one finds nothing (two passes when no writer stores meanwhile).
@@ -139,6 +143,9 @@ DATA_COLLECTIONS: tuple[DataCollection, ...] = (
     # their indexes lead with mailboxId, as every index of the store does
     DataCollection("imap_sources", "message", "mailboxId", by="messageKey"),
     DataCollection("imap_folders", "mailbox", "mailboxId"),
+    # the ingest record of file sources (issue 42): kept by delete and expire, so that a removed
+    # message is not ingested again from a file that is still there
+    DataCollection("file_sources", "mailbox", "mailboxId"),
     DataCollection("{bucket}.files", "blob", "blob_files", "filename_1_uploadDate_1", by="blob", range_key="filename"),
     DataCollection("{bucket}.chunks", "blob", "blob_chunks", "files_id_1_n_1", by="blob", range_key="files_id"),
 )
@@ -284,7 +291,7 @@ class _RemovedCounts:
 
     @property
     def blobs(self) -> int:
-        return sum(n for name, n in self.removed.items() if name.endswith(".files"))
+        return sum(n for name, n in self.removed.items() if name.endswith(".files") or name == EXTERNAL_BLOBS)
 
 
 @dataclass
@@ -350,13 +357,15 @@ class ExpireReport(_RemovedCounts):
 @dataclass(frozen=True)
 class ExportedCopy:
     """One raw copy of a stored message, as an export writes it: ``copy`` 0 is the first copy
-    (``get_raw``), 1... the variants in the order they came. ``ts`` is the sort key (epoch s)."""
+    (``get_raw``), 1... the variants in the order they came. ``ts`` is the sort key (epoch s);
+    ``tags`` the message's (``messages.tags``), which a Maildir export writes as flags."""
 
     message_id: str
     data: bytes
     ts: int
     copy: int = 0
     sender: str | None = None
+    tags: tuple[str, ...] = ()
 
 
 def summary_writes(

@@ -63,6 +63,7 @@ LIST_PROJECTION: dict[str, int] = {
     "ts": 1,
     "inReplyTo": 1,
     "attachments.idx": 1,
+    "tags": 1,
 }
 #: What an LLM prompt needs of each message in a thread (C.3: select forAI only).
 THREAD_CONTEXT_PROJECTION: dict[str, int] = {
@@ -75,6 +76,7 @@ THREAD_CONTEXT_PROJECTION: dict[str, int] = {
     "ts": 1,
     "forAI": 1,
     "subject": 1,
+    "tags": 1,
 }
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")

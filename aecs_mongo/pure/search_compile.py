@@ -30,8 +30,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .indexes import ATLAS_SEARCH_INDEX
+from .keys import message_key
 from .queries import KeysetQuery
-from .search_query import COLUMNS, And, Date, Node, Not, Or, Phrase, Thread, Word, date_range, to_text
+from .search_query import COLUMNS, And, Date, Label, Node, Not, Or, Phrase, Thread, Word, date_range, has_text, to_text
 
 __all__ = [
     "ATLAS_PATHS",
@@ -39,7 +40,9 @@ __all__ = [
     "MongoSearch",
     "atlas_search",
     "check_sort",
+    "has_labels",
     "index_stream_pipeline",
+    "message_filter",
     "mongo_pipeline",
     "post_match",
     "search_columns",
@@ -147,14 +150,14 @@ def search_columns(
 
 def split_message_terms(node: Node) -> tuple[list[Node], list[Node]]:
     """The top-level conjuncts of the tree: those about text, and those about the message
-    (``date:``, ``thread:`` and their negations), which the MongoDB engines check on the
-    ``messages`` document after the text search."""
+    (``date:``, ``thread:``, ``tag:``, ``folder:``, ``id:`` and their negations), which the
+    MongoDB engines check on the ``messages`` document after the text search."""
     items = list(node.items) if isinstance(node, And) else [node]
     text: list[Node] = []
     message: list[Node] = []
     for item in items:
         leaf = item.item if isinstance(item, Not) else item
-        (message if isinstance(leaf, (Date, Thread)) else text).append(item)
+        (message if isinstance(leaf, (Date, Thread, Label)) else text).append(item)
     return text, message
 
 
@@ -169,6 +172,10 @@ def post_match(
         if isinstance(leaf, Thread):
             key = thread_key_of(leaf.thread_id)
             clauses.append({prefix + "threadKey": {"$ne": key} if negated else key})
+            continue
+        if isinstance(leaf, Label):
+            path, value = _label_path(leaf)
+            clauses.append({prefix + path: {"$ne": value} if negated else value})
             continue
         assert isinstance(leaf, Date)
         start, end = date_range(leaf, now)
@@ -207,8 +214,11 @@ def _why_not(leaf: Node, engine: str) -> str:
         return f"{engine} has no prefix search ({leaf.text if isinstance(leaf, Word) else leaf.words[-1]}*)"
     if isinstance(leaf, (Word, Phrase)) and leaf.field is not None:
         return f"{engine} does not search {leaf.field}: (its index holds the subject and the clean text)"
-    if isinstance(leaf, (Date, Thread)):
-        return f"{engine} takes date: and thread: only beside the words, not inside OR or parentheses"
+    if isinstance(leaf, (Date, Thread, Label)):
+        return (
+            f"{engine} takes date:, thread:, tag:, is:, folder: and id: only beside the words,"
+            " not inside OR or parentheses"
+        )
     return f"{engine} cannot express this query"
 
 
@@ -247,7 +257,7 @@ def _atlas(node: Node, mailbox_id: str) -> dict[str, Any] | str:
         if node.prefix:
             return _why_not(node, "Atlas Search")
         return {"phrase": {"query": " ".join(node.words), "path": paths}}
-    if isinstance(node, (Date, Thread)):
+    if isinstance(node, (Date, Thread, Label)):
         return _why_not(node, "Atlas Search")
     if isinstance(node, Not):
         inner = _atlas(node.item, mailbox_id)
@@ -285,6 +295,64 @@ def atlas_search(node: Node, mailbox_id: str) -> MongoSearch:
     return MongoSearch({"index": ATLAS_SEARCH_INDEX.name, "compound": compound}, post)
 
 
+#: what a ``$text``/Atlas pipeline reads of each hit's message (``m``): its keys and labels
+_LOOKUP_FIELDS = {"_id": 0, "ts": 1, "messageKey": 1, "threadKey": 1, "tags": 1, "folders": 1}
+
+
+def _label_path(leaf: Label) -> tuple[str, str]:
+    """The ``messages`` field and value of a label term (``id:`` by the message key)."""
+    if leaf.field == "id":
+        return "messageKey", message_key(leaf.value)
+    return ("tags" if leaf.field == "tag" else "folders"), leaf.value
+
+
+def message_filter(
+    node: Node, now: _dt.datetime, thread_key_of: Callable[[str], str], *, top: bool = True
+) -> dict[str, Any] | None:
+    """A tree of message terms only (tags, flags, folders, ids, threads, dates; no words) as a
+    filter of ``messages`` (without the mailbox: the caller adds it), or None where the tree
+    holds text. ``tag:x`` is an equality on the multikey ``tags``, which ``aecs_messages_tags``
+    answers newest first; a negation is ``$nor``. Only label trees are given here: a tree of
+    dates and threads alone stays with the engines (``has_labels``)."""
+    if top and (has_text(node) or not has_labels(node)):
+        return None
+    if isinstance(node, Label):
+        path, value = _label_path(node)
+        return {path: value}
+    if isinstance(node, Thread):
+        return {"threadKey": thread_key_of(node.thread_id)}
+    if isinstance(node, Date):
+        start, end = date_range(node, now)
+        inside: dict[str, int] = {}
+        if start is not None:
+            inside["$gte"] = start
+        if end is not None:
+            inside["$lt"] = end
+        return {"ts": inside} if inside else {}
+    if isinstance(node, Not):
+        inner = message_filter(node.item, now, thread_key_of, top=False)
+        assert inner is not None
+        return {"$nor": [inner]} if inner else {"_id": {"$exists": False}}
+    assert isinstance(node, (And, Or))
+    parts = [message_filter(item, now, thread_key_of, top=False) for item in node.items]
+    clauses = [p for p in parts if p is not None]
+    if isinstance(node, And):
+        clauses = [c for c in clauses if c]
+        return {} if not clauses else clauses[0] if len(clauses) == 1 else {"$and": clauses}
+    if any(not c for c in clauses):
+        return {}  # an open date range in an OR: everything
+    return {"$or": clauses}
+
+
+def has_labels(node: Node) -> bool:
+    """Whether the tree names a tag, flag, folder or Message-ID."""
+    if isinstance(node, (And, Or)):
+        return any(has_labels(item) for item in node.items)
+    if isinstance(node, Not):
+        return has_labels(node.item)
+    return isinstance(node, Label)
+
+
 def mongo_pipeline(
     first: list[dict[str, Any]],
     post: Mapping[str, Any],
@@ -306,7 +374,7 @@ def mongo_pipeline(
                 "localField": "_id",
                 "foreignField": "_id",
                 "as": "m",
-                "pipeline": [{"$project": {"_id": 0, "ts": 1, "messageKey": 1, "threadKey": 1}}],
+                "pipeline": [{"$project": _LOOKUP_FIELDS}],
             }
         },
         {"$unwind": "$m"},  # a body whose message insert never happened is no hit
@@ -344,7 +412,16 @@ def index_stream_pipeline(mailbox_id: str) -> list[dict[str, Any]]:
                 ]
             }
         },
-        {"$project": {"operationType": 1, "documentKey": 1}},
+        # an update's changed field names tell a tag change (re-read its labels) from others
+        {
+            "$project": {
+                "operationType": 1,
+                "documentKey": 1,
+                "updateDescription.updatedFields": 1,
+                "updateDescription.removedFields": 1,
+                "updateDescription.truncatedArrays": 1,
+            }
+        },
     ]
 
 

@@ -19,6 +19,11 @@ a query means the same thing everywhere. The language is close to notmuch's:
   (``date:2024..``, ``date:..2023-12``), one period (``date:2024-03`` is March), relative bounds
   (``date:30d..`` is the last 30 days and today; ``d``, ``w``, ``m`` months, ``y``), ``today``,
   ``yesterday``.
+- Tags, flags and folders (``pure/tags.py``): ``tag:todo`` (a tag; case-insensitive), ``is:unread``
+  (no ``$seen``), ``is:read``, ``is:flagged``, ``is:answered``, ``is:draft`` (and ``is:forwarded``,
+  ``is:junk``), ``folder:INBOX`` (a folder the message was found in, as the source names it:
+  case kept), ``id:<Message-ID>`` (one message). Like ``thread:`` they take one value, never a
+  group; a bad tag is a ``SearchQueryError``.
 
 Words are what SQLite FTS5's ``unicode61`` tokenizer (``remove_diacritics 2``) makes of a text:
 runs of letters, digits and private-use characters; case is folded and Latin diacritics are
@@ -44,17 +49,20 @@ from typing import Union
 
 from ..errors import SearchQueryError
 from .fts_tables import FOLD_EXCEPTIONS, TOKEN_RANGES
-from .keys import check_str, strip_message_id
+from .keys import check_str, message_key, strip_message_id
+from .tags import IS_FLAGS, check_folder, check_tag
 
 __all__ = [
     "COLUMNS",
     "FIELDS",
+    "LABEL_FIELDS",
     "MAX_DEPTH",
     "MAX_QUERY_CHARS",
     "MAX_TERMS",
     "TEXT_FIELDS",
     "And",
     "Date",
+    "Label",
     "Node",
     "Not",
     "Or",
@@ -95,7 +103,10 @@ TEXT_FIELDS: dict[str | None, tuple[str, ...]] = {
     "attachment": ("attachments",),
 }
 #: Every field name the parser knows.
-FIELDS = ("attachment", "body", "date", "from", "subject", "thread", "to")
+FIELDS = ("attachment", "body", "date", "folder", "from", "id", "is", "subject", "tag", "thread", "to")
+#: The fields of the language that name a message's labels (one value each, never a group).
+LABEL_FIELDS = ("folder", "id", "is", "tag")
+_ONE_VALUE = ("date", "thread", *LABEL_FIELDS)
 #: Limits that keep a hostile query cheap: characters, words and phrases, nesting.
 MAX_QUERY_CHARS = 10_000
 MAX_TERMS = 200
@@ -216,6 +227,15 @@ class Thread:
 
 
 @dataclass(frozen=True)
+class Label:
+    """``tag:NAME`` (``field="tag"``, the tag as stored: lowercase), ``folder:NAME`` (as written)
+    or ``id:MESSAGE-ID`` (without angle brackets); ``is:`` flags parse to ``tag:`` labels."""
+
+    field: str
+    value: str
+
+
+@dataclass(frozen=True)
 class And:
     items: tuple[Node, ...]
 
@@ -230,7 +250,7 @@ class Not:
     item: Node
 
 
-Node = Union[Word, Phrase, Date, Thread, And, Or, Not]  # noqa: UP007 (a runtime alias)
+Node = Union[Word, Phrase, Date, Thread, Label, And, Or, Not]  # noqa: UP007 (a runtime alias)
 
 
 def all_of(items: Iterable[Node]) -> Node:
@@ -261,7 +281,7 @@ def has_not(node: Node) -> bool:
     return isinstance(node, (And, Or)) and any(has_not(item) for item in node.items)
 
 
-def leaves(node: Node) -> Iterator[Word | Phrase | Date | Thread]:
+def leaves(node: Node) -> Iterator[Word | Phrase | Date | Thread | Label]:
     """Every leaf of the tree, left to right."""
     if isinstance(node, (And, Or)):
         for item in node.items:
@@ -363,7 +383,7 @@ def _lex(query: str) -> list[_Token]:
         if field is None and value in _OPERATORS:
             tokens.append(_Token(value, start))
         else:
-            prefix = value.endswith("*") and field not in ("date", "thread")
+            prefix = value.endswith("*") and field not in _ONE_VALUE
             tokens.append(_Token("term", start, value[:-1] if prefix else value, field, False, prefix))
         i = end
     tokens.append(_Token("eof", n))
@@ -447,7 +467,7 @@ class _Parser:
         if token.kind == "field(":
             if field is not None:
                 raise self.fail(token, f"{token.field}: inside {field}:(...)")
-            if token.field in ("date", "thread"):
+            if token.field in _ONE_VALUE:
                 raise self.fail(token, f"{token.field}: takes one value, not a group")
             self.take()  # the "("
             return self.group(token.field, depth, token)
@@ -479,6 +499,8 @@ class _Parser:
             if not thread_id:
                 raise self.fail(token, "thread: needs a thread id")
             return Thread(thread_id)
+        if field in LABEL_FIELDS:
+            return self.label(token, field)
         found = [m.group() for m in _WORD.finditer(token.value)]
         if not found:
             what = f'"{token.value}"' if token.quoted else repr(token.value) if token.value else "this"
@@ -486,6 +508,26 @@ class _Parser:
         if len(found) == 1:
             return Word(found[0], field, token.prefix)
         return Phrase(tuple(found), field, token.prefix)
+
+    def label(self, token: _Token, field: str) -> Node:
+        value = token.value + ("*" if token.prefix else "")
+        try:
+            if field == "tag":
+                return Label("tag", check_tag(value))
+            if field == "folder":
+                return Label("folder", check_folder(value))
+        except ValueError as exc:
+            raise self.fail(token, str(exc)) from None
+        if field == "id":
+            message_id = strip_message_id(value, "id")
+            if not message_id:
+                raise self.fail(token, "id: needs a Message-ID")
+            return Label("id", message_id)
+        flag = IS_FLAGS.get(value.lower())
+        if flag is None:
+            raise self.fail(token, f"is: takes one of {', '.join(IS_FLAGS)}")
+        tag, absent = flag
+        return Not(Label("tag", tag)) if absent else Label("tag", tag)
 
 
 def parse(query: str) -> Node | None:
@@ -617,6 +659,9 @@ def _print(node: Node, parent: str) -> str:
             if any(c.isspace() or c in '()"' for c in node.thread_id)
             else (f"thread:{node.thread_id}")
         )
+    if isinstance(node, Label):
+        quote = node.value == "" or any(c.isspace() or c in '()"' for c in node.value)
+        return f'{node.field}:"{node.value}"' if quote else f"{node.field}:{node.value}"
     if isinstance(node, Not):
         return "NOT " + _print(node.item, "not")
     if isinstance(node, And):
@@ -681,11 +726,16 @@ def matches(
     now: _dt.datetime,
     shared_view: bool,
     thread_key_of: Callable[[str], str],
+    tags: Iterable[str] = (),
+    folders: Iterable[str] = (),
+    key: str = "",
 ) -> bool:
     """Whether one message matches the tree: ``columns`` are its text columns (:data:`COLUMNS`),
     ``ts`` its sort key, ``thread_key`` its thread's key (``thread_key_of`` maps a ``thread:``
-    value to one). The same semantics as the local index's FTS5 query."""
+    value to one), ``tags``/``folders``/``key`` its labels and message key. The same semantics
+    as the local index's FTS5 query."""
     record = _Record(columns)
+    labels = {"tag": set(tags), "folder": set(folders)}
 
     def test(n: Node) -> bool:
         if isinstance(n, And):
@@ -699,6 +749,8 @@ def matches(
             return (start is None or ts >= start) and (end is None or ts < end)
         if isinstance(n, Thread):
             return thread_key == thread_key_of(n.thread_id)
+        if isinstance(n, Label):
+            return key == message_key(n.value) if n.field == "id" else n.value in labels[n.field]
         wanted = [fold(n.text)] if isinstance(n, Word) else [fold(w) for w in n.words]
         columns_here = columns_for(n.field, shared_view=shared_view)
         return any(

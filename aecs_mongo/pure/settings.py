@@ -163,6 +163,13 @@ class Capabilities:
         return not self.unit_tier
 
     @property
+    def array_pipelines(self) -> bool:
+        """Array expressions (``$filter``, ``$concatArrays``) in an update pipeline: a tag change
+        that adds and removes at once is one statement (the unit tier: a ``$pull``, then an
+        ``$addToSet``)."""
+        return not self.unit_tier
+
+    @property
     def server_commands(self) -> bool:
         """``hello``, ``explain``, ``fsync``, ``$listSearchIndexes``: a real server answers them."""
         return not self.unit_tier

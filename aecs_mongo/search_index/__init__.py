@@ -13,6 +13,9 @@ Layout of the file (``meta`` says which database it follows, and the schema vers
   ``stream`` (caught up to the change-stream ``token``), ``count`` (no change streams: caught
   up when the mailbox's count differs) or ``reconcile`` (a rebuild under way, from ``token``);
 - ``docs_<n>(rowid, key, thread)``: one row per message (key and thread key as 32 bytes);
+- ``labels_<n>(label, rowid)``: a message's tags (``t:<tag>``) and folders (``f:<folder>``),
+  for ``tag:``/``is:``/``folder:`` terms (created beside older files' tables: mail stored
+  before tags existed has none);
 - ``fts_<n>``: FTS5 over ``search_query.COLUMNS`` with ``tokenize='unicode61 remove_diacritics
   2'``, rowid as in ``docs_<n>`` (:func:`fts.rowid_for`: newest last).
 
@@ -60,6 +63,8 @@ class Record:
     ts: int
     thread: str
     columns: Mapping[str, str]
+    #: its ``labels_<n>`` rows (``fts.label_rows``)
+    labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,7 @@ class SearchIndex:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._mailboxes: dict[str, MailboxIndex] = {}
+        self._labelled: set[int] = set()  # mailboxes whose labels table is known to exist
         #: the database ``bind`` tied this index to (checked once per object)
         self.bound: str | None = None
 
@@ -200,6 +206,10 @@ class SearchIndex:
         with self.read() as conn:
             row = conn.execute("SELECT n FROM mailboxes WHERE mailbox = ?", (mailbox_id,)).fetchone()
         if row is not None or not create:
+            if row is not None and int(row[0]) not in self._labelled:
+                with self._write() as conn:  # a file written before tags existed: add the table
+                    self._create_labels(conn, int(row[0]))
+                self._labelled.add(int(row[0]))
             return None if row is None else int(row[0])
         with self._write() as conn:
             row = conn.execute("SELECT n FROM mailboxes WHERE mailbox = ?", (mailbox_id,)).fetchone()
@@ -207,6 +217,7 @@ class SearchIndex:
                 return int(row[0])
             n = int(conn.execute("INSERT INTO mailboxes (mailbox) VALUES (?)", (mailbox_id,)).lastrowid or 0)
             self._create_tables(conn, n)
+            self._labelled.add(n)
             return n
 
     @staticmethod
@@ -215,12 +226,22 @@ class SearchIndex:
             f"CREATE TABLE docs_{n} (rowid INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, thread BLOB NOT NULL)"
         )
         conn.execute(f"CREATE INDEX docs_{n}_thread ON docs_{n} (thread)")
+        SearchIndex._create_labels(conn, n)
         conn.execute(f"CREATE VIRTUAL TABLE fts_{n} USING fts5({', '.join(COLUMNS)}, tokenize='{_TOKENIZE}')")
         weights = ", ".join(str(fts.RANK_WEIGHTS[c]) for c in COLUMNS)
         conn.execute(f"INSERT INTO fts_{n} (fts_{n}, rank) VALUES ('rank', 'bm25({weights})')")
 
     @staticmethod
+    def _create_labels(conn: sqlite3.Connection, n: int) -> None:
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS labels_{n} (label TEXT NOT NULL, rowid INTEGER NOT NULL,"
+            " PRIMARY KEY (label, rowid)) WITHOUT ROWID"
+        )
+        conn.execute(f"CREATE INDEX IF NOT EXISTS labels_{n}_row ON labels_{n} (rowid)")
+
+    @staticmethod
     def _drop_tables(conn: sqlite3.Connection, n: int) -> None:
+        conn.execute(f"DROP TABLE IF EXISTS labels_{n}")
         conn.execute(f"DROP TABLE IF EXISTS docs_{n}")
         conn.execute(f"DROP TABLE IF EXISTS fts_{n}")
 
@@ -231,6 +252,7 @@ class SearchIndex:
             if row is not None:
                 self._drop_tables(conn, int(row[0]))
                 conn.execute("DELETE FROM mailboxes WHERE n = ?", (int(row[0]),))
+                self._labelled.discard(int(row[0]))
         self._mailboxes.pop(mailbox_id, None)
 
     def file_bytes(self) -> int:
@@ -276,6 +298,10 @@ class MailboxIndex:
     @property
     def fts(self) -> str:
         return f"fts_{self.n}"
+
+    @property
+    def labels(self) -> str:
+        return f"labels_{self.n}"
 
     # --- state --------------------------------------------------------------------------------
 
@@ -323,6 +349,8 @@ class MailboxIndex:
                     f"INSERT INTO {table} (rowid, {', '.join(COLUMNS)}) VALUES (?{', ?' * len(COLUMNS)})",
                     (rowid, *(record.columns.get(c) or "" for c in COLUMNS)),
                 )
+                if record.labels:
+                    conn.executemany(f"INSERT INTO {self.labels} VALUES (?, ?)", [(x, rowid) for x in record.labels])
         return len(rows)
 
     def _delete(self, conn: sqlite3.Connection, keys: Sequence[bytes]) -> int:
@@ -332,9 +360,24 @@ class MailboxIndex:
             rowids = [r for (r,) in conn.execute(f"SELECT rowid FROM {self.docs} WHERE key IN ({marks})", list(part))]
             for rowid in rowids:
                 conn.execute(f"DELETE FROM {self.fts} WHERE rowid = ?", (rowid,))
+                conn.execute(f"DELETE FROM {self.labels} WHERE rowid = ?", (rowid,))
             conn.execute(f"DELETE FROM {self.docs} WHERE key IN ({marks})", list(part))
             removed += len(rowids)
         return removed
+
+    def set_labels(self, labels_by_key: Mapping[str, Sequence[str]]) -> int:
+        """Replace the labels of indexed messages (a tag change: their text is unchanged);
+        keys not indexed are left out. How many were indexed."""
+        changed = 0
+        with self.index._write() as conn:
+            for key, labels in labels_by_key.items():
+                row = conn.execute(f"SELECT rowid FROM {self.docs} WHERE key = ?", (bytes.fromhex(key),)).fetchone()
+                if row is None:
+                    continue
+                conn.execute(f"DELETE FROM {self.labels} WHERE rowid = ?", (row[0],))
+                conn.executemany(f"INSERT INTO {self.labels} VALUES (?, ?)", [(x, row[0]) for x in labels])
+                changed += 1
+        return changed
 
     def remove(self, keys: Iterable[str]) -> int:
         """Forget the messages of these keys (hex); how many were indexed."""

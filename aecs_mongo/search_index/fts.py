@@ -11,17 +11,43 @@ A word is an FTS5 string (``"köln"``: FTS5's tokenizer folds it as it folded th
 phrase a string of several words, a prefix ``"budg" *``; a field is a column filter
 (``{sender} : ...``). Where FTS5 has no form for a node (``NOT`` alone, ``OR`` beside a
 ``date:``, ``thread:``), the node becomes SQL around ``rowid IN (SELECT rowid ... MATCH ...)``.
+A ``tag:``/``folder:`` term is a row of the ``labels_<n>`` table (``t:<tag>``, ``f:<folder>``,
+:func:`label_rows`), an ``id:`` term the docs row of that message key.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..pure.search_query import COLUMNS, And, Date, Node, Not, Or, Phrase, Thread, Word, columns_for, date_range
+from ..pure.keys import message_key
+from ..pure.search_query import (
+    COLUMNS,
+    And,
+    Date,
+    Label,
+    Node,
+    Not,
+    Or,
+    Phrase,
+    Thread,
+    Word,
+    columns_for,
+    date_range,
+)
 
-__all__ = ["KEY_BITS", "RANK_WEIGHTS", "TS_MAX", "TS_MIN", "Plan", "compile_plan", "rowid_for", "ts_of_rowid"]
+__all__ = [
+    "KEY_BITS",
+    "RANK_WEIGHTS",
+    "TS_MAX",
+    "TS_MIN",
+    "Plan",
+    "compile_plan",
+    "label_rows",
+    "rowid_for",
+    "ts_of_rowid",
+]
 
 #: Low bits of a rowid: the start of the message key (ties within one second).
 KEY_BITS = 27
@@ -47,6 +73,11 @@ def rowid_for(ts: int, key_hex: str) -> int:
     first 27 bits below (a taken rowid moves up by one)."""
     clamped = min(max(int(ts), TS_MIN), TS_MAX)
     return ((clamped - TS_MIN) << KEY_BITS) | (int(key_hex[:7], 16) >> 1)
+
+
+def label_rows(tags: Iterable[str], folders: Iterable[str]) -> tuple[str, ...]:
+    """The ``labels_<n>`` rows of a message: ``t:<tag>`` and ``f:<folder>``."""
+    return tuple(dict.fromkeys([*(f"t:{t}" for t in tags), *(f"f:{f}" for f in folders)]))
 
 
 def ts_of_rowid(rowid: int) -> int:
@@ -83,9 +114,15 @@ def _quote(text: str) -> str:
 
 class _Compiler:
     def __init__(
-        self, fts: str, docs: str, shared_view: bool, now: _dt.datetime, thread_key_of: Callable[[str], str]
+        self,
+        fts: str,
+        docs: str,
+        shared_view: bool,
+        now: _dt.datetime,
+        thread_key_of: Callable[[str], str],
+        labels: str,
     ) -> None:
-        self.fts, self.docs = fts, docs
+        self.fts, self.docs, self.labels = fts, docs, labels
         self.shared_view = shared_view
         self.now = now
         self.thread_key_of = thread_key_of
@@ -146,6 +183,12 @@ class _Compiler:
         if isinstance(node, Thread):
             key = bytes.fromhex(self.thread_key_of(node.thread_id))
             return f"{rowid} IN (SELECT rowid FROM {self.docs} WHERE thread = ?)", [key]
+        if isinstance(node, Label):
+            if node.field == "id":
+                key = bytes.fromhex(message_key(node.value))
+                return f"{rowid} IN (SELECT rowid FROM {self.docs} WHERE key = ?)", [key]
+            row = label_rows([node.value], []) if node.field == "tag" else label_rows([], [node.value])
+            return f"{rowid} IN (SELECT rowid FROM {self.labels} WHERE label = ?)", [row[0]]
         if isinstance(node, Not):
             inner, params = self.condition(node.item, rowid)
             return f"NOT ({inner})", params
@@ -169,11 +212,12 @@ def compile_plan(
     shared_view: bool,
     now: _dt.datetime,
     thread_key_of: Callable[[str], str],
+    labels: str = "labels",
 ) -> Plan:
     """The plan of ``node`` over the tables ``fts`` and ``docs``: the top-level words and
     phrases (and the NOTs beside them) drive the FTS5 query; top-level ``date:`` ranges bound
     its rowids; the rest are SQL conditions."""
-    c = _Compiler(fts, docs, shared_view, now, thread_key_of)
+    c = _Compiler(fts, docs, shared_view, now, thread_key_of, labels)
     items = list(node.items) if isinstance(node, And) else [node]
     text: list[Node] = []
     rest: list[Node] = []

@@ -13,7 +13,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from ..errors import AecsMongoError
 from ..pure import queries, windows
 from ..pure.documents import context_entry, message_summary, to_normalized_email
 from ..pure.keys import check_str, strip_message_id, thread_key
@@ -21,7 +20,8 @@ from ..pure.settings import check_limit
 from ..results import MessagePage, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, ThreadSummary
 from . import capabilities, paging
-from .context import StoreContext, to_list
+from .blobstore import named_blob
+from .context import StoreContext, resolve, to_list
 from .writing import parse_raw
 
 __all__ = [
@@ -58,19 +58,16 @@ def assemble(
     """The AECS-1 object of one stored message (a spilled body read back from GridFS)."""
     spilled = None
     if body is not None and body.get("spill"):
-        data = ctx.get_blob(body["spill"])
-        if data is None:
-            raise AecsMongoError(f"the spilled body of {message['messageId']!r} is missing")
+        data = named_blob(ctx, message, body["spill"])
         spilled = json.loads(data.decode("utf-8"))
     raw_full = html = raw = None
     if include_raw:
         names = message.get("blobs") or ()
         prefix = message["blobPrefix"]
         if "raw.eml" in names:
-            raw_full = ctx.get_blob(prefix + "raw.eml")
+            raw_full = named_blob(ctx, message, prefix + "raw.eml")
         if "body.html" in names:
-            html_bytes = ctx.get_blob(prefix + "body.html")
-            html = None if html_bytes is None else html_bytes.decode("utf-8")
+            html = (named_blob(ctx, message, prefix + "body.html")).decode("utf-8")
         if message.get("rawFromFull") and raw_full is not None:
             raw = parse_raw(raw_full, ctx.settings.for_ai_max_chars).email.get("content", {}).get("raw")
     assembled = to_normalized_email(
@@ -158,10 +155,28 @@ def list_threads(ctx: StoreContext, cursor: str | None, limit: int) -> ThreadPag
             "lastTs": int(r["lastTs"]),
             "firstMessageKey": r["firstMessageKey"],
             "lastMessageKey": r["lastMessageKey"],
+            "tags": [],
         }
         for r in rows
     ]
+    if threads:
+        tags = thread_tags(ctx, [thread_key(t["threadId"]) for t in threads])
+        for t in threads:
+            t["tags"] = tags.get(thread_key(t["threadId"]), [])
     return ThreadPage(threads, next_cursor)
+
+
+def thread_tags(ctx: StoreContext, keys: Sequence[str]) -> dict[str, list[str]]:
+    """The union of each thread's messages' tags (computed for the page read: one aggregation
+    over the page's threads, on the thread index, reading only their tagged messages)."""
+    pipeline: list[dict[str, Any]] = [
+        {"$match": {"mailboxId": ctx.mailbox_id, "threadKey": {"$in": list(keys)}, "tags": {"$type": "string"}}},
+        {"$project": {"_id": 0, "threadKey": 1, "tags": 1}},
+        {"$unwind": "$tags"},
+        {"$group": {"_id": "$threadKey", "tags": {"$addToSet": "$tags"}}},
+    ]
+    rows = to_list(resolve(ctx.messages.aggregate(pipeline)))
+    return {str(r["_id"]): sorted(str(t) for t in r["tags"]) for r in rows}
 
 
 def replies_to(ctx: StoreContext, message_id: str) -> list[MessageSummary]:

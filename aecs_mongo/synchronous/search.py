@@ -26,6 +26,7 @@ from ..pure.search_compile import (
     MongoSearch,
     atlas_search,
     check_sort,
+    message_filter,
     mongo_pipeline,
     post_match,
     search_columns,
@@ -34,6 +35,7 @@ from ..pure.search_compile import (
 )
 from ..pure.search_query import Node
 from ..pure.settings import check_limit
+from ..pure.tags import row_tags
 from ..results import SearchResults
 from ..search_index import MailboxIndex
 from ..search_index.fts import compile_plan, rowid_for
@@ -45,8 +47,9 @@ __all__ = ["count", "engine_for", "messages_of", "search"]
 
 #: The columns a snippet is taken from, in order (bcc only outside a shared view).
 _SNIPPET_COLUMNS = ("clean", "subject", "rest", "html", "sender", "recipients", "attachments", "bcc")
-_HIT_FIELDS = {"messageId": 1, "threadId": 1, "subject": 1, "ts": 1, "messageKey": 1}
+_HIT_FIELDS = {"messageId": 1, "threadId": 1, "subject": 1, "ts": 1, "messageKey": 1, "tags": 1}
 _SCAN_MESSAGE_FIELDS = {**queries.SEARCH_WINDOW_PROJECTION, "threadId": 1, "threadKey": 1, "from": 1}
+_SCAN_MESSAGE_FIELDS |= {"tags": 1, "folders": 1}
 _SCAN_MESSAGE_FIELDS |= {"attachments": 1, "blobs": 1, "blobPrefix": 1}
 
 
@@ -60,6 +63,8 @@ def engine_for(ctx: StoreContext, tree: Node | None = None) -> str:
     where the server holds the text index and the query fits it, else the scan. An engine named
     by ``search_engine`` that cannot express the query is a ``SearchQueryError``."""
     engine = ctx.settings.checked_search_engine()
+    if engine in ("auto", "text", "atlas") and tree is not None and _labels_only(tree):
+        return "messages"
     if engine == "auto":
         if ctx.search_index is not None:
             return "local"
@@ -98,7 +103,9 @@ def search(
         raise ValueError("a cursor pages a search newest first (sort='date'); best-first results come in one page")
     after = queries.decode_cursor(keyset, cursor, ctx.mailbox_id)
     now = _dt.datetime.now(_dt.UTC)
-    if engine == "local":
+    if engine == "messages":
+        results = _labelled(ctx, tree, limit, after, now)
+    elif engine == "local":
         results = _local(ctx, tree, limit, sort, after, now)
     elif engine in ("text", "atlas"):
         results = _mongo(ctx, tree, engine, limit, sort, after, now)
@@ -118,6 +125,10 @@ def count(ctx: StoreContext, query: str) -> int:
     if tree is None:
         return 0
     now = _dt.datetime.now(_dt.UTC)
+    if engine == "messages":
+        flt = message_filter(tree, now, _thread_key_of)
+        assert flt is not None
+        return int(ctx.messages.count_documents({"mailboxId": ctx.mailbox_id, **flt}))
     if engine == "local":
         index = indexing.current(ctx)
         return index.count(_plan(ctx, index, tree, now))
@@ -172,6 +183,7 @@ class _Results:
                 "ts": int(message["ts"]),
                 "snippet": snippet,
                 "score": score,
+                "tags": row_tags(message),
             }
         )
         self.keys.append(str(message["messageKey"]))
@@ -198,6 +210,33 @@ def messages_of(ctx: StoreContext, hits: Sequence[Mapping[str, Any]]) -> dict[st
     return found
 
 
+# --- tags, flags, folders and ids alone: the messages and their indexes ----------------------------
+
+
+def _labels_only(tree: Node) -> bool:
+    return message_filter(tree, _dt.datetime.now(_dt.UTC), _thread_key_of) is not None
+
+
+def _labelled(
+    ctx: StoreContext, tree: Node, limit: int, after: tuple[int, str] | None, now: _dt.datetime
+) -> _Results:
+    """A query of tags, flags, folders and ids (with threads and dates beside them) and no
+    words: a find on ``messages`` newest first (``tag:x`` rides ``aecs_messages_tags``), exact
+    whatever engine serves the words; the snippet is the start of the message's ``forAI``."""
+    flt = message_filter(tree, now, _thread_key_of)
+    assert flt is not None
+    clauses: list[dict[str, Any]] = [{"mailboxId": ctx.mailbox_id}, flt] if flt else [{"mailboxId": ctx.mailbox_id}]
+    if after is not None:
+        ts, key = after
+        clauses.append({"$or": [{"ts": {"$lt": ts}}, {"ts": ts, "messageKey": {"$lt": key}}]})
+    fields = {**_HIT_FIELDS, "forAI": 1}
+    found = ctx.messages.find({"$and": clauses}, fields).sort([("ts", -1), ("messageKey", -1)]).limit(limit)
+    results = _Results("messages")
+    for message in found:
+        results.add(message, search_query.snippet([message.get("forAI"), message.get("subject")], []), None)
+    return results
+
+
 # --- the local index -------------------------------------------------------------------------------
 
 
@@ -209,6 +248,7 @@ def _plan(ctx: StoreContext, index: MailboxIndex, tree: Node, now: _dt.datetime)
         shared_view=ctx.settings.shared_view,
         now=now,
         thread_key_of=_thread_key_of,
+        labels=index.labels,
     )
 
 
@@ -400,6 +440,9 @@ def _match_window(
             now=now,
             shared_view=shared,
             thread_key_of=_thread_key_of,
+            tags=row_tags(message),
+            folders=row_tags(message, "folders"),
+            key=str(message.get("messageKey")),
         )
 
     answers: dict[str, tuple[bool, dict[str, str]]] = {}

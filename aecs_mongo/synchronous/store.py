@@ -19,12 +19,14 @@ from typing import Any, Self
 
 from pymongo import WriteConcern
 
+from ..pure.blob_location import parse_blob_url
 from ..pure.indexes import IndexReport
 from ..pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
 from ..pure.settings import SEARCH_ENGINES, Capabilities, StoreSettings
-from ..results import MessagePage, SearchResults, StoreResult, ThreadPage
+from ..results import MessagePage, SearchResults, StoreResult, TagReport, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, SourcedMessage
-from . import blobstore, deletion, embeddings, export, lookups, maintenance, reading, search, stats, writing
+from . import blobstore, deletion, embeddings, export, lookups, maintenance, reading, search, stats, tagging, writing
+from .blobstores import BlobStore, open_external
 from .context import StoreContext, Setting
 from .workers import Feed
 
@@ -32,7 +34,7 @@ __all__ = ["SEARCH_ENGINES", "MessageStore"]
 
 
 class MessageStore:
-    """One mailbox's mail in one database: ``messages``, ``bodies``, ``threads``, GridFS blobs.
+    """One mailbox's mail in one database: ``messages``, ``bodies``, ``threads``, and blobs.
 
     ``owner_addresses`` are the mailbox owner's addresses: bcc is stored only on mail they sent.
     ``shared_view=True`` is for a store whose reads other people see: bcc is never returned, and
@@ -53,6 +55,11 @@ class MessageStore:
     unless the client or database carries a write concern of its own, which is then used as
     it is. ``durable=False`` is for bulk imports that can be re-run: an acknowledgement then
     means applied, and a crash of the server soon after can lose it.
+    ``blobs``: where raw.eml, body.html and attachment bytes go: ``gridfs`` (the default, bucket
+    ``bucket_name``), ``gridfs://BUCKET``, ``file:///DIR``, ``s3://BUCKET/PREFIX`` (credentials and
+    endpoint from the standard AWS environment), ``gs://...``, ``az://...``, or an
+    ``BlobStore``. The database records its blob location on first use and refuses a store
+    opened with another one (``BlobLocationError``); ``aecs-mongo blobs migrate`` moves them.
     """
 
     mailbox_id = Setting[str]()
@@ -67,6 +74,11 @@ class MessageStore:
     retry_seconds = Setting[float](writable=True)
     durable = Setting[bool](writable=True)
     search_index = Setting["str | None"]()
+
+    @property
+    def blobs(self) -> BlobStore:
+        """The blob store (``blobs.url`` says where)."""
+        return self._context.blobs
 
     def __init__(
         self,
@@ -85,7 +97,19 @@ class MessageStore:
         retry_seconds: float = 120.0,
         durable: bool = True,
         search_index: str | os.PathLike[str] | None = None,
+        blobs: str | BlobStore | None = None,
     ) -> None:
+        if isinstance(blobs, str):
+            location = parse_blob_url(blobs, bucket_name)
+            if location.gridfs:
+                if bucket_name not in ("aecs", location.bucket):
+                    raise ValueError(f"bucket_name={bucket_name!r} and blobs={blobs!r} name two GridFS buckets")
+                bucket_name = location.bucket
+                blobs = None
+            else:
+                blobs = open_external(location)
+        elif blobs is not None and not isinstance(blobs, BlobStore):
+            raise TypeError(f"blobs must be a URL or an BlobStore, not {type(blobs).__name__}")
         settings = StoreSettings.checked(
             mailbox_id,
             owner_addresses,
@@ -101,7 +125,7 @@ class MessageStore:
             durable=durable,
             search_index=search_index,
         )
-        self._context = StoreContext(db, settings, Capabilities.of_database(db))
+        self._context = StoreContext(db, settings, Capabilities.of_database(db), blobs=blobs)
         self.db = db
 
     @property
@@ -134,13 +158,19 @@ class MessageStore:
         attachments: Sequence[bytes | None] | None = None,
         uidl: str | None = None,
         received_at: _dt.datetime | None = None,
+        *,
+        tags: Iterable[str] = (),
+        folders: Iterable[str] = (),
     ) -> StoreResult:
         """Store one message; a message already in the mailbox is left as it is (``inserted=False``).
 
         ``received_at`` (aware): when the mail source got it (mbox From_ line, Maildir file time,
         IMAP INTERNALDATE); the sort time ``ts`` of a message without a usable Date and without
-        a Received header. The first stored copy of a Message-ID fixes ``ts``."""
-        docs = writing.build(self._context, email, attachments, uidl, received_at)
+        a Received header. The first stored copy of a Message-ID fixes ``ts``.
+        ``tags`` (JMAP keywords such as ``$seen``, or the user's own; lowercased, a bad one is
+        ``InvalidTagError``) and ``folders`` (where the source found it) are set when the message
+        is inserted; a re-delivery never changes its tags and only adds a new folder."""
+        docs = writing.build(self._context, email, attachments, uidl, received_at, tags, folders)
         (result,) = writing.write_batch(self._context, [docs])
         return result
 
@@ -149,27 +179,60 @@ class MessageStore:
         items: Iterable[NormalizedEmail | Mapping[str, Any] | bytes | SourcedMessage],
         batch_size: int = 100,
         on_error: Callable[[int, Any, Exception], None] | None = None,
+        *,
+        tags: Iterable[str] = (),
     ) -> list[StoreResult]:
         """Store many messages in batches; the same end state as storing them one by one.
 
         An item is a NormalizedEmail, raw bytes, or a mail source's ``RawMessage`` (its ``data``
-        stored with its ``received_at``, as ``store(data, received_at=...)`` would).
+        stored with its ``received_at``, its ``tags`` and ``folders``, as ``store(data,
+        received_at=..., tags=..., folders=...)`` would). ``tags`` are set on every message
+        inserted, beside an item's own.
 
         Without ``on_error`` a message that cannot be stored (``AecsMongoError``) raises, after
         the batches before it were written and before its own batch is. With ``on_error(index,
         item, exc)`` it is reported there and skipped. ``store_iter`` streams the results.
         """
-        return [r for r in self.store_iter(items, batch_size, on_error)]
+        return [r for r in self.store_iter(items, batch_size, on_error, tags=tags)]
 
     def store_iter(
         self,
         items: Iterable[NormalizedEmail | Mapping[str, Any] | bytes | SourcedMessage],
         batch_size: int = 100,
         on_error: Callable[[int, Any, Exception], None] | None = None,
+        *,
+        tags: Iterable[str] = (),
     ) -> Iterator[StoreResult]:
         """``store_many`` as a stream: memory is bounded by the batch, not by the input; the next
         batch is parsed on a worker thread while the current one is written."""
-        return writing.store_iter(self._context, items, batch_size, on_error)
+        return writing.store_iter(self._context, items, batch_size, on_error, tags)
+
+    # --- tags and folders -------------------------------------------------------------------
+
+    def tag(
+        self, target: str | Iterable[str], add: Iterable[str] = (), remove: Iterable[str] = (), *, dry_run: bool = False
+    ) -> TagReport:
+        """Add and remove tags on messages: ``target`` is a query (``id:<Message-ID>`` one
+        message, ``thread:<id>`` one thread, ``tag:todo``, anything in the search language) or a
+        list of Message-IDs; ``add``/``remove``: tags (``$seen`` marks read, ``$flagged``...;
+        lowercased; a bad one is ``InvalidTagError``). Atomic per message (two writers tagging
+        one message at once both land); in batches of 1,000, each durable before the next, so a
+        change to any number of messages runs in bounded memory and, interrupted, is finished by
+        running it again. Never brings back a message deleted meanwhile. ``dry_run``: count
+        what it would change. Returns ``TagReport(matched, changed)``."""
+        return tagging.change(self._context, "tags", target, add, remove, dry_run=dry_run)
+
+    def set_folders(
+        self, target: str | Iterable[str], add: Iterable[str] = (), remove: Iterable[str] = (), *, dry_run: bool = False
+    ) -> TagReport:
+        """``tag`` for the folders a message is filed in (``folder:`` in queries): add and remove
+        folder names (kept as given) on the target's messages."""
+        return tagging.change(self._context, "folders", target, add, remove, dry_run=dry_run)
+
+    def tags(self) -> dict[str, int]:
+        """Every tag of the mailbox with how many messages carry it, sorted by name (unread mail
+        is the mail without ``$seen``: ``count("is:unread")``)."""
+        return tagging.tag_counts(self._context)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -295,11 +358,20 @@ class MessageStore:
         and a capped search that left vectors out has ``complete=False``."""
         return embeddings.semantic_search(self._context, vector, limit, thread_id, scan_limit)
 
-    def watch(self, consumer: str, *, since: str = "now", auto_ack: bool = True, max_await_ms: int = 1000) -> Feed:
+    def watch(
+        self,
+        consumer: str,
+        *,
+        since: str = "now",
+        auto_ack: bool = True,
+        max_await_ms: int = 1000,
+        tags: bool = False,
+    ) -> Feed:
         """Every message stored in the mailbox, at least once, in commit order, across restarts.
-        ``consumer`` names the reader (its position is kept in ``feed_checkpoints``). Needs change
-        streams (a replica set), else ``ServerFeatureError``."""
-        return Feed(self, consumer, since=since, auto_ack=auto_ack, max_await_ms=max_await_ms)
+        ``consumer`` names the reader (its position is kept in ``feed_checkpoints``). ``tags``:
+        each tag or folder change too (records of kind ``"tags"``). Needs change streams (a
+        replica set), else ``ServerFeatureError``."""
+        return Feed(self, consumer, since=since, auto_ack=auto_ack, max_await_ms=max_await_ms, tags=tags)
 
     # --- deleting, retention, export ------------------------------------------------------------
 
@@ -351,6 +423,15 @@ class MessageStore:
         """Re-normalize, from ``raw.eml``, every message stored under another spec version
         (default: the normalizer's own); mail without ``raw.eml`` is counted as skipped."""
         return maintenance.reparse_stale(self._context, spec_version)
+
+    def sweep_blobs(self, older_than: _dt.timedelta = _dt.timedelta(hours=1)) -> int:
+        """Remove the blobs a crash left without their message (an interrupted store that was
+        never delivered again), where every blob of that message is older than ``older_than``:
+        a younger one may belong to a message whose row is about to commit, so it is never
+        removed (writers commit within their retries, ``retry_seconds``). Returns how many."""
+        if not isinstance(older_than, _dt.timedelta):
+            raise TypeError(f"older_than must be a timedelta, not {type(older_than).__name__}")
+        return blobstore.sweep_blobs(self._context, older_than.total_seconds())
 
     def reindex(self) -> dict[str, int]:
         """Rebuild every derived document from the primary ``messages`` documents (seed 003):

@@ -52,6 +52,7 @@ _NOT_A_REPLICA_SET = 40573  # "The $changeStream stage is only supported on repl
 #: error older servers give for a token that fell off the oplog.
 _HISTORY_LOST = (286, 280)
 _HISTORY_WORDS = ("history", "oplog", "resume")
+_PASSED = object()  # an update event the feed does not hand out
 _NEEDS = "a replica set or a sharded cluster (MongoDB change streams; a single-node replica set will do)"
 
 
@@ -75,7 +76,9 @@ class Feed:
     ``auto_ack``) the last item, leaving it by an exception does not (without ``with``, only
     asking for the next item does). The records are in commit order; the backfill is in date
     order (``ts``, then message key). Needs change streams: ``ServerFeatureError`` on first use
-    where there are none (a standalone server, mongomock).
+    where there are none (a standalone server, mongomock). ``tags=True``: tag and folder changes
+    come too, as records of kind ``"tags"`` with the message's tags as they are when read (a
+    change to a message deleted since is passed over).
     """
 
     def __init__(
@@ -86,8 +89,10 @@ class Feed:
         since: str = "now",
         auto_ack: bool = True,
         max_await_ms: int = 1000,
+        tags: bool = False,
     ) -> None:
         self.store = store
+        self.tags = bool(tags)
         self.consumer = feed.check_consumer(consumer)
         self.since = feed.check_since(since)
         self.auto_ack = bool(auto_ack)
@@ -166,6 +171,13 @@ class Feed:
 
     def _advance(self) -> FeedItem | None:
         """The next record, or None when the stream had nothing new within ``max_await_ms``."""
+        while True:
+            item = self._advance_once()
+            if item is not _PASSED:
+                return item if isinstance(item, FeedItem) else None
+
+    def _advance_once(self) -> FeedItem | object | None:
+        """``_advance``'s one step: ``_PASSED`` for an update it passed over."""
         if self._position is None:
             self._start()
         position = self._position
@@ -202,6 +214,10 @@ class Feed:
                 self._position = self._handed_out = feed.stream_position(token)
             return None
         self._position = self._handed_out = feed.stream_position(event["_id"])
+        if event.get("operationType") == "update":
+            if not feed.is_label_change(event) or not event.get("fullDocument"):
+                return _PASSED  # another update, or a message deleted since
+            return feed.feed_item(event["fullDocument"], "tags")
         return feed.feed_item(event["fullDocument"])
 
     def _start(self) -> None:
@@ -262,9 +278,10 @@ class Feed:
         try:
             stream = _resolve(
                 self._messages.watch(
-                    feed.stream_pipeline(self.store.mailbox_id),
+                    feed.stream_pipeline(self.store.mailbox_id, self.tags),
                     resume_after=resume_after,
                     max_await_time_ms=self.max_await_ms,
+                    full_document="updateLookup" if self.tags else None,
                 )
             )
             return stream.__enter__()  # Motor opens the cursor here

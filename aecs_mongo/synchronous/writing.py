@@ -33,6 +33,7 @@ from ..pure.documents import (
 )
 from ..pure.keys import check_str
 from ..pure.settings import check_limit
+from ..pure.tags import check_folders, check_tags, needs_change
 from ..pure.variants import variant_blob_key, variant_record_update, variants_in_batch_order
 from ..results import StoreResult
 from . import blobstore, capabilities, indexing
@@ -78,12 +79,17 @@ def build(
     attachments: Sequence[bytes | None] | None,
     uidl: str | None,
     received_at: _dt.datetime | None = None,
+    tags: Iterable[str] = (),
+    folders: Iterable[str] = (),
 ) -> MessageDocuments:
     """The documents of one message (raw bytes are normalized first and kept byte-exact);
     ``received_at``: the source's date of it, the sort time of a message with no usable Date
-    and no Received header (``fallback_ts``)."""
+    and no Received header (``fallback_ts``); ``tags``/``folders``: set when it is inserted
+    (``pure/tags.py``; a bad one is ``InvalidTagError`` before anything is written)."""
     if uidl is not None:
         check_str(uidl, "uidl")
+    tag_list = check_tags(tags)
+    folder_list = check_folders(folders)
     settings = ctx.settings
     if isinstance(email, (bytes, bytearray, memoryview)):
         raw = bytes(email)
@@ -109,6 +115,10 @@ def build(
             uidl=uidl,
             fallback_ts=fallback_ts(None, received_at),
         )
+    if tag_list:
+        docs.message["tags"] = list(tag_list)
+    if folder_list:
+        docs.message["folders"] = list(folder_list)
     for path in docs.ignored:
         name = _INDEX.sub("[]", path)
         if ctx.first_time(f"ignored field {name}"):
@@ -121,9 +131,13 @@ def store_iter(
     items: Iterable[Any],
     batch_size: int,
     on_error: Callable[[int, Any, Exception], None] | None,
+    tags: Iterable[str] = (),
 ) -> Iterator[StoreResult]:
-    """Batches of ``items`` built on a worker thread (``prefetch``) while the last is written."""
+    """Batches of ``items`` built on a worker thread (``prefetch``) while the last is written.
+    ``tags``: set on every message inserted, beside an item's own ``tags`` (a mail source's
+    ``RawMessage`` carries its flags as ``tags`` and where it was found as ``folders``)."""
     check_limit(batch_size)
+    every = check_tags(tags)
     numbered = enumerate(items)
     Built = tuple[list[MessageDocuments], list[tuple[int, Any, AecsMongoError]]]
 
@@ -133,9 +147,11 @@ def store_iter(
         for index, item in numbered:
             try:
                 if hasattr(item, "received_at") and hasattr(item, "data"):  # a mail source's RawMessage
-                    batch.append(build(ctx, item.data, None, None, item.received_at))
+                    own = (*every, *getattr(item, "tags", ()))
+                    folders = getattr(item, "folders", ())
+                    batch.append(build(ctx, item.data, None, None, item.received_at, own, folders))
                 else:
-                    batch.append(build(ctx, item, None, None))
+                    batch.append(build(ctx, item, None, None, tags=every))
             except AecsMongoError as exc:
                 if on_error is None:
                     raise
@@ -250,15 +266,37 @@ def write_once(
         created.discard(docs.message["_id"])  # a repeat within the batch is "already stored"
     # a repeat within the batch, and every copy of a stored message, may be other bytes
     copies = [d for d, new in zip(batch, fresh, strict=True) if not new]
+    foldered = _add_folders(ctx, copies)
     variants, wrote = _keep_variants(ctx, copies, stored, concern, repair=repair)
-    if not wrote and not journaled:
+    if not wrote and (not journaled or foldered):
         ctx.journal_barrier(concern)
     # the local search index (search_index=) follows the commit: what this batch created
-    indexing.after_write(ctx, [d for d, new in zip(batch, fresh, strict=True) if new])
+    indexing.after_write(ctx, [d for d, new in zip(batch, fresh, strict=True) if new], foldered)
     return [
         StoreResult(d.message_id, d.message_key, d.thread_id, d.thread_key, new, id(d) in variants)
         for d, new in zip(batch, fresh, strict=True)
     ]
+
+
+def _add_folders(ctx: StoreContext, copies: Sequence[MessageDocuments]) -> list[str]:
+    """A re-delivery found in another folder: the folder joins the stored message's
+    (``$addToSet``, one update per message that lacks one; never an upsert, so a message deleted
+    meanwhile stays deleted). Tags are never touched by a re-delivery. Returns the keys of the
+    messages changed."""
+    wanted: dict[str, tuple[str, list[str]]] = {}
+    for docs in copies:
+        folders = docs.message.get("folders")
+        if folders:
+            key, have = wanted.setdefault(docs.message["_id"], (docs.message_key, []))
+            have.extend(f for f in folders if f not in have)
+    changed: list[str] = []
+    for _id, (key, folders) in wanted.items():
+        done = ctx.messages.update_one(
+            {**ctx.by_id(_id), **needs_change("folders", folders, ())}, {"$addToSet": {"folders": {"$each": folders}}}
+        )
+        if done.modified_count:
+            changed.append(key)
+    return changed
 
 
 def _keep_variants(

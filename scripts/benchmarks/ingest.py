@@ -1,7 +1,11 @@
 """The ``ingest`` section: ``store`` one by one and ``store_many`` of real mail as raw bytes
 vs PyMongo inserting the very documents ours produces (prebuilt: the I/O floor; ratio =
 baseline time / ours), then ``aecs-mongo ingest`` of a Maildir of real mail beside ``notmuch
-new`` and ``mu index`` of the same Maildir (``--ingest-tool-sizes``).
+new`` and ``mu index`` of the same Maildir (``--ingest-tool-sizes``): ours twice, on the
+embedded default (its blobs in a directory of the data directory, zstd-compressed) and with
+``--blobs gridfs`` (in the database, as before issue 40), with what each keeps on disk beside
+the Maildir (``*_disk_x``: ours the whole data directory once its server stopped, notmuch its
+database, mu its home), as a multiple of the Maildir's bytes.
 
 The tools' comparison: for each size one Maildir of real mail is written (the corpus,
 ``../shared/corpus/eml``, repeated with fresh Message-IDs by ``gen_mbox.messages``: raw bytes,
@@ -18,6 +22,16 @@ included for ours); medians of the rounds. One more, untimed run of ours in this
 counts what the server is asked per batch: commands, and documents written per message.
 
 Only the tools' comparison: ``--sections ingest --ingest-messages 0``.
+
+Re-runs (issue 42, ``--ingest-rerun-size``, default 10,000; 0 skips them; functions ``rerun_*``
+below): one Maildir of real mail, ingested once by each tool (ours on the embedded default,
+notmuch, mu), then, round after round, each tool's re-run with nothing changed, and each tool's
+re-run after 100 new files (in ``new/``) and 100 flag changes (``:2,S`` renamed ``:2,FS``),
+fresh files and renames each round. Beside them: our start-up (``ingest`` of an empty
+directory: the interpreter, the imports, the connection to the running server, one empty
+survey) and the cost of ingesting those 100 files alone (into another mailbox, the command
+included). The targets: unchanged within notmuch's time + our start-up, the changes within
+1 s + the 100 alone.
 """
 
 from __future__ import annotations
@@ -95,7 +109,19 @@ def bench_ingest(client: MongoClient[Doc], count: int, rounds: int, transactions
     }
 
 
-TOOLS = ("aecs-mongo", "notmuch", "mu")
+#: ours twice: the embedded default (its blob store: a directory in the data directory) and the
+#: same with ``--blobs gridfs`` (the blobs in the database, as before issue 40)
+TOOLS = ("aecs-mongo", "aecs-mongo-gridfs", "notmuch", "mu")
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes on disk under ``path`` (allocated blocks, as ``du`` counts them)."""
+    total = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+    return total
 
 
 def write_maildir(path: Path, count: int) -> int:
@@ -127,20 +153,26 @@ def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     return time.perf_counter() - started
 
 
-def run_ours(maildir: Path, work: Path) -> tuple[float, float]:
-    """(ingest seconds, server start seconds) of ``aecs-mongo ingest`` on the embedded default."""
+def run_ours(maildir: Path, work: Path, blobs: str | None = None) -> tuple[float, float, int]:
+    """(ingest seconds, server start seconds, data directory bytes once the server stopped) of
+    ``aecs-mongo ingest`` on the embedded default; ``blobs``: a ``--blobs`` URL (default: the
+    command line's own choice, a directory in the data directory)."""
     data = work / "aecs-data"
     cli = [sys.executable, "-m", "aecs_mongo", "--data-dir", str(data)]
-    env = _env()
+    if blobs is not None:
+        cli += ["--blobs", blobs]
+    env = {k: v for k, v in _env().items() if k != "AECS_BLOBS"}
     try:
         start = _timed([*cli, "server", "start"], env, work)
-        return _timed([*cli, "ingest", "--no-progress", str(maildir)], env, work), start
+        seconds = _timed([*cli, "ingest", "--no-progress", str(maildir)], env, work)
+        subprocess.run([*cli, "server", "stop"], env=env, cwd=work, capture_output=True)
+        return seconds, start, disk_usage(data)
     finally:
         subprocess.run([*cli, "server", "stop"], env=env, cwd=work, capture_output=True)
         shutil.rmtree(data, ignore_errors=True)
 
 
-def run_notmuch(maildir: Path, work: Path) -> float:
+def run_notmuch(maildir: Path, work: Path) -> tuple[float, int]:
     database = work / "notmuch-db"
     config = work / "notmuch-config"
     config.write_text(
@@ -150,17 +182,17 @@ def run_notmuch(maildir: Path, work: Path) -> float:
     env = {**_env(), "NOTMUCH_CONFIG": str(config)}
     database.mkdir()
     try:
-        return _timed(["notmuch", "new", "--quiet"], env, work)
+        return _timed(["notmuch", "new", "--quiet"], env, work), disk_usage(database)
     finally:
         shutil.rmtree(database, ignore_errors=True)
 
 
-def run_mu(maildir: Path, work: Path) -> float:
+def run_mu(maildir: Path, work: Path) -> tuple[float, int]:
     home = work / "mu-home"
     env = _env()
     try:
         init = _timed(["mu", "init", "--quiet", f"--muhome={home}", f"--maildir={maildir}"], env, work)
-        return init + _timed(["mu", "index", "--quiet", f"--muhome={home}"], env, work)
+        return init + _timed(["mu", "index", "--quiet", f"--muhome={home}"], env, work), disk_usage(home)
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -254,7 +286,7 @@ def compile_bytecode() -> None:
 def bench_mail_tools(sizes: list[int], rounds: int) -> list[Doc]:
     """The table's rows: one per size, every installed tool's median messages/s."""
     compile_bytecode()
-    installed = ["aecs-mongo"] + [tool for tool in TOOLS[1:] if shutil.which(tool)]
+    installed = ["aecs-mongo", "aecs-mongo-gridfs"] + [tool for tool in TOOLS[2:] if shutil.which(tool)]
     rows: list[Doc] = []
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix="aecs-bench-ingest-") as tmp:
@@ -263,19 +295,26 @@ def bench_mail_tools(sizes: list[int], rounds: int) -> list[Doc]:
             nbytes = write_maildir(maildir, size)
             _read_all(maildir)
             times: dict[str, list[float]] = {tool: [] for tool in installed}
+            sizes_on_disk: dict[str, list[int]] = {tool: [] for tool in installed}
             starts: list[float] = []
             for r in range(rounds):
                 order = installed[r % len(installed) :] + installed[: r % len(installed)]
                 for tool in order:
-                    if tool == "aecs-mongo":
-                        seconds, start = run_ours(maildir, work)
+                    if tool.startswith("aecs-mongo"):
+                        blobs = "gridfs" if tool == "aecs-mongo-gridfs" else None
+                        seconds, start, used = run_ours(maildir, work, blobs)
                         starts.append(start)
                     elif tool == "notmuch":
-                        seconds = run_notmuch(maildir, work)
+                        seconds, used = run_notmuch(maildir, work)
                     else:
-                        seconds = run_mu(maildir, work)
+                        seconds, used = run_mu(maildir, work)
                     times[tool].append(seconds)
-                    print(f"  ingest {size}: {tool} round {r + 1}: {size / seconds:.0f} msgs/s", flush=True)
+                    sizes_on_disk[tool].append(used)
+                    print(
+                        f"  ingest {size}: {tool} round {r + 1}: {size / seconds:.0f} msgs/s,"
+                        f" {used / 1e6:.0f} MB on disk ({used / nbytes:.2f}x the Maildir)",
+                        flush=True,
+                    )
             counted = count_statements(maildir)
         row: Doc = {"messages": size, "MB": round(nbytes / 1e6, 1), "rounds": rounds}
         for tool in TOOLS:
@@ -284,11 +323,16 @@ def bench_mail_tools(sizes: list[int], rounds: int) -> list[Doc]:
                 row[f"{tool}_s"] = round(median, 2)
                 row[f"{tool}_msgs_per_s"] = round(size / median)
                 row[f"{tool}_rounds"] = [round(size / t) for t in times[tool]]
+                # what the tool keeps beside the Maildir (ours: the whole data directory)
+                row[f"{tool}_disk_x"] = round(statistics.median(sizes_on_disk[tool]) / nbytes, 2)
             else:
                 row[f"{tool}_msgs_per_s"] = "not installed"
         if "notmuch" in times:
             ours, notmuch = statistics.median(times["aecs-mongo"]), statistics.median(times["notmuch"])
             row["ours_vs_notmuch"] = round(notmuch / ours, 2)
+        row["dir_vs_gridfs"] = round(
+            statistics.median(times["aecs-mongo-gridfs"]) / statistics.median(times["aecs-mongo"]), 2
+        )
         row["server_start_s"] = round(statistics.median(starts), 1)
         row["commandsPerBatch"] = counted["commandsPerBatch"]
         row["documentsPerMessage"] = counted["documentsPerMessage"]
@@ -302,9 +346,15 @@ COLUMNS = [
     "messages",
     "MB",
     "aecs-mongo_msgs_per_s",
+    "aecs-mongo-gridfs_msgs_per_s",
     "notmuch_msgs_per_s",
     "mu_msgs_per_s",
     "ours_vs_notmuch",
+    "dir_vs_gridfs",
+    "aecs-mongo_disk_x",
+    "aecs-mongo-gridfs_disk_x",
+    "notmuch_disk_x",
+    "mu_disk_x",
     "server_start_s",
     "commandsPerBatch",
     "documentsPerMessage",
@@ -327,6 +377,12 @@ def add_arguments(parser: Any) -> None:
         help="Maildir sizes for aecs-mongo ingest beside notmuch new and mu index ('' skips it)",
     )
     parser.add_argument("--ingest-tool-rounds", type=int, default=3, help="rounds of each tool (median)")
+    parser.add_argument(
+        "--ingest-rerun-size",
+        type=int,
+        default=10_000,
+        help="Maildir size of the re-run comparison beside notmuch new and mu index (0: skip it)",
+    )
 
 
 def run(ctx: Context) -> Doc:
@@ -356,4 +412,129 @@ def run(ctx: Context) -> Doc:
         print(f"\n== ingest beside notmuch and mu: one Maildir of real mail, messages/s (median of {rounds})")
         report["ingest_tools"] = bench_mail_tools(args.ingest_tool_sizes, rounds)
         print(table(report["ingest_tools"], COLUMNS))
+    if args.ingest_rerun_size:
+        rounds = args.ingest_tool_rounds
+        print(f"\n== ingest again: a re-run beside notmuch new and mu index, seconds (median of {rounds})")
+        report["ingest_rerun"] = rerun_bench(args.ingest_rerun_size, rounds)
+        print(table([report["ingest_rerun"]], RERUN_COLUMNS))
     return report
+
+
+# --- re-runs (issue 42): what a run costs when little or nothing changed -----------------------------
+
+
+def rerun_changes(maildir: Path, round_: int, count: int = 100) -> None:
+    """``count`` new files in ``new/`` and ``count`` flag changes (``:2,S`` -> ``:2,FS``) of
+    files not renamed before: what a mail fetch and a mail reader leave behind."""
+    source = corpus_source()
+    first = 10_000_000 + round_ * count
+    for i, raw in enumerate(itertools.islice(gen_mbox.messages(7 + round_, source=source), count)):
+        (maildir / "new" / f"{1_800_000_000 + first + i}.{first + i}.bench").write_bytes(raw)
+    seen = sorted(p for p in (maildir / "cur").iterdir() if p.name.endswith(":2,S"))
+    for path in seen[:count]:
+        path.rename(path.with_name(path.name[: -len(":2,S")] + ":2,FS"))
+
+
+def _notmuch_env(maildir: Path, work: Path) -> dict[str, str]:
+    config = work / "notmuch-config"
+    config.write_text(
+        f"[database]\npath={work / 'notmuch-db'}\nmail_root={maildir}\n[user]\nname=Bench\n"
+        "primary_email=bench@example.com\n[new]\ntags=unread;inbox;\n[maildir]\nsynchronize_flags=true\n"
+    )
+    (work / "notmuch-db").mkdir(exist_ok=True)
+    return {**_env(), "NOTMUCH_CONFIG": str(config)}
+
+
+def rerun_bench(size: int, rounds: int) -> Doc:
+    """The re-run row: medians of each tool's unchanged re-run and of its re-run after the
+    changes of :func:`rerun_changes`, our start-up and the 100 alone."""
+    compile_bytecode()
+    with tempfile.TemporaryDirectory(prefix="aecs-bench-rerun-") as tmp:
+        work = Path(tmp)
+        maildir = work / "Maildir"
+        write_maildir(maildir, size)
+        _read_all(maildir)
+        data = work / "aecs-data"
+        ours = [sys.executable, "-m", "aecs_mongo", "--data-dir", str(data)]
+        env = _env()
+        tools: dict[str, list[str]] = {"aecs-mongo": [*ours, "ingest", "--no-progress", str(maildir)]}
+        tool_env: dict[str, dict[str, str]] = {"aecs-mongo": env}
+        if shutil.which("notmuch"):
+            tools["notmuch"] = ["notmuch", "new", "--quiet"]
+            tool_env["notmuch"] = _notmuch_env(maildir, work)
+        if shutil.which("mu"):
+            home = work / "mu-home"
+            subprocess.run(["mu", "init", "--quiet", f"--muhome={home}", f"--maildir={maildir}"], check=True, env=env)
+            tools["mu"] = ["mu", "index", "--quiet", f"--muhome={home}"]
+            tool_env["mu"] = env
+        empty = work / "empty"
+        empty.mkdir()
+        try:
+            _timed([*ours, "server", "start"], env, work)
+            first = {tool: _timed(argv, tool_env[tool], work) for tool, argv in tools.items()}
+            print("  first runs:", {k: round(v, 2) for k, v in first.items()}, flush=True)
+            unchanged: dict[str, list[float]] = {tool: [] for tool in tools}
+            changed: dict[str, list[float]] = {tool: [] for tool in tools}
+            start_up: list[float] = []
+            alone: list[float] = []
+            for r in range(rounds):
+                time.sleep(1.1)  # a directory changed within the last second is listed again (by design)
+                for tool, argv in tools.items():
+                    unchanged[tool].append(_timed(argv, tool_env[tool], work))
+                start_up.append(_timed([*ours, "ingest", "--no-progress", str(empty)], env, work))
+                rerun_changes(maildir, r)
+                for tool, argv in tools.items():
+                    changed[tool].append(_timed(argv, tool_env[tool], work))
+                batch = work / f"alone-{r}"
+                batch.mkdir()
+                for path in sorted((maildir / "new").iterdir())[-100:]:
+                    shutil.copy(path, batch / path.name)
+                alone.append(
+                    _timed([*ours, "--mailbox", f"alone-{r}", "ingest", "--no-progress", str(batch)], env, work)
+                )
+                print(
+                    f"  re-run round {r + 1}: unchanged",
+                    {k: round(v[-1], 3) for k, v in unchanged.items()},
+                    "changed",
+                    {k: round(v[-1], 3) for k, v in changed.items()},
+                    f"start-up {start_up[-1]:.3f} alone {alone[-1]:.3f}",
+                    flush=True,
+                )
+            summary = json.loads(
+                subprocess.run(
+                    [*ours, "ingest", "--json", "--no-progress", str(maildir)], env=env, capture_output=True, check=True
+                ).stdout
+            )
+        finally:
+            subprocess.run([*ours, "server", "stop"], env=env, cwd=work, capture_output=True)
+    row: Doc = {"messages": size, "rounds": rounds, "files": summary["files"]}
+    for tool in tools:
+        row[f"{tool}_unchanged_s"] = round(statistics.median(unchanged[tool]), 3)
+        row[f"{tool}_changed_s"] = round(statistics.median(changed[tool]), 3)
+    row["start_up_s"] = round(statistics.median(start_up), 3)
+    row["alone_100_s"] = round(statistics.median(alone), 3)
+    if "notmuch" in tools:
+        budget = row["notmuch_unchanged_s"] + row["start_up_s"]
+        row["unchanged_budget_s"] = round(budget, 3)
+        row["unchanged_within"] = row["aecs-mongo_unchanged_s"] <= budget
+    row["changed_budget_s"] = round(1 + row["alone_100_s"], 3)
+    row["changed_within"] = row["aecs-mongo_changed_s"] <= row["changed_budget_s"]
+    row["load"] = os.getloadavg()[0]
+    print("  ingest re-run", json.dumps(row), flush=True)
+    return row
+
+
+RERUN_COLUMNS = [
+    "messages",
+    "aecs-mongo_unchanged_s",
+    "notmuch_unchanged_s",
+    "mu_unchanged_s",
+    "start_up_s",
+    "unchanged_within",
+    "aecs-mongo_changed_s",
+    "notmuch_changed_s",
+    "mu_changed_s",
+    "alone_100_s",
+    "changed_within",
+    "load",
+]

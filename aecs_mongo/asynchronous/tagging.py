@@ -1,0 +1,158 @@
+"""Tags and folders: ``store.tag``, ``store.set_folders``, ``store.tags``.
+
+The rules are in the pure ``pure/tags.py``; this is the order of reads and writes. A change
+names its messages by a target: a list of Message-IDs, or a query in the search language
+(``id:<Message-ID>`` one message, ``thread:<id>`` one thread, ``tag:todo``, any query). The
+messages are taken in batches of ``TAG_BATCH``, newest first, and each batch is one
+``update_many`` by ``_id`` whose filter keeps only the messages the change would modify
+(``pure.tags.needs_change``): per message it is one atomic single-document update (no lost
+update when two writers tag the same message: each computes the new list from the stored one on
+the server), never an upsert (a message deleted or erased meanwhile stays gone), and a change
+interrupted half-way is finished by running it again (what is done already is matched, not
+changed). A query of tags, flags, folders, ids, threads and dates is read from ``messages`` by
+keyset (``ts``, ``messageKey``) on its index (``aecs_messages_tags`` for ``tag:``), so removing
+the tag the query names does not move the next batch; a query with words pages through the
+store's search engine the same way. Each batch's update is durable (``j: true``) before the
+next; the local search index follows each batch (``indexing.after_labels``); the change stream
+carries each change to feed consumers (``store.watch(..., tags=True)``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..pure import search_query
+from ..pure.keys import check_str, doc_id, message_key, thread_key
+from ..pure.search_compile import message_filter
+from ..pure.tags import check_folders, check_tags, needs_change, tag_update
+from ..results import TagReport
+from . import capabilities, indexing, search
+from .context import AsyncStoreContext, resolve, to_list
+
+__all__ = ["TAG_BATCH", "change", "tag_counts"]
+
+#: messages one statement changes at most (the change as a whole is unbounded)
+TAG_BATCH = 1000
+
+
+def _thread_key_of(thread_id: str) -> str:
+    return thread_key(thread_id)
+
+
+async def change(
+    ctx: AsyncStoreContext,
+    field: str,
+    target: str | Iterable[str],
+    add: Iterable[str],
+    remove: Iterable[str],
+    *,
+    dry_run: bool = False,
+    limit: int | None = None,
+) -> TagReport:
+    """Add and remove tags (``field="tags"``) or folders (``"folders"``) on the target's
+    messages. ``limit``: refuse (``ValueError``, nothing written) a target of more messages
+    (the agents' cap); ``dry_run``: count, write nothing."""
+    check = check_tags if field == "tags" else check_folders
+    added = check(add, f"{field} to add")
+    removed = check(remove, f"{field} to remove")
+    both = set(added) & set(removed)
+    if both:
+        raise ValueError(f"{sorted(both)[0]!r} is both added and removed")
+    if limit is not None:
+        counted = await _count_target(ctx, target)
+        if counted > limit:
+            raise ValueError(f"the target names {counted} messages, more than {limit} at once")
+    matched = changed = 0
+    wants = needs_change(field, added, removed)
+    update = tag_update(field, added, removed)
+    concern = None if dry_run else await capabilities.completion_concern(ctx)
+    messages = ctx.completing(ctx.messages, concern)
+    async for keys in _target_batches(ctx, target):
+        ids = [doc_id(ctx.mailbox_id, k) for k in keys]
+        selector = {**ctx.by_ids(ids), **wants}
+        # a query names stored messages; a listed Message-ID may not be stored (not matched)
+        matched += len(ids) if isinstance(target, str) else await ctx.messages.count_documents(ctx.by_ids(ids))
+        if dry_run:
+            changed += await ctx.messages.count_documents(selector)
+            continue
+        if not (added or removed):
+            continue
+        if added and removed and not ctx.capabilities.array_pipelines:
+            modified = await ctx.messages.count_documents(selector)
+            await ctx.messages.update_many(selector, tag_update(field, (), removed))
+            await ctx.messages.update_many(ctx.by_ids(ids), tag_update(field, added, ()))
+        else:
+            modified = (await messages.update_many(selector, update)).modified_count
+        changed += modified
+        if modified:
+            await indexing.after_labels(ctx, keys)
+    return TagReport(matched=matched, changed=changed, dry_run=dry_run)
+
+
+async def _count_target(ctx: AsyncStoreContext, target: str | Iterable[str]) -> int:
+    total = 0
+    async for keys in _target_batches(ctx, target):
+        if isinstance(target, str):
+            total += len(keys)
+        else:
+            total += await ctx.messages.count_documents(ctx.by_ids([doc_id(ctx.mailbox_id, k) for k in keys]))
+    return total
+
+
+async def _target_batches(ctx: AsyncStoreContext, target: str | Iterable[str]) -> Any:
+    """The target's message keys, ``TAG_BATCH`` at a time (a listed Message-ID may not be
+    stored: the update then matches nothing for it)."""
+    if not isinstance(target, str):
+        if isinstance(target, (bytes, Mapping)) or not isinstance(target, Iterable):
+            raise TypeError(f"target must be a query string or a list of Message-IDs, not {type(target).__name__}")
+        keys = list(dict.fromkeys(message_key(check_str(m, "message id")) for m in target))
+        for start in range(0, len(keys), TAG_BATCH):
+            yield keys[start : start + TAG_BATCH]
+        return
+    tree = search_query.parse(target)
+    if tree is None:
+        raise ValueError("the target is an empty query: name the messages (a query, or a list of Message-IDs)")
+    now = _dt.datetime.now(_dt.UTC)
+    flt = message_filter(tree, now, _thread_key_of, top=False) if not search_query.has_text(tree) else None
+    if flt is not None:
+        after: tuple[int, str] | None = None
+        while True:
+            clauses: list[dict[str, Any]] = [{"mailboxId": ctx.mailbox_id}]
+            if flt:
+                clauses.append(flt)
+            if after is not None:
+                ts, key = after
+                clauses.append({"$or": [{"ts": {"$lt": ts}}, {"ts": ts, "messageKey": {"$lt": key}}]})
+            found = ctx.messages.find({"$and": clauses}, {"_id": 0, "ts": 1, "messageKey": 1})
+            rows = await to_list(found.sort([("ts", -1), ("messageKey", -1)]).limit(TAG_BATCH))
+            if not rows:
+                return
+            yield [str(r["messageKey"]) for r in rows]
+            if len(rows) < TAG_BATCH:
+                return
+            after = (int(rows[-1]["ts"]), str(rows[-1]["messageKey"]))
+        return
+    cursor: str | None = None
+    while True:
+        hits = await search.search(ctx, target, TAG_BATCH, None, "date", cursor)
+        keys = [message_key(h["messageId"]) for h in hits]
+        if keys:
+            yield keys
+        cursor = hits.next_cursor
+        if cursor is None:
+            return
+
+
+async def tag_counts(ctx: AsyncStoreContext) -> dict[str, int]:
+    """``store.tags()``: each tag of the mailbox with how many messages carry it, by name (one
+    aggregation over the tagged messages, on ``aecs_messages_tags``)."""
+    pipeline: list[dict[str, Any]] = [
+        {"$match": {"mailboxId": ctx.mailbox_id, "tags": {"$type": "string"}}},
+        {"$project": {"_id": 0, "tags": 1}},
+        {"$unwind": "$tags"},
+        {"$group": {"_id": "$tags", "n": {"$sum": 1}}},
+    ]
+    rows = await to_list(await resolve(ctx.messages.aggregate(pipeline)))
+    return {str(r["_id"]): int(r["n"]) for r in sorted(rows, key=lambda r: str(r["_id"]))}
