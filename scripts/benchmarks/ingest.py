@@ -383,12 +383,14 @@ def run(ctx: Context) -> Doc:
 # --- re-runs (issue 42): what a run costs when little or nothing changed -----------------------------
 
 
-def rerun_changes(maildir: Path, round_: int, count: int = 100) -> None:
-    """``count`` new files in ``new/`` and ``count`` flag changes (``:2,S`` -> ``:2,FS``) of
-    files not renamed before: what a mail fetch and a mail reader leave behind."""
+def rerun_changes(maildir: Path, size: int, round_: int, count: int = 100) -> None:
+    """``count`` new files in ``new/`` (new messages: the stream of :func:`write_maildir` past
+    its ``size`` and the rounds before) and ``count`` flag changes (``:2,S`` -> ``:2,FS``) of files
+    not renamed before: what a mail fetch and a mail reader leave behind."""
     source = corpus_source()
-    first = 10_000_000 + round_ * count
-    for i, raw in enumerate(itertools.islice(gen_mbox.messages(7 + round_, source=source), count)):
+    first = size + round_ * count
+    fresh = itertools.islice(gen_mbox.messages(64, source=source), first, first + count)
+    for i, raw in enumerate(fresh):
         (maildir / "new" / f"{1_800_000_000 + first + i}.{first + i}.bench").write_bytes(raw)
     seen = sorted(p for p in (maildir / "cur").iterdir() if p.name.endswith(":2,S"))
     for path in seen[:count]:
@@ -442,7 +444,7 @@ def rerun_bench(size: int, rounds: int) -> Doc:
                 for tool, argv in tools.items():
                     unchanged[tool].append(_timed(argv, tool_env[tool], work))
                 start_up.append(_timed([*ours, "ingest", "--no-progress", str(empty)], env, work))
-                rerun_changes(maildir, r)
+                rerun_changes(maildir, size, r)
                 for tool, argv in tools.items():
                     changed[tool].append(_timed(argv, tool_env[tool], work))
                 batch = work / f"alone-{r}"
