@@ -329,3 +329,26 @@ def test_cli_follows_a_rename(cli: Cli, db: Any, tmp_path: Path) -> None:
     run = cli("ingest", str(box), "--json")
     assert (run.json()["flagChanges"], run.json()["stored"], run.json()["present"]) == (1, 0, 0)
     assert db.messages.find_one({"messageId": "m1@follow.example"})["tags"] == ["$flagged"]
+
+
+def test_an_mbox_interrupted_halfway_is_read_on_from_its_last_stored_message(
+    mstore: MessageStore, failpoints: Any, tmp_path: Path
+) -> None:
+    from .helpers.failpoints import failpoint
+
+    path = tmp_path / "inbox.mbox"
+    path.write_bytes(mboxrd(list(range(30))))
+    failpoint(failpoints, mode={"skip": 12, "times": 1}, data={"failCommands": ["insert"], "errorCode": 2})
+    with pytest.raises(OperationFailure):
+        sync_files(mstore, [path], batch_size=5)
+    failpoint(failpoints, mode="off")
+    stored = {m["messageKey"] for m in mstore.db.messages.find({}, {"messageKey": 1})}
+    recorded = [r["messageKey"] for r in records(mstore, "mboxmsg")]
+    assert 0 < len(recorded) < 30 and set(recorded) <= stored
+    (record,) = records(mstore, "mbox")
+    assert record["size"] is None and record["messages"] == len(recorded)  # not read to its end
+    report = sync_files(mstore, [path], batch_size=5)
+    assert (report.appended, report.changed) == (1, 0)
+    assert report.messages.stored + report.messages.present == 30 - len(recorded)
+    assert len(ids(mstore)) == 30 and len(records(mstore, "mboxmsg")) == 30
+    assert sync_files(mstore, [path]).messages.processed == 0

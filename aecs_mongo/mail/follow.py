@@ -27,7 +27,8 @@ per mailbox, so any worker that opens the mailbox sees it. A run:
    was dealt with. An interrupted run (Ctrl-C, SIGKILL, a full disk) leaves records for what was
    stored only, and the next run reads the rest; at worst a batch is read again and ``present``.
 
-Only a ``MessageStore`` (blocking; as the IMAP sync). Sources are keyed by their absolute path
+Only a ``MessageStore`` (blocking, as the IMAP sync; an ``AsyncMessageStore`` user runs
+``sync_files`` on a thread with a ``MessageStore`` on the same database). Sources are keyed by their absolute path
 (``root``): the same folder named through another path is another source.
 """
 
