@@ -352,3 +352,15 @@ def test_an_mbox_interrupted_halfway_is_read_on_from_its_last_stored_message(
     assert report.messages.stored + report.messages.present == 30 - len(recorded)
     assert len(ids(mstore)) == 30 and len(records(mstore, "mboxmsg")) == 30
     assert sync_files(mstore, [path]).messages.processed == 0
+
+
+def test_files_that_are_not_mail_are_recorded_without_any_message_stored(mstore: MessageStore, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("not mail\n")
+    (folder / "b.mbox").write_bytes(b"From x Tue Nov  3 10:00:00 2026\n\n")  # an mbox of one empty entry
+    first = sync_files(mstore, [folder])
+    assert (first.messages.processed, first.messages.ignored, first.new) == (1, [str(folder / "a.txt")], 2)
+    assert {r["kind"] for r in mstore.db[fr.COLLECTION].find()} >= {"file", "mbox"}
+    again = sync_files(mstore, [folder])
+    assert (again.messages.processed, again.messages.ignored, again.unchanged) == (0, [], 2)

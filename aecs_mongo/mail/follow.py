@@ -637,7 +637,7 @@ class _Sync:
         with self.lock:
             unit = self.handed.pop(next(iter(self.handed)))
         unit.done, unit.result = True, result
-        self._collect()
+        self.collect()
 
     def refused(self, index: int, item: object, exc: Exception) -> None:
         with self.lock:
@@ -645,7 +645,7 @@ class _Sync:
         unit.done, unit.skipped = True, f"refused by the store: {exc}"
         self.report.messages.refused(index, item, exc)
 
-    def _collect(self) -> None:
+    def collect(self) -> None:
         """Records for the confirmed units at the head of the queue (in hand-out order)."""
         while True:
             with self.lock:
@@ -791,10 +791,12 @@ def sync_files(
     except BaseException:
         tracked.close()
         with contextlib.suppress(Exception):  # the database may be what failed
+            sync.collect()
             sync.flush()
         tally.seconds = time.monotonic() - started
         raise
     tracked.close()
+    sync.collect()  # what is done after the last result: skipped files, the marks after mbox files
     sync.flush()
     if sync.exhausted:
         sync.remove_lost()
