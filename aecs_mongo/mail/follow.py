@@ -178,6 +178,17 @@ class _Source:
     seen_dirs: dict[str, tuple[int | None, bool]] = field(default_factory=dict)  # dir -> (mtime, listed)
     listings: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)  # dir -> (name, inode, order)
     retry: set[str] = field(default_factory=set)  # directories with a file that could not be read
+    unreadable: set[str] = field(default_factory=set)  # directories that could not be listed
+
+    def vanished(self) -> set[str]:
+        """Recorded directories the walk did not find, where it could look (a directory that
+        could not be listed, or whose parent could not, is not gone: its files are not counted
+        gone)."""
+        missing = set(self.dir_records) - set(self.seen_dirs)
+        return {
+            d for d in missing if not any(u in ("", d) or d.startswith(u.rstrip("/") + "/") for u in self.unreadable)
+        }
+
     counts: dict[str, int] = field(default_factory=dict)  # dir -> message files in it
     failures: list[tuple[int, Skipped]] = field(default_factory=list)
     complete: bool = True
@@ -211,6 +222,7 @@ class _Walker:
         except OSError as exc:
             self.s.fail(Skipped(Origin(self.s.abs(rel)), f"cannot read directory: {exc.strerror or exc}"))
             self.s.complete = False
+            self.s.unreadable.add(rel)
             return None
 
     def walk(self, rel: str = "") -> None:
@@ -233,6 +245,7 @@ class _Walker:
         except OSError as exc:
             self.s.fail(Skipped(Origin(self.s.abs(rel)), f"cannot read directory: {exc.strerror or exc}"))
             self.s.complete = False
+            self.s.unreadable.add(rel)
             return
         trusted = mtime if self.now_ns - mtime > fr.MTIME_TRUST_NS else None
         record = self.s.dir_records.get(rel)
@@ -366,7 +379,7 @@ class _Sync:
             for directory, (_, was_listed) in source.seen_dirs.items():
                 if was_listed and directory not in source.listings:
                     read_dirs.add(directory)  # a plain directory
-            read_dirs |= set(source.dir_records) - set(source.seen_dirs)  # vanished
+            read_dirs |= source.vanished()
             for directory, listing in source.listings.items():
                 names = (source.dir_records.get(directory) or {}).get("names")
                 if names is None or self.rescan:
@@ -718,7 +731,7 @@ class _Sync:
                         self.mailbox, source.root, directory, mtime, source.counts.get(directory, 0), names
                     )
                     writes.append(ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
-            writes += [DeleteOne({"_id": r["_id"]}) for d, r in source.dir_records.items() if d not in source.seen_dirs]
+            writes += [DeleteOne({"_id": source.dir_records[d]["_id"]}) for d in source.vanished()]
         if writes:
             self.records.bulk_write(writes, ordered=False)
 
