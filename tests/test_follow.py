@@ -364,3 +364,17 @@ def test_files_that_are_not_mail_are_recorded_without_any_message_stored(mstore:
     assert {r["kind"] for r in mstore.db[fr.COLLECTION].find()} >= {"file", "mbox"}
     again = sync_files(mstore, [folder])
     assert (again.messages.processed, again.messages.ignored, again.unchanged) == (0, [], 2)
+
+
+def test_cli_mbox_appended_then_rewritten(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "inbox.mbox"
+    path.write_bytes(mboxrd([1, 2]))
+    assert cli("ingest", str(path), "--json").json()["stored"] == 2
+    with open(path, "ab") as f:
+        f.write(mboxrd([3]))
+    run = cli("ingest", str(path), "--no-progress")
+    assert run.out.splitlines()[-1] == "1 file: 0 new, 0 flag changes, 0 gone (kept), 1 mbox appended"
+    assert "1 stored, 0 already present" in run.out
+    path.write_bytes(mboxrd([3, 1]))  # message 2 expunged
+    summary = cli("ingest", str(path), "--remove-missing", "--json").json()
+    assert (summary["changed"], summary["present"], summary["removed"]) == (1, 2, 1)
