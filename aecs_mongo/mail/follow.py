@@ -247,7 +247,7 @@ class _Walker:
             self.s.complete = False
             self.s.unreadable.add(rel)
             return
-        trusted = mtime if self.now_ns - mtime > fr.MTIME_TRUST_NS else None
+        trusted = mtime if fr.mtime_trusted(mtime, self.now_ns) else None
         record = self.s.dir_records.get(rel)
         if record is not None and not self.rescan and record.get("mtimeNs") == mtime:
             self.s.seen_dirs[rel] = (mtime, False)

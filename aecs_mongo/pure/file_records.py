@@ -54,6 +54,7 @@ __all__ = [
     "DIRS",
     "GONE_DIR",
     "HASH_BLOCK",
+    "MTIME_TRUST_COARSE_NS",
     "MTIME_TRUST_NS",
     "SNAPSHOT_LIMIT",
     "Kind",
@@ -70,6 +71,7 @@ __all__ = [
     "mbox_document",
     "mbox_message_document",
     "mbox_message_key",
+    "mtime_trusted",
     "plan",
     "record_id",
 ]
@@ -77,9 +79,19 @@ __all__ = [
 COLLECTION = "file_sources"
 #: bytes hashed at the start of an mbox and before its known end, to tell an append from a rewrite
 HASH_BLOCK = 4096
-#: a directory modified less than this before it was listed is listed again next time (a change
-#: in the same clock tick, after the listing, would leave its mtime as it was)
-MTIME_TRUST_NS = 1_000_000_000
+#: a directory modified less than this before it was listed is listed again next time: a change
+#: after the listing within the same tick of the file system's clock would leave its mtime as it
+#: was. Linux stamps files from a clock of 1-10 ms ticks; an mtime of whole seconds (ext3, FAT's
+#: two seconds, some network file systems) gets :data:`MTIME_TRUST_COARSE_NS` instead.
+MTIME_TRUST_NS = 50_000_000
+MTIME_TRUST_COARSE_NS = 2_000_000_000
+
+
+def mtime_trusted(mtime_ns: int, now_ns: int) -> bool:
+    """Whether a directory's mtime, read at ``now_ns`` (taken before the stat), may stand for
+    its listing: every later change will give it another value."""
+    whole_seconds = mtime_ns % 1_000_000_000 == 0
+    return now_ns - mtime_ns > (MTIME_TRUST_COARSE_NS if whole_seconds else MTIME_TRUST_NS)
 
 Kind = Literal["maildir", "file", "mbox", "mboxmsg", "dir", "gone"]
 
