@@ -378,3 +378,16 @@ def test_cli_mbox_appended_then_rewritten(cli: Cli, tmp_path: Path) -> None:
     path.write_bytes(mboxrd([3, 1]))  # message 2 expunged
     summary = cli("ingest", str(path), "--remove-missing", "--json").json()
     assert (summary["changed"], summary["present"], summary["removed"]) == (1, 2, 1)
+
+
+def test_rescan_reads_everything_again_and_marks_nothing_gone(mstore: MessageStore, tmp_path: Path) -> None:
+    box = maildir(tmp_path / "Maildir")
+    seen = deliver(box, 1, "cur", "S")
+    (tmp_path / "inbox.mbox").write_bytes(mboxrd([2, 3]))
+    sync_files(mstore, [box, tmp_path / "inbox.mbox"])
+    seen.rename(seen.with_name(seen.name + "F"))  # flagged meanwhile: a rescan still follows the rename
+    report = sync_files(mstore, [box, tmp_path / "inbox.mbox"], rescan=True)
+    assert (report.messages.present, report.messages.stored, report.flag_changes) == (2, 0, 1)
+    assert records(mstore, "gone") == []
+    assert tags_of(mstore, 1)[0] == ["$flagged", "$seen"]
+    assert len(records(mstore, "mboxmsg")) == 2

@@ -523,7 +523,7 @@ class _Sync:
             self.report.new += len(plan.result.new)
             work: list[tuple[int, Listed | _Mbox | Skipped]] = list(source.failures)
             work += [(listed.order, listed) for _, listed in plan.result.changed]
-            work += [(listed.order, listed) for listed in plan.result.new]
+            work += [(listed.order, listed) for listed in plan.result.new + plan.result.reread]
             work += [(mbox.order, mbox) for mbox in source.mboxes]
             for _, thing in sorted(work, key=lambda pair: pair[0]):
                 if isinstance(thing, Skipped):
@@ -600,7 +600,10 @@ class _Sync:
                 hashes = _block_hashes(mbox.full, offset) if st.st_size >= offset else None
             except OSError:
                 hashes = None
-            if not self.rescan and hashes == (record.get("headHash"), record.get("tailHash")):
+            same_start = hashes == (record.get("headHash"), record.get("tailHash"))
+            if same_start and self.rescan:  # read again from the start, its records rewritten in place
+                pass
+            elif same_start:
                 mbox.confirmed, mbox.count = offset, int(record.get("messages") or 0)
                 self.report.appended += 1
             else:  # rewritten in place: read in full (what was stored is found present)

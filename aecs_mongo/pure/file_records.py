@@ -275,15 +275,17 @@ def listing_changes(previous: Iterable[str | bytes], current: Iterable[str]) -> 
 class Plan:
     """What a re-run does with the listed files of some directories against their records.
 
-    ``new``: listed, no record (or ``rescan``): read and store. ``changed``: a file whose size,
+    ``new``: listed, no record: read and store. ``changed``: a file whose size,
     mtime or inode differs from its record (a Maildir file replaced under the same name):
-    read again, its old record replaced. ``moved``: (record, listed) of a Maildir message under
+    read again, its old record replaced. ``reread``: with ``rescan``, the files that match
+    their record, read again all the same. ``moved``: (record, listed) of a Maildir message under
     another name or directory: its flags and folder follow, nothing is read. ``gone``: records
     whose file is not listed. ``same``: how many listed files match their record.
     """
 
     new: list[Listed] = field(default_factory=list)
     changed: list[tuple[Mapping[str, Any], Listed]] = field(default_factory=list)
+    reread: list[Listed] = field(default_factory=list)  # ``rescan``: unchanged, read again all the same
     moved: list[tuple[Mapping[str, Any], Listed]] = field(default_factory=list)
     gone: list[Mapping[str, Any]] = field(default_factory=list)
     same: int = 0
@@ -307,15 +309,14 @@ def plan(listed: Iterable[Listed], records: Sequence[Mapping[str, Any]], *, resc
     out = Plan()
     for item in listed:
         record = by_key.pop(item.key, None)
-        if record is None or rescan:
-            if record is not None:
-                out.changed.append((record, item))
-            else:
-                out.new.append(item)
+        if record is None:
+            out.new.append(item)
         elif _differs(record, item):
             out.changed.append((record, item))
         elif load_name(record["path"]) != item.path:
             out.moved.append((record, item))
+        elif rescan:
+            out.reread.append(item)
         else:
             out.same += 1
     out.gone = list(by_key.values())
