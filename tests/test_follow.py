@@ -391,3 +391,13 @@ def test_rescan_reads_everything_again_and_marks_nothing_gone(mstore: MessageSto
     assert records(mstore, "gone") == []
     assert tags_of(mstore, 1)[0] == ["$flagged", "$seen"]
     assert len(records(mstore, "mboxmsg")) == 2
+
+
+def test_one_base_name_in_two_folders_is_stored_from_both(mstore: MessageStore, tmp_path: Path) -> None:
+    box = maildir(tmp_path / "Maildir", ".Copy")
+    deliver(box, 1, "cur", "S")
+    copy = box / ".Copy" / "cur" / next((box / "cur").iterdir()).name
+    copy.write_bytes(message(2))  # the same file name, other mail: one record key for two files
+    report = sync_files(mstore, [box])
+    assert (report.new, report.messages.stored, report.messages.failures) == (2, 2, [])
+    assert len(records(mstore, "maildir")) == 1  # the second file's record replaced the first's

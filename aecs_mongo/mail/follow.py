@@ -46,7 +46,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pymongo import DeleteOne, ReplaceOne, UpdateOne
+from pymongo import DeleteOne, InsertOne, ReplaceOne, UpdateOne
+from pymongo.errors import BulkWriteError
 
 from ..pure import file_records as fr
 from ..pure import flags
@@ -148,6 +149,7 @@ class _Mbox:
     confirmed: int = 0
     count: int = 0
     complete: bool = False  # read to its end: its size and mtime may be recorded
+    fresh: bool = True  # its messages' records are new (not so for a rescan from the start)
 
 
 @dataclass
@@ -164,6 +166,7 @@ class _Unit:
     done: bool = False
     result: StoreResult | None = None
     skipped: str | None = None
+    fresh: bool = False  # no record of it yet: inserted (cheaper than an upsert)
 
 
 @dataclass
@@ -523,13 +526,15 @@ class _Sync:
             self.report.new += len(plan.result.new)
             work: list[tuple[int, Listed | _Mbox | Skipped]] = list(source.failures)
             work += [(listed.order, listed) for _, listed in plan.result.changed]
-            work += [(listed.order, listed) for listed in plan.result.new + plan.result.reread]
+            work += [(listed.order, listed) for listed in plan.result.reread]
+            fresh = {id(listed) for listed in plan.result.new}
+            work += [(listed.order, listed) for listed in plan.result.new]
             work += [(mbox.order, mbox) for mbox in source.mboxes]
             for _, thing in sorted(work, key=lambda pair: pair[0]):
                 if isinstance(thing, Skipped):
                     yield thing
                 elif isinstance(thing, Listed):
-                    yield from self._read_file(source, thing)
+                    yield from self._read_file(source, thing, id(thing) in fresh)
                 else:
                     yield from self._read_mbox(source, thing)
         self.exhausted = True
@@ -541,7 +546,7 @@ class _Sync:
                 self.handed[self.next_index] = unit
                 self.next_index += 1
 
-    def _read_file(self, source: _Source, listed: Listed) -> Iterator[RawMessage | Skipped]:
+    def _read_file(self, source: _Source, listed: Listed, fresh: bool = False) -> Iterator[RawMessage | Skipped]:
         path = source.abs(listed.path)
         if listed.kind == "file" and not path.lower().endswith(".eml") and not source.is_file:
             kind = _sniff(path)
@@ -552,7 +557,7 @@ class _Sync:
                 )
                 return
             if kind != "eml":
-                self._add(_Unit(source, listed, done=True, skipped=kind))
+                self._add(_Unit(source, listed, done=True, skipped=kind, fresh=fresh))
                 yield Skipped(Origin(path), kind, ignored=True)
                 return
         try:
@@ -565,7 +570,7 @@ class _Sync:
             return
         if listed.size is None:  # a Maildir file: stat'ed only now that it is read
             listed = Listed(listed.kind, listed.key, listed.path, listed.dir, st.st_ino, st.st_size, st.st_mtime_ns)
-        unit = _Unit(source, listed, sha256=hashlib.sha256(data).hexdigest())
+        unit = _Unit(source, listed, sha256=hashlib.sha256(data).hexdigest(), fresh=fresh)
         problem = not_mail(data)
         if problem is not None:
             unit.done, unit.skipped = True, problem
@@ -602,7 +607,7 @@ class _Sync:
                 hashes = None
             same_start = hashes == (record.get("headHash"), record.get("tailHash"))
             if same_start and self.rescan:  # read again from the start, its records rewritten in place
-                pass
+                mbox.fresh = False
             elif same_start:
                 mbox.confirmed, mbox.count = offset, int(record.get("messages") or 0)
                 self.report.appended += 1
@@ -626,6 +631,7 @@ class _Sync:
                         )
                         break
                     unit = _Unit(source, mbox=mbox, offset=offset, end=offset + entry.size, number=number)
+                    unit.fresh = mbox.fresh
                     unit.sha256 = hashlib.sha256(entry.data).hexdigest()
                     problem = (
                         "data before the first 'From ' line (not an mbox message)"
@@ -675,14 +681,16 @@ class _Sync:
                 fields.update(message_key=result.message_key, message_id=result.message_id)
             if unit.listed is not None:
                 doc = fr.file_document(self.mailbox, source.root, unit.listed, **fields)
-                self.writes.append(ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
+                self.writes.append(InsertOne(doc) if unit.fresh else ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
             elif unit.mbox is not None:
                 mbox = unit.mbox
                 if unit.offset is not None:
                     doc = fr.mbox_message_document(
                         self.mailbox, source.root, mbox.path, _mbox_dir(mbox.path), unit.offset, **fields
                     )
-                    self.writes.append(ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
+                    self.writes.append(
+                        InsertOne(doc) if unit.fresh else ReplaceOne({"_id": doc["_id"]}, doc, upsert=True)
+                    )
                     mbox.confirmed, mbox.count = unit.end, unit.number
                 else:  # the mark after its last message
                     mbox.complete = True
@@ -716,7 +724,7 @@ class _Sync:
         self.dirty.clear()
         if self.writes:
             writes, self.writes = self.writes, []
-            self.records.bulk_write(writes, ordered=False)
+            _write(self.records, writes)
 
     def finish(self, plans: list[_SourcePlan]) -> None:
         """Once every message was dealt with: the directories' mtimes (a Maildir directory with
@@ -737,6 +745,19 @@ class _Sync:
             writes += [DeleteOne({"_id": source.dir_records[d]["_id"]}) for d in source.vanished()]
         if writes:
             self.records.bulk_write(writes, ordered=False)
+
+
+def _write(collection: Any, writes: list[Any]) -> None:
+    """``bulk_write`` of records; an insert that finds its record there (another run wrote it
+    meanwhile, or an earlier one was interrupted after it) is written again as a replacement."""
+    try:
+        collection.bulk_write(writes, ordered=False)
+    except BulkWriteError as exc:
+        errors = exc.details.get("writeErrors") or []
+        if any(e.get("code") != 11000 for e in errors):
+            raise
+        again = [e["op"] for e in errors]  # the documents the inserts carried
+        collection.bulk_write([ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in again], ordered=False)
 
 
 def _named_mbox(path: str) -> bool:
