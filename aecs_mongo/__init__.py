@@ -15,9 +15,13 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .asynchronous.blobstores import AsyncBlobStore
     from .asynchronous.store import AsyncMessageStore
     from .errors import (
         AecsMongoError,
+        BlobLocationError,
+        BlobMissingError,
+        BlobStoreError,
         DataDirError,
         DispatchError,
         DocumentTooLargeError,
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
         TagReport,
         ThreadPage,
     )
+    from .synchronous.blobstores import BlobStore
     from .synchronous.store import MessageStore
     from .types import (
         Address,
@@ -72,8 +77,13 @@ __version__ = "0.1.0"
 __all__ = [
     "Address",
     "AecsMongoError",
+    "AsyncBlobStore",
     "AsyncMessageStore",
     "Attachment",
+    "BlobLocationError",
+    "BlobMissingError",
+    "BlobStore",
+    "BlobStoreError",
     "Content",
     "ContextEntry",
     "DataDirError",
@@ -134,8 +144,13 @@ __all__ = [
 _LAZY = {
     "Address": ".types",
     "AecsMongoError": ".errors",
+    "AsyncBlobStore": ".asynchronous.blobstores",
     "AsyncMessageStore": ".asynchronous.store",
     "Attachment": ".types",
+    "BlobLocationError": ".errors",
+    "BlobMissingError": ".errors",
+    "BlobStore": ".synchronous.blobstores",
+    "BlobStoreError": ".errors",
     "Content": ".types",
     "ContextEntry": ".types",
     "DataDirError": ".errors",

@@ -186,6 +186,12 @@ _COMMANDS = (
     Command("mcp", "serve the mailbox to LLM agents over the Model Context Protocol", options.mcp, _agents),
     Command("server", "the embedded server kept running between commands: status, stop, start", options.server, None),
     Command(
+        "blobs",
+        "where the database's blobs are (show), and moving them to another store (migrate --to URL)",
+        options.blobs,
+        _maintenance,
+    ),
+    Command(
         "imap",
         "bring new mail of an IMAP account in (incremental: only what is new)",
         options.imap,
@@ -204,8 +210,8 @@ def command_names() -> list[str]:
 
 
 _GLOBAL_HELP = (
-    "global options (--uri, --db, --mailbox, --data-dir, --keep-server, --search-index, --json, --verbose) go"
-    " before or after the command; 'aecs-mongo --help' explains them"
+    "'aecs-mongo --help' explains the global options (--uri, --db, --mailbox, --data-dir, --keep-server, --blobs,"
+    " --search-index, --json, --verbose), which go before or after the command"
 )
 
 
@@ -248,6 +254,17 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         help=explain(
             "keep the embedded server running in the background this long after the last command"
             " (90s, 5m, 1h; 0: stop it with the command; default: $AECS_KEEP_SERVER or 5m)"
+        ),
+    )
+    group.add_argument(
+        "--blobs",
+        default=default(os.environ.get("AECS_BLOBS")),
+        metavar="URL",
+        help=explain(
+            "where raw mail, HTML and attachment bytes go: gridfs, gridfs://BUCKET, file:///DIR,"
+            " s3://BUCKET/PREFIX (credentials and endpoint from the AWS environment), gs://..., az://..."
+            " (default: $AECS_BLOBS, else where the database records them, else a directory in --data-dir"
+            " for the embedded server and gridfs for --uri; 'aecs-mongo blobs migrate' moves them)"
         ),
     )
     group.add_argument(
@@ -410,6 +427,24 @@ def _search_index(args: argparse.Namespace, db: Any) -> Path | None:
     return cache / f"{name}-{where}.sqlite"
 
 
+def _blobs(args: argparse.Namespace, db: Any) -> str:
+    """The blob store of the command: ``--blobs`` or ``$AECS_BLOBS``; else the one the database
+    records; else, for the embedded server, a directory in its data directory (``blobs``),
+    unless the database holds mail stored before locations were recorded (GridFS); else GridFS
+    (``--uri``, as the library's default)."""
+    from .pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION
+
+    given = getattr(args, "blobs", None)
+    if given:
+        return str(given)
+    recorded = db[SETTINGS_COLLECTION].find_one({"_id": BLOBS_SETTING})
+    if recorded is not None:
+        return str(recorded["url"])
+    if args.uri or db.messages.find_one({}, {"_id": 1}) is not None:
+        return "gridfs"
+    return "file://" + str(Path(args.embedded_dir).resolve() / "blobs")
+
+
 def _deployment(uri: str) -> str:
     """The hosts of a MongoDB URI (its scheme and host list, without credentials or options):
     the same deployment gives the same name whoever connects."""
@@ -482,6 +517,7 @@ def _run(args: argparse.Namespace) -> int:
                 owner_addresses=getattr(args, "owner", None) or (),
                 durable=not getattr(args, "fast", False),
                 search_index=_search_index(args, db),
+                blobs=_blobs(args, db),
             )
             handler: Handler = command.handlers()[command.name]
             if command.indexes:

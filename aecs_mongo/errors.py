@@ -19,6 +19,9 @@ cursor) rather than the driver's or the server's. Argument type mistakes are pla
     ├── DataDirError                the embedded server's data directory cannot be kept private (not ours)
     ├── SearchIndexError            the local search index file cannot be used (not private, not ours,
     │                               damaged, or following another database)
+    ├── BlobStoreError              the blob store (GridFS, a directory, object storage) failed or refused
+    │   ├── BlobLocationError       a bad blob-store URL, or a database whose blobs are elsewhere
+    │   └── BlobMissingError        a stored message's blob is gone from the blob store
     ├── MailboxError                the POP3 or IMAP server, or the old GDBM store, failed as a whole
     │   ├── MailboxConnectionError  unreachable, TLS failed or refused (no STARTTLS), connection dropped
     │   └── MailboxAuthError        user name or password refused
@@ -99,6 +102,41 @@ class DataDirError(AecsMongoError):
 class SearchIndexError(AecsMongoError):
     """The local search index file cannot be used: it belongs to another user or is not a file,
     it is damaged (remove it: the next search rebuilds it), or it follows another database."""
+
+
+class BlobStoreError(AecsMongoError):
+    """The blob store (the cold tier: raw.eml, body.html, attachment bytes) failed or refused:
+    a directory that cannot be written, an object store that is unreachable or refuses the
+    credentials. ``url`` names the store (never a secret: credentials are not part of a blob
+    URL). Nothing already stored is lost: the message whose blobs could not be written was not
+    stored (its row is written after its blobs), and storing it again completes it."""
+
+    def __init__(self, message: str, *, url: str = "") -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class BlobLocationError(BlobStoreError, ValueError):
+    """A blob-store URL that is not one (``gridfs``, ``gridfs://BUCKET``, ``file:///DIR``,
+    ``s3://BUCKET/PREFIX``, ``gs://...``, ``az://...``), or a store opened with another blob
+    location than the one its database records (``recorded``): open it with that one, or move
+    the blobs with ``aecs-mongo blobs migrate --to URL``."""
+
+    def __init__(self, message: str, *, url: str = "", recorded: str | None = None) -> None:
+        super().__init__(message, url=url)
+        self.recorded = recorded
+
+
+class BlobMissingError(BlobStoreError, LookupError):
+    """A stored message names a blob (``key``) that its blob store does not have: removed from
+    under the database, or a blob store that is not the one the mail was stored with. Never
+    answered with None (which means "no such message") or empty bytes. ``message_id`` names
+    the message."""
+
+    def __init__(self, message: str, *, url: str = "", message_id: str = "", key: str = "") -> None:
+        super().__init__(message, url=url)
+        self.message_id = message_id
+        self.key = key
 
 
 class MailboxError(AecsMongoError):

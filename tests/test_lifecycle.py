@@ -6,7 +6,6 @@ The corpus-scale checks, statement counts, plans and the SIGKILLed erase are in
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 from collections.abc import Callable
 from typing import Any
@@ -18,61 +17,7 @@ from aecs_mongo.pure import lifecycle
 from aecs_mongo.pure.lifecycle import DATA_COLLECTIONS
 
 from .helpers.factories import recomputed_threads, stored_threads
-from .helpers.lifecycle import snapshot, traces
-
-DAY = 86_400
-START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
-
-
-def raw(n: int, *, day: int, thread: int, attachment: bytes = b"") -> bytes:
-    """Message ``n`` on day ``day`` after START, in thread ``thread``: text, HTML and (optionally)
-    an attachment, so every tier is written."""
-    when = (START + dt.timedelta(days=day, minutes=n)).strftime("%a, %d %b %Y %H:%M:%S +0000")
-    parts = [
-        f"Message-ID: <n{n}@example.com>\r\nFrom: Bob <bob@example.com>\r\nTo: alice@example.com\r\n"
-        f"Subject: topic {thread}\r\nDate: {when}\r\nReferences: <root{thread}@example.com>\r\n"
-        'MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b"\r\n\r\n'
-        '--b\r\nContent-Type: multipart/alternative; boundary="a"\r\n\r\n'
-        f"--a\r\nContent-Type: text/plain\r\n\r\nplain {n}\r\n"
-        f"--a\r\nContent-Type: text/html\r\n\r\n<p>html {n}</p>\r\n--a--\r\n"
-    ]
-    if attachment:
-        encoded = base64.encodebytes(attachment).decode()
-        parts.append(
-            "--b\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment; filename=a.bin\r\n"
-            f"Content-Transfer-Encoding: base64\r\n\r\n{encoded}\r\n"
-        )
-    parts.append("--b--\r\n")
-    return "".join(parts).encode()
-
-
-def mailbox_mail(count: int) -> list[bytes]:
-    """``count`` messages over ``count`` days in 5 threads; every third with a 2-chunk attachment."""
-    big = bytes(range(256)) * 1100
-    return [raw(n, day=n, thread=n % 5, attachment=big if n % 3 == 0 else b"") for n in range(count)]
-
-
-def fill(store: Any, db: Any, count: int) -> None:
-    store.store_many(mailbox_mail(count))
-    store.add("uidl-1", mailbox_mail(1)[0])  # a UIDL record (and a repeat of a stored message)
-    variant = raw(1, day=1, thread=1) + b"\r\nother bytes\r\n"
-    assert store.store(variant).variant  # a variant blob beside n1
-    store.set_embedding("n2@example.com", [0.1, 0.2, 0.3])
-    db["feed_checkpoints"].insert_one(
-        {"_id": f"{store.mailbox_id}:consumer", "mailboxId": store.mailbox_id, "position": {}}
-    )
-
-
-def exported(store: Any, **kwargs: Any) -> list[Any]:
-    """``export_raw`` drained, from the sync store or the async one (driven on its loop)."""
-    stream = store.export_raw(**kwargs)
-    if not hasattr(stream, "__aiter__"):
-        return list(stream)
-
-    async def drain() -> list[Any]:
-        return [copy async for copy in stream]
-
-    return list(store._loop.run_until_complete(drain()))
+from .helpers.lifecycle import START, exported, fill, mailbox_mail, raw, snapshot, traces
 
 
 def test_the_registry_knows_every_collection_the_store_writes(make_store: Callable[..., Any], db: Any) -> None:

@@ -36,18 +36,29 @@ from .helpers.server_kill import (
     assert_same,
     block_writer,
     corpus_files,
+    file_blobs,
     prepared,
     restartable,
     run_clean,
     run_with_kills,
     snapshot,
 )
-from .helpers.server_kill_workers import MAILBOX, vector_for
+from .helpers.server_kill_workers import MAILBOX, blobs_for, vector_for
 
 pytestmark = [pytest.mark.slow]
 
 
-def test_store_many_acknowledged_is_kept_when_the_server_dies(killable: EmbeddedServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("blob_store", ["gridfs", "file"])
+def test_store_many_acknowledged_is_kept_when_the_server_dies(
+    killable: EmbeddedServer, tmp_path: Path, blob_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On GridFS and on the file store (``file:///DIR``, one directory per database): the file
+    store's blobs are compared too, and no message may name a blob its store lacks. (The file
+    store runs on the replica set only: its blob path does not depend on transactions.)"""
+    if blob_store == "file":
+        if killable.standalone:
+            pytest.skip("the file store's kill test runs on the replica set")
+        monkeypatch.setenv("AECS_TEST_BLOBS_DIR", str(tmp_path / "blobs"))
     files = corpus_files(tmp_path)[: STORED or None]
     listing = tmp_path / "inputs.txt"
     listing.write_text("\n".join(map(str, files)))
@@ -61,7 +72,7 @@ def test_store_many_acknowledged_is_kept_when_the_server_dies(killable: Embedded
         acknowledged = {mid for ack in acks for mid in ack["ids"]}
         stored = {m["messageId"] for m in killed.messages.find({}, {"messageId": 1})}
         assert acknowledged - stored == set()
-        store = MessageStore(killed, mailbox_id=MAILBOX)
+        store = MessageStore(killed, mailbox_id=MAILBOX, blobs=blobs_for("killed"))
         for path in files[-50:]:  # the last batch: acknowledged just before the last kill
             assert store.get_raw(normalize(path.read_bytes())["messageId"]) is not None
         assert {m: vector_for(m) for m in acknowledged}.keys() == {
@@ -70,6 +81,11 @@ def test_store_many_acknowledged_is_kept_when_the_server_dies(killable: Embedded
         if killable.standalone:  # no transactions: a summary can be short until reindex
             store.reindex()
         assert_same(snapshot(killed), snapshot(clean))
+        stored, expected = file_blobs(killed), file_blobs(clean)
+        assert stored.get("rows without their blob", []) == []
+        assert stored.get("file blobs") == expected.get("file blobs")
+        if blob_store == "file":
+            assert len(expected["file blobs"]) >= len(files) and not list(killed["aecs.files"].find())
 
 
 def test_a_killed_run_proves_something(killable: EmbeddedServer, tmp_path: Path) -> None:

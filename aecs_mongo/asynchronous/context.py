@@ -9,19 +9,21 @@ blob read). Nothing here is private to one module, so no module needs another's 
 
 from __future__ import annotations
 
-import inspect
-import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar, overload
 
 from pymongo import ReplaceOne, UpdateOne
-from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+from pymongo.errors import DuplicateKeyError
 
-from ..pure import blobs, vectors
+from ..pure import vectors
+from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION, location_verdict, settings_document
 from ..pure.indexes import BARRIER_COLLECTION, BLOCKS_COLLECTION, VECTORS_COLLECTION
 from ..pure.keys import doc_id, message_key
 from ..pure.settings import Capabilities, StoreSettings
 from ..search_index import SearchIndex
+from .blobstores import AsyncBlobStore
+from .gridfsblobs import AsyncGridFSBlobs
+from .statements import MAX_REWRITES, errmsg, insert_ignoring_duplicates, log, only_duplicates, resolve, to_list
 
 __all__ = [
     "AsyncStoreContext",
@@ -34,52 +36,7 @@ __all__ = [
     "to_list",
 ]
 
-log = logging.getLogger("aecs_mongo")
-
-_DUPLICATE_KEY = 11000
 T = TypeVar("T")
-
-#: how many times a batch is written (or deleted) again because the server restarted under it
-MAX_REWRITES = 5
-
-
-async def resolve(value: Any) -> Any:
-    """Await ``value`` if the driver returned an awaitable (Motor and PyMongo async differ)."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
-
-
-async def to_list(cursor: Any) -> list[Any]:
-    """Drain a cursor (``to_list`` is missing from mongomock; iteration works everywhere)."""
-    return [doc async for doc in cursor]
-
-
-def errmsg(exc: OperationFailure) -> str:
-    return str((exc.details or {}).get("errmsg") or exc)
-
-
-def only_duplicates(exc: BulkWriteError) -> bool:
-    """Every error of the bulk is a duplicate key (and no write concern failed)."""
-    errors = exc.details.get("writeErrors", [])
-    return (
-        bool(errors)
-        and all(e.get("code") == _DUPLICATE_KEY for e in errors)
-        and not exc.details.get("writeConcernErrors")
-    )
-
-
-async def insert_ignoring_duplicates(collection: Any, documents: Sequence[Mapping[str, Any]]) -> set[int]:
-    """One unordered ``insert_many``; returns the indexes refused as duplicates (already stored)."""
-    if not documents:
-        return set()
-    try:
-        await collection.insert_many(documents, ordered=False)
-    except BulkWriteError as exc:
-        if not only_duplicates(exc):
-            raise
-        return {e["index"] for e in exc.details["writeErrors"]}
-    return set()
 
 
 class AsyncStoreContext:
@@ -99,6 +56,8 @@ class AsyncStoreContext:
         said: set[str] | None = None,
         samples: dict[str, Any] | None = None,
         search_index: SearchIndex | None = None,
+        blobs: AsyncBlobStore | None = None,
+        blob_check: dict[str, bool] | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -122,11 +81,37 @@ class AsyncStoreContext:
         if search_index is None and settings.search_index is not None:
             search_index = SearchIndex(settings.search_index)
         self.search_index = search_index
+        if blobs is None:
+            blobs = AsyncGridFSBlobs(self)
+        #: the blob store (``blob_store()`` checks it against the database's settings first)
+        self.blobs = blobs
+        self._blob_check = {"done": False} if blob_check is None else blob_check
 
     def rebind(self, db: Any) -> AsyncStoreContext:
         """The same mailbox, settings and capabilities over another handle of the database
         (``with_write_concern``)."""
-        return AsyncStoreContext(db, self.settings, self.capabilities, self._said, self.samples, self.search_index)
+        blobs = None if self.blobs.gridfs else self.blobs  # GridFS: over the new handle
+        return AsyncStoreContext(
+            db, self.settings, self.capabilities, self._said, self.samples, self.search_index, blobs, self._blob_check
+        )
+
+    async def blob_store(self) -> AsyncBlobStore:
+        """The blob store, once it is known to be the database's: the settings document records
+        where the database's blobs are; the first use records it where nothing does
+        (``pure/blob_location.location_verdict``), and another location is a
+        ``BlobLocationError``. One read per store (and its clones)."""
+        if not self._blob_check["done"]:
+            location = self.blobs.location
+            settings = self.db[SETTINGS_COLLECTION]
+            recorded = await settings.find_one({"_id": BLOBS_SETTING})
+            has_mail = recorded is None and await self.messages.find_one({}, {"_id": 1}) is not None
+            if location_verdict(recorded, has_mail, location) == "record":
+                try:
+                    await settings.insert_one(settings_document(location))
+                except DuplicateKeyError:  # another store recorded it first: it must agree
+                    location_verdict(await settings.find_one({"_id": BLOBS_SETTING}), has_mail, location)
+            self._blob_check["done"] = True
+        return self.blobs
 
     def first_time(self, condition: str) -> bool:
         """True the first time this store meets ``condition``: what the library logs about normal
@@ -230,12 +215,9 @@ class AsyncStoreContext:
             await barrier.update_one({"_id": "journal"}, {"$inc": {"writes": 1}})
 
     async def get_blob(self, key: str) -> bytes | None:
-        """One GridFS blob's bytes by its key (the file ``_id``), or None."""
-        file_doc = await self.files.find_one({"_id": key})
-        if file_doc is None:
-            return None
-        chunks = await to_list(self.chunks.find({"files_id": key}, {"n": 1, "data": 1}).sort("n", 1))
-        return blobs.assemble(file_doc, chunks)
+        """One blob's bytes by its key, or None."""
+        store = await self.blob_store()
+        return await store.get(key)
 
 
 class _WithContext(Protocol):

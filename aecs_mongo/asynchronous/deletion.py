@@ -44,7 +44,10 @@ class AsyncDeleter:
         self.db = ctx.db
         self.mailbox_id = ctx.mailbox_id
         self.dry_run = dry_run
-        self.collections = [c.for_bucket(ctx.settings.bucket_name) for c in lifecycle.DATA_COLLECTIONS]
+        collections = [c.for_bucket(ctx.settings.bucket_name) for c in lifecycle.DATA_COLLECTIONS]
+        # a file or object store is not in the database: its blobs go by prefix (``store``)
+        self.gridfs = ctx.blobs.gridfs
+        self.collections = [c for c in collections if self.gridfs or c.scope != "blob"]
         self.removed: dict[str, int] = {}
         self.threads_updated = 0
         self.threads_removed = 0
@@ -126,6 +129,10 @@ class AsyncDeleter:
             await indexing.after_delete(self.ctx, mkeys)
 
     async def _remove_blobs(self, messages: Sequence[Mapping[str, Any]], by_prefix: bool) -> None:
+        if not self.gridfs:  # each message's prefix: what it names and what an upload left
+            for message in messages:
+                await self.remove_blob_prefix(message["blobPrefix"])
+            return
         files, chunks = (c.name for c in self.collections if c.scope == "blob")
         if by_prefix:
             for message in messages:
@@ -145,9 +152,21 @@ class AsyncDeleter:
     async def remove_blob_prefix(self, prefix: str) -> None:
         """Every blob under one message's prefix, leftovers of interrupted uploads included (by
         ``filename``: the test server plans an ``_id`` range as a collection scan)."""
+        if not self.gridfs:
+            await self.remove_external_prefix(prefix)
+            return
         files, chunks = (c.name for c in self.collections if c.scope == "blob")
         await self._remove(files, blobs.prefix_filter("filename", prefix))
         await self._remove(chunks, blobs.prefix_filter("files_id", prefix))
+
+    async def remove_external_prefix(self, prefix: str) -> int:
+        """Every blob under ``prefix`` in a file or object store, tallied as ``blobs``."""
+        store = await self.ctx.blob_store()
+        count = await store.delete_prefix(prefix, dry_run=self.dry_run)
+        self.removed[lifecycle.EXTERNAL_BLOBS] = self.removed.get(lifecycle.EXTERNAL_BLOBS, 0) + count
+        if self.on_progress is not None:
+            self.on_progress(self.removed)
+        return count
 
     async def remove_leftovers(self, mkey: str) -> None:
         """What an interrupted store of an absent message may have left: its body and blobs."""
@@ -281,6 +300,8 @@ async def erase_mailbox(
         removed = 0
         for collection in deleter.collections:
             removed += await deleter.sweep(collection, batch_size)
+        if not deleter.gridfs:  # a file or object store: everything under the mailbox's root
+            removed += await deleter.remove_external_prefix(lifecycle.mailbox_blob_root(ctx.mailbox_id))
         # done when a whole pass finds nothing: what a writer committed meanwhile is swept again
         if removed == 0:
             break

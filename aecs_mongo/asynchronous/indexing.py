@@ -40,10 +40,8 @@ from typing import Any
 import bson
 from pymongo.errors import OperationFailure
 
-from ..pure import blobs
 from ..pure.documents import MessageDocuments
 from ..pure.keys import doc_id
-from ..pure.queries import split_in
 from ..pure.search_compile import index_stream_pipeline, search_columns, stream_key
 from ..pure.tags import row_tags
 from ..search_index import MailboxIndex, Record
@@ -148,22 +146,10 @@ async def load_records(ctx: AsyncStoreContext, keys: Sequence[str]) -> tuple[lis
 
 
 async def _read_blobs(ctx: AsyncStoreContext, keys: Sequence[str]) -> dict[str, bytes]:
-    """Several blobs in one ``files`` and one ``chunks`` read per hundred."""
-    out: dict[str, bytes] = {}
-    for selector in split_in({"_id": {"$in": list(keys)}}):
-        files = {f["_id"]: f async for f in ctx.files.find(selector, {"length": 1, "chunkSize": 1})}
-        if not files:
-            continue
-        chunks: dict[str, list[Mapping[str, Any]]] = {k: [] for k in files}
-        found = ctx.chunks.find({"files_id": {"$in": list(files)}}, {"files_id": 1, "n": 1, "data": 1})
-        async for chunk in found:
-            chunks[chunk["files_id"]].append(chunk)
-        for key, file_doc in files.items():
-            try:
-                out[key] = blobs.assemble(file_doc, sorted(chunks[key], key=lambda c: c["n"]))
-            except ValueError:  # an upload interrupted mid-way: no text from it
-                log.debug("blob %s is incomplete: not indexed", key)
-    return out
+    """Several blobs at once (GridFS: one ``files`` and one ``chunks`` read per hundred); an
+    upload interrupted mid-way gives no text."""
+    store = await ctx.blob_store()
+    return await store.get_many(keys)
 
 
 # --- following the store ------------------------------------------------------------------------

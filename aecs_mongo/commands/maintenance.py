@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .base import EXIT_FAILED, EXIT_OK, Context, Handlers, Output, human_size, plural
+from .base import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Context, Handlers, Output, human_size, plural
 
 __all__ = ["HANDLERS"]
 
@@ -145,4 +145,42 @@ def _stats_lines(
     )
 
 
-HANDLERS: Handlers = {"reindex": reindex, "indexes": indexes, "stats": stats}
+def blobs(ctx: Context) -> Output:
+    """``blobs show`` and ``blobs migrate --to URL`` (``aecs_mongo/asynchronous/migration.py``)."""
+    from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION
+
+    if ctx.args.action == "show":
+        recorded = ctx.db[SETTINGS_COLLECTION].find_one({"_id": BLOBS_SETTING}) or {}
+        data = {
+            "url": recorded.get("url") or ctx.store.blobs.url,
+            "recorded": bool(recorded),
+            "migratingTo": recorded.get("migratingTo"),
+            "removing": recorded.get("removing"),
+        }
+        text = [f"blobs: {data['url']}" + ("" if recorded else " (not recorded yet: the first write records it)")]
+        text += [f"{name}: {data[name]}" for name in ("migratingTo", "removing") if data[name]]
+        return Output(data, text)
+    if not ctx.args.to:
+        raise CliError("blobs migrate needs --to URL", EXIT_USAGE)
+    from ..synchronous.migration import migrate_blobs
+
+    report = migrate_blobs(ctx.db, ctx.args.to, source=ctx.store.blobs.url)
+    data = {
+        "source": report.source,
+        "target": report.target,
+        "copied": report.copied,
+        "alreadyCopied": report.already,
+        "missing": report.missing,
+        "removed": report.removed,
+        "switched": report.switched,
+        "seconds": round(report.seconds, 3),
+    }
+    text = [
+        f"blobs moved from {report.source} to {report.target}: {report.copied} copied and verified,"
+        f" {report.already} copied before, {report.removed} removed from the old store"
+    ]
+    notes = [f"{len(report.missing)} blob(s) named by messages were not in {report.source}: {report.missing[:3]}"]
+    return Output(data, text, EXIT_FAILED if report.missing else EXIT_OK, notes=notes if report.missing else ())
+
+
+HANDLERS: Handlers = {"reindex": reindex, "indexes": indexes, "stats": stats, "blobs": blobs}

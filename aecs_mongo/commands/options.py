@@ -11,6 +11,7 @@ import datetime as dt
 
 __all__ = [
     "MAX_LIMIT",
+    "blobs",
     "count",
     "duration",
     "erase",
@@ -339,6 +340,23 @@ def watch(p: argparse.ArgumentParser) -> None:
         "--consumer",
         default="cli",
         help="the reader's name, whose position is kept between runs (default: cli; one per reader)",
+    )
+
+
+def blobs(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "show: where the database's blobs (raw mail, HTML, attachment bytes) are, and a migration under way."
+        " migrate --to URL: copy every blob to another store, each copy read back and checked by its SHA-256,"
+        " switch the database to it once all are there, then remove them from the old one. Resumable: run it"
+        " again with the same --to after an interruption. Stop other writers (ingest, pop3, imap, watch"
+        " consumers that store) first: a store opened before the switch keeps writing to the old location."
+    )
+    p.add_argument("action", choices=("show", "migrate"), help="show the location, or migrate (needs --to)")
+    p.add_argument(
+        "--to",
+        metavar="URL",
+        help="the new location: gridfs, gridfs://BUCKET, file:///DIR (for the embedded server, e.g."
+        " file://$DATA_DIR/blobs), s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX",
     )
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "EXPORT_BLOBS",
     "EXPORT_PAGE",
     "EXPORT_PAGE_BYTES",
+    "EXTERNAL_BLOBS",
     "IN_LIMIT",
     "MAX_ERASE_PASSES",
     "MESSAGE_FIELDS",
@@ -70,6 +71,9 @@ __all__ = [
     "ts_bound",
 ]
 
+#: The name under which a report counts the blobs removed from a file or object store (GridFS
+#: blobs are counted as the bucket's ``files`` documents).
+EXTERNAL_BLOBS = "blobs"
 #: Documents per statement: what one ``find`` batch returns and one ``delete`` names.
 DEFAULT_BATCH = 1000
 #: An erase repeats its sweeps until one finds nothing (two passes when no writer stores meanwhile).
@@ -287,7 +291,7 @@ class _RemovedCounts:
 
     @property
     def blobs(self) -> int:
-        return sum(n for name, n in self.removed.items() if name.endswith(".files"))
+        return sum(n for name, n in self.removed.items() if name.endswith(".files") or name == EXTERNAL_BLOBS)
 
 
 @dataclass

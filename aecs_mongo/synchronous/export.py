@@ -13,6 +13,7 @@ from typing import Any
 
 from ..pure import blobs, lifecycle
 from ..pure.lifecycle import ExportedCopy
+from .blobstores import BlobStore
 from .context import StoreContext
 
 __all__ = ["export_copies"]
@@ -69,6 +70,11 @@ def _export_page(
     on_missing: Callable[[str], None] | None,
 ) -> Iterator[ExportedCopy]:
     wanted = [(m, number, key) for m in page for number, key in lifecycle.raw_copy_keys(m, variants)]
+    store = ctx.blob_store()
+    if not store.gridfs:
+        for copy in _export_external(store, page, wanted, on_missing):
+            yield copy
+        return
     lengths = {key: size for m, number, key in wanted if number == 0 and (size := lifecycle.recorded_size(m))}
     files = _files(ctx, [key for _, _, key in wanted if key not in lengths])
     lengths.update((key, int(f["length"])) for key, f in files.items())
@@ -96,6 +102,30 @@ def _export_page(
             if raw is None:  # no files document: not stored (an upload or a deletion cut short)
                 if number == 0:
                     missing(message)
+                continue
+            sender = (message.get("from") or {}).get("email")
+            tags = tuple(message.get("tags") or ())
+            yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender, tags)
+
+
+def _export_external(
+    store: BlobStore,
+    page: Sequence[Mapping[str, Any]],
+    wanted: Sequence[tuple[Mapping[str, Any], int, str]],
+    on_missing: Callable[[str], None] | None,
+) -> Iterator[ExportedCopy]:
+    """A page from a file or object store: the blobs of ``lifecycle.EXPORT_BLOBS`` copies a call
+    (read at once), in order; a first copy that is not there goes to ``on_missing``."""
+    for message in page:  # stored without raw bytes (from a NormalizedEmail without rawFull)
+        if "raw.eml" not in (message.get("blobs") or ()) and on_missing is not None:
+            on_missing(message["messageId"])
+    for group in lifecycle.batches(wanted, lifecycle.EXPORT_BLOBS):
+        data = store.get_many([key for _, _, key in group])
+        for message, number, key in group:
+            raw = data.pop(key, None)
+            if raw is None:
+                if number == 0 and on_missing is not None:
+                    on_missing(message["messageId"])
                 continue
             sender = (message.get("from") or {}).get("email")
             tags = tuple(message.get("tags") or ())

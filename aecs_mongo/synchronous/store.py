@@ -19,12 +19,14 @@ from typing import Any, Self
 
 from pymongo import WriteConcern
 
+from ..pure.blob_location import parse_blob_url
 from ..pure.indexes import IndexReport
 from ..pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
 from ..pure.settings import SEARCH_ENGINES, Capabilities, StoreSettings
 from ..results import MessagePage, SearchResults, StoreResult, TagReport, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, SourcedMessage
 from . import blobstore, deletion, embeddings, export, lookups, maintenance, reading, search, stats, tagging, writing
+from .blobstores import BlobStore, open_external
 from .context import StoreContext, Setting
 from .workers import Feed
 
@@ -32,7 +34,7 @@ __all__ = ["SEARCH_ENGINES", "MessageStore"]
 
 
 class MessageStore:
-    """One mailbox's mail in one database: ``messages``, ``bodies``, ``threads``, GridFS blobs.
+    """One mailbox's mail in one database: ``messages``, ``bodies``, ``threads``, and blobs.
 
     ``owner_addresses`` are the mailbox owner's addresses: bcc is stored only on mail they sent.
     ``shared_view=True`` is for a store whose reads other people see: bcc is never returned, and
@@ -53,6 +55,11 @@ class MessageStore:
     unless the client or database carries a write concern of its own, which is then used as
     it is. ``durable=False`` is for bulk imports that can be re-run: an acknowledgement then
     means applied, and a crash of the server soon after can lose it.
+    ``blobs``: where raw.eml, body.html and attachment bytes go: ``gridfs`` (the default, bucket
+    ``bucket_name``), ``gridfs://BUCKET``, ``file:///DIR``, ``s3://BUCKET/PREFIX`` (credentials and
+    endpoint from the standard AWS environment), ``gs://...``, ``az://...``, or an
+    ``BlobStore``. The database records its blob location on first use and refuses a store
+    opened with another one (``BlobLocationError``); ``aecs-mongo blobs migrate`` moves them.
     """
 
     mailbox_id = Setting[str]()
@@ -67,6 +74,11 @@ class MessageStore:
     retry_seconds = Setting[float](writable=True)
     durable = Setting[bool](writable=True)
     search_index = Setting["str | None"]()
+
+    @property
+    def blobs(self) -> BlobStore:
+        """The blob store (``blobs.url`` says where)."""
+        return self._context.blobs
 
     def __init__(
         self,
@@ -85,7 +97,19 @@ class MessageStore:
         retry_seconds: float = 120.0,
         durable: bool = True,
         search_index: str | os.PathLike[str] | None = None,
+        blobs: str | BlobStore | None = None,
     ) -> None:
+        if isinstance(blobs, str):
+            location = parse_blob_url(blobs, bucket_name)
+            if location.gridfs:
+                if bucket_name not in ("aecs", location.bucket):
+                    raise ValueError(f"bucket_name={bucket_name!r} and blobs={blobs!r} name two GridFS buckets")
+                bucket_name = location.bucket
+                blobs = None
+            else:
+                blobs = open_external(location)
+        elif blobs is not None and not isinstance(blobs, BlobStore):
+            raise TypeError(f"blobs must be a URL or an BlobStore, not {type(blobs).__name__}")
         settings = StoreSettings.checked(
             mailbox_id,
             owner_addresses,
@@ -101,7 +125,7 @@ class MessageStore:
             durable=durable,
             search_index=search_index,
         )
-        self._context = StoreContext(db, settings, Capabilities.of_database(db))
+        self._context = StoreContext(db, settings, Capabilities.of_database(db), blobs=blobs)
         self.db = db
 
     @property
@@ -399,6 +423,15 @@ class MessageStore:
         """Re-normalize, from ``raw.eml``, every message stored under another spec version
         (default: the normalizer's own); mail without ``raw.eml`` is counted as skipped."""
         return maintenance.reparse_stale(self._context, spec_version)
+
+    def sweep_blobs(self, older_than: _dt.timedelta = _dt.timedelta(hours=1)) -> int:
+        """Remove the blobs a crash left without their message (an interrupted store that was
+        never delivered again), where every blob of that message is older than ``older_than``:
+        a younger one may belong to a message whose row is about to commit, so it is never
+        removed (writers commit within their retries, ``retry_seconds``). Returns how many."""
+        if not isinstance(older_than, _dt.timedelta):
+            raise TypeError(f"older_than must be a timedelta, not {type(older_than).__name__}")
+        return blobstore.sweep_blobs(self._context, older_than.total_seconds())
 
     def reindex(self) -> dict[str, int]:
         """Rebuild every derived document from the primary ``messages`` documents (seed 003):

@@ -1,7 +1,11 @@
 """The ``ingest`` section: ``store`` one by one and ``store_many`` of real mail as raw bytes
 vs PyMongo inserting the very documents ours produces (prebuilt: the I/O floor; ratio =
 baseline time / ours), then ``aecs-mongo ingest`` of a Maildir of real mail beside ``notmuch
-new`` and ``mu index`` of the same Maildir (``--ingest-tool-sizes``).
+new`` and ``mu index`` of the same Maildir (``--ingest-tool-sizes``): ours twice, on the
+embedded default (its blobs in a directory of the data directory, zstd-compressed) and with
+``--blobs gridfs`` (in the database, as before issue 40), with what each keeps on disk beside
+the Maildir (``*_disk_x``: ours the whole data directory once its server stopped, notmuch its
+database, mu its home), as a multiple of the Maildir's bytes.
 
 The tools' comparison: for each size one Maildir of real mail is written (the corpus,
 ``../shared/corpus/eml``, repeated with fresh Message-IDs by ``gen_mbox.messages``: raw bytes,
@@ -107,7 +111,19 @@ def bench_ingest(client: MongoClient[Doc], count: int, rounds: int, transactions
     }
 
 
-TOOLS = ("aecs-mongo", "notmuch", "mu")
+#: ours twice: the embedded default (its blob store: a directory in the data directory) and the
+#: same with ``--blobs gridfs`` (the blobs in the database, as before issue 40)
+TOOLS = ("aecs-mongo", "aecs-mongo-gridfs", "notmuch", "mu")
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes on disk under ``path`` (allocated blocks, as ``du`` counts them)."""
+    total = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+    return total
 
 
 def write_maildir(path: Path, count: int) -> int:
@@ -139,20 +155,26 @@ def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     return time.perf_counter() - started
 
 
-def run_ours(maildir: Path, work: Path) -> tuple[float, float]:
-    """(ingest seconds, server start seconds) of ``aecs-mongo ingest`` on the embedded default."""
+def run_ours(maildir: Path, work: Path, blobs: str | None = None) -> tuple[float, float, int]:
+    """(ingest seconds, server start seconds, data directory bytes once the server stopped) of
+    ``aecs-mongo ingest`` on the embedded default; ``blobs``: a ``--blobs`` URL (default: the
+    command line's own choice, a directory in the data directory)."""
     data = work / "aecs-data"
     cli = [sys.executable, "-m", "aecs_mongo", "--data-dir", str(data)]
-    env = _env()
+    if blobs is not None:
+        cli += ["--blobs", blobs]
+    env = {k: v for k, v in _env().items() if k != "AECS_BLOBS"}
     try:
         start = _timed([*cli, "server", "start"], env, work)
-        return _timed([*cli, "ingest", "--no-progress", str(maildir)], env, work), start
+        seconds = _timed([*cli, "ingest", "--no-progress", str(maildir)], env, work)
+        subprocess.run([*cli, "server", "stop"], env=env, cwd=work, capture_output=True)
+        return seconds, start, disk_usage(data)
     finally:
         subprocess.run([*cli, "server", "stop"], env=env, cwd=work, capture_output=True)
         shutil.rmtree(data, ignore_errors=True)
 
 
-def run_notmuch(maildir: Path, work: Path) -> float:
+def run_notmuch(maildir: Path, work: Path) -> tuple[float, int]:
     database = work / "notmuch-db"
     config = work / "notmuch-config"
     config.write_text(
@@ -162,17 +184,17 @@ def run_notmuch(maildir: Path, work: Path) -> float:
     env = {**_env(), "NOTMUCH_CONFIG": str(config)}
     database.mkdir()
     try:
-        return _timed(["notmuch", "new", "--quiet"], env, work)
+        return _timed(["notmuch", "new", "--quiet"], env, work), disk_usage(database)
     finally:
         shutil.rmtree(database, ignore_errors=True)
 
 
-def run_mu(maildir: Path, work: Path) -> float:
+def run_mu(maildir: Path, work: Path) -> tuple[float, int]:
     home = work / "mu-home"
     env = _env()
     try:
         init = _timed(["mu", "init", "--quiet", f"--muhome={home}", f"--maildir={maildir}"], env, work)
-        return init + _timed(["mu", "index", "--quiet", f"--muhome={home}"], env, work)
+        return init + _timed(["mu", "index", "--quiet", f"--muhome={home}"], env, work), disk_usage(home)
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -266,7 +288,7 @@ def compile_bytecode() -> None:
 def bench_mail_tools(sizes: list[int], rounds: int) -> list[Doc]:
     """The table's rows: one per size, every installed tool's median messages/s."""
     compile_bytecode()
-    installed = ["aecs-mongo"] + [tool for tool in TOOLS[1:] if shutil.which(tool)]
+    installed = ["aecs-mongo", "aecs-mongo-gridfs"] + [tool for tool in TOOLS[2:] if shutil.which(tool)]
     rows: list[Doc] = []
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix="aecs-bench-ingest-") as tmp:
@@ -275,19 +297,26 @@ def bench_mail_tools(sizes: list[int], rounds: int) -> list[Doc]:
             nbytes = write_maildir(maildir, size)
             _read_all(maildir)
             times: dict[str, list[float]] = {tool: [] for tool in installed}
+            sizes_on_disk: dict[str, list[int]] = {tool: [] for tool in installed}
             starts: list[float] = []
             for r in range(rounds):
                 order = installed[r % len(installed) :] + installed[: r % len(installed)]
                 for tool in order:
-                    if tool == "aecs-mongo":
-                        seconds, start = run_ours(maildir, work)
+                    if tool.startswith("aecs-mongo"):
+                        blobs = "gridfs" if tool == "aecs-mongo-gridfs" else None
+                        seconds, start, used = run_ours(maildir, work, blobs)
                         starts.append(start)
                     elif tool == "notmuch":
-                        seconds = run_notmuch(maildir, work)
+                        seconds, used = run_notmuch(maildir, work)
                     else:
-                        seconds = run_mu(maildir, work)
+                        seconds, used = run_mu(maildir, work)
                     times[tool].append(seconds)
-                    print(f"  ingest {size}: {tool} round {r + 1}: {size / seconds:.0f} msgs/s", flush=True)
+                    sizes_on_disk[tool].append(used)
+                    print(
+                        f"  ingest {size}: {tool} round {r + 1}: {size / seconds:.0f} msgs/s,"
+                        f" {used / 1e6:.0f} MB on disk ({used / nbytes:.2f}x the Maildir)",
+                        flush=True,
+                    )
             counted = count_statements(maildir)
         row: Doc = {"messages": size, "MB": round(nbytes / 1e6, 1), "rounds": rounds}
         for tool in TOOLS:
@@ -296,11 +325,16 @@ def bench_mail_tools(sizes: list[int], rounds: int) -> list[Doc]:
                 row[f"{tool}_s"] = round(median, 2)
                 row[f"{tool}_msgs_per_s"] = round(size / median)
                 row[f"{tool}_rounds"] = [round(size / t) for t in times[tool]]
+                # what the tool keeps beside the Maildir (ours: the whole data directory)
+                row[f"{tool}_disk_x"] = round(statistics.median(sizes_on_disk[tool]) / nbytes, 2)
             else:
                 row[f"{tool}_msgs_per_s"] = "not installed"
         if "notmuch" in times:
             ours, notmuch = statistics.median(times["aecs-mongo"]), statistics.median(times["notmuch"])
             row["ours_vs_notmuch"] = round(notmuch / ours, 2)
+        row["dir_vs_gridfs"] = round(
+            statistics.median(times["aecs-mongo-gridfs"]) / statistics.median(times["aecs-mongo"]), 2
+        )
         row["server_start_s"] = round(statistics.median(starts), 1)
         row["commandsPerBatch"] = counted["commandsPerBatch"]
         row["documentsPerMessage"] = counted["documentsPerMessage"]
@@ -314,9 +348,15 @@ COLUMNS = [
     "messages",
     "MB",
     "aecs-mongo_msgs_per_s",
+    "aecs-mongo-gridfs_msgs_per_s",
     "notmuch_msgs_per_s",
     "mu_msgs_per_s",
     "ours_vs_notmuch",
+    "dir_vs_gridfs",
+    "aecs-mongo_disk_x",
+    "aecs-mongo-gridfs_disk_x",
+    "notmuch_disk_x",
+    "mu_disk_x",
     "server_start_s",
     "commandsPerBatch",
     "documentsPerMessage",

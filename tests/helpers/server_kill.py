@@ -18,11 +18,12 @@ from pymongo import MongoClient, monitoring
 
 from aecs_mongo import MessageStore, normalize
 from aecs_mongo.embedded.server import EmbeddedServer
+from aecs_mongo.pure.lifecycle import blob_keys
 
 from .budgets import budget
 from .children import start_worker
 from .paths import SHARED
-from .server_kill_workers import MAILBOX
+from .server_kill_workers import MAILBOX, blobs_for
 
 CORPUS = SHARED / "corpus" / "eml"
 KILLS = budget("AECS_SERVER_KILLS", big=4, small=2)
@@ -145,8 +146,20 @@ def assert_same(killed: dict[str, Any], clean: dict[str, Any]) -> None:
 def prepared(server: EmbeddedServer, *names: str) -> MongoClient[dict[str, Any]]:
     client: MongoClient[dict[str, Any]] = MongoClient(server.uri)
     for name in names:
-        MessageStore(client[name], mailbox_id=MAILBOX).ensure_indexes()
+        MessageStore(client[name], mailbox_id=MAILBOX, blobs=blobs_for(name)).ensure_indexes()
     return client
+
+
+def file_blobs(db: Any) -> dict[str, Any]:
+    """The file store of a database (``blobs_for``): every complete blob's bytes by key, the
+    keys its messages name that it lacks, and the temporary files interrupted writes left."""
+    url = blobs_for(db.name)
+    if url is None:
+        return {}
+    store = MessageStore(db, mailbox_id=MAILBOX, blobs=url)
+    stored = {key: store.blobs.get(key) for key, _ in store.blobs.list_keys("aecs/")}
+    named = {key for m in db.messages.find() for key in blob_keys(m)}
+    return {"file blobs": stored, "rows without their blob": sorted(named - set(stored))}
 
 
 # --- one restart at a chosen statement ---------------------------------------------------------

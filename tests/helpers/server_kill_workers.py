@@ -11,6 +11,8 @@ file: what is in ACKS is what the store said was done. Jobs:
 - ``expire``: INPUT is the cut-off (epoch seconds); one line with the report's counts.
 - ``erase``: one line with the report's counts.
 - ``delete``: INPUT is a file of Message-IDs, one ``delete`` each; one line per id.
+
+With ``$AECS_TEST_BLOBS_DIR`` set, the blobs go to a file store there (``blobs_for``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ def vector_for(message_id: str, dims: int = 8) -> list[float]:
     return [b / 255.0 + 0.01 for b in digest[:dims]]
 
 
+def blobs_for(db_name: str) -> str | None:
+    """The blob store of a database: a directory under ``$AECS_TEST_BLOBS_DIR`` (one per
+    database) when the test sets it, else GridFS."""
+    root = os.environ.get("AECS_TEST_BLOBS_DIR")
+    return f"file://{root}/{db_name}" if root else None
+
+
 def until_done(action: Callable[[], T], retries: list[str]) -> T:
     """``action()`` until it returns: a database error (the server is gone, or came back in the
     middle of the work) is a re-delivery of the same work."""
@@ -61,7 +70,7 @@ def acknowledge(acks: Any, record: dict[str, Any]) -> None:
 def main(argv: list[str]) -> int:
     job, uri, db_name, acks_path, *inputs = argv
     client: MongoClient[dict[str, Any]] = MongoClient(uri, serverSelectionTimeoutMS=3000, connectTimeoutMS=2000)
-    store = MessageStore(client[db_name], mailbox_id=MAILBOX)
+    store = MessageStore(client[db_name], mailbox_id=MAILBOX, blobs=blobs_for(db_name))
     retries: list[str] = []
     print("ready", flush=True)
     sys.stdin.readline()  # "go"

@@ -1,0 +1,196 @@
+"""The file store (``file:///DIR``): one zstd-compressed file per blob, at ``DIR/<blob key>``.
+
+A batch is made durable before ``put`` returns, in this order: every file is written to a
+temporary name beside its final one (``.<name>.<random>.tmp``) and synced; each is then linked to
+its final name, which fails where a file is already there (create-if-absent: the first
+complete copy stays, as in GridFS), and its temporary name removed; last, every directory that
+got a new name is synced (and the parent of every directory made). So a name always means a
+complete, durable file, and a crash leaves at most temporary files, which ``delete_prefix``
+and the sweep remove. The syncs of a batch run on a pool of threads: the kernel then commits
+them together (about 1 ms a file on the 2-core test machine instead of 11-15 ms one by one).
+
+Compressed with zstd (level 3): mail compressed 4.05x at 490 MB/s on the test corpus, so a
+directory of blobs takes about a quarter of the mail's size (``zstd -d`` reads a file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import shutil
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from ..errors import BlobStoreError
+from ..pure.blob_location import BlobLocation, compress, decompress
+
+__all__ = ["FileBackend"]
+
+T = TypeVar("T")
+#: threads that sync files and directories at once (the kernel groups their journal commits)
+SYNC_THREADS = 32
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _pool() -> ThreadPoolExecutor:
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="aecs-fsync"))
+    return _POOL[0]
+
+
+def _each(fn: Callable[[T], object], items: Iterable[T]) -> None:
+    """``fn`` on every item, on the pool; the first error raised."""
+    for future in [_pool().submit(fn, item) for item in items]:
+        future.result()
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _is_temporary(name: str) -> bool:
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+class FileBackend:
+    """Blobs as files under one directory (made 0700 where it does not exist)."""
+
+    def __init__(self, location: BlobLocation) -> None:
+        self.url = location.url
+        self.root = location.path
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, *key.split("/"))
+
+    def _failed(self, exc: OSError, what: str) -> BlobStoreError:
+        reason = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+        return BlobStoreError(f"blob store {self.url}: cannot {what}: {reason}", url=self.url)
+
+    def _makedirs(self, directory: str, made: set[str]) -> None:
+        """``directory`` and its missing parents; each made one's parent goes in ``made``."""
+        if os.path.isdir(directory):
+            return
+        parent = os.path.dirname(directory)
+        if parent != directory:
+            self._makedirs(parent, made)
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            return
+        made.add(parent)
+
+    def put_many(self, items: Sequence[tuple[str, bytes]], absent: bool, durable: bool) -> None:
+        todo = [(key, data) for key, data in items if absent or not os.path.exists(self._path(key))]
+        if not todo:
+            return
+        made: set[str] = set()
+        temporary: list[tuple[str, str]] = []
+        try:
+            for key, data in todo:
+                final = self._path(key)
+                directory, name = os.path.split(final)
+                self._makedirs(directory, made)
+                temp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+                with open(temp, "xb") as out:
+                    out.write(compress(data))
+                os.chmod(temp, 0o600)
+                temporary.append((temp, final))
+            if durable:
+                _each(_fsync_path, [temp for temp, _ in temporary])
+            directories = set(made)
+            for temp, final in temporary:
+                try:
+                    os.link(temp, final)
+                except FileExistsError:  # a complete copy is there: it stays (create-if-absent)
+                    pass
+                except OSError as exc:  # a file system without hard links: rename, no check
+                    if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+                        raise
+                    os.replace(temp, final)
+                directories.add(os.path.dirname(final))
+            for temp, _ in temporary:
+                if os.path.exists(temp):
+                    os.unlink(temp)
+            temporary = []
+            if durable:
+                _each(_fsync_path, sorted(directories))
+        except OSError as exc:
+            raise self._failed(exc, "write blobs") from None
+        finally:
+            for temp, _ in temporary:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            with open(self._path(key), "rb") as stored:
+                data = stored.read()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise self._failed(exc, f"read {key}") from None
+        try:
+            return decompress(data)
+        except Exception as exc:  # the zstd module's error type differs between versions
+            raise BlobStoreError(f"blob store {self.url}: {key} is damaged ({exc})", url=self.url) from None
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        found = {key: self.get(key) for key in keys}
+        return {key: data for key, data in found.items() if data is not None}
+
+    def delete(self, keys: Sequence[str]) -> int:
+        removed = 0
+        directories: set[str] = set()
+        for key in keys:
+            path = self._path(key)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise self._failed(exc, f"remove {key}") from None
+            removed += 1
+            directories.add(os.path.dirname(path))
+        for directory in directories:  # a message's directory left empty goes too
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
+        return removed
+
+    def delete_prefix(self, prefix: str, dry_run: bool) -> int:
+        top = self._path(prefix.rstrip("/"))
+        count = sum(1 for _ in self._walk(top))
+        if dry_run or not os.path.isdir(top):
+            return count
+        try:
+            shutil.rmtree(top)
+            _fsync_path(os.path.dirname(top))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise self._failed(exc, f"remove {prefix}") from None
+        return count
+
+    def _walk(self, top: str) -> Iterable[tuple[str, float]]:
+        """``(path, modified)`` of every complete blob file under ``top``."""
+        for directory, _, names in os.walk(top):
+            for name in names:
+                if _is_temporary(name):
+                    continue
+                path = os.path.join(directory, name)
+                try:
+                    modified = os.stat(path).st_mtime
+                except OSError:  # removed meanwhile
+                    continue
+                yield path, modified
+
+    def list_keys(self, prefix: str) -> list[tuple[str, float]]:
+        top = self._path(prefix.rstrip("/"))
+        found = [(os.path.relpath(path, self.root).replace(os.sep, "/"), mtime) for path, mtime in self._walk(top)]
+        return sorted(found)
