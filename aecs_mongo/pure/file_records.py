@@ -93,6 +93,7 @@ def mtime_trusted(mtime_ns: int, now_ns: int) -> bool:
     whole_seconds = mtime_ns % 1_000_000_000 == 0
     return now_ns - mtime_ns > (MTIME_TRUST_COARSE_NS if whole_seconds else MTIME_TRUST_NS)
 
+
 Kind = Literal["maildir", "file", "mbox", "mboxmsg", "dir", "gone"]
 
 
