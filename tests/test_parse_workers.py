@@ -1,4 +1,4 @@
-"""Parsing in worker processes (``normalize/pool.py``): the end state of storing one by one, the
+"""Parsing in worker processes (``asynchronous/parse_pool.py``): the end state of storing one by one, the
 same typed errors with the item's index, and no process left behind after Ctrl-C.
 
 ``$AECS_PARSE_WORKERS`` forces the workers on this 2-core machine (by default a machine needs
@@ -25,10 +25,13 @@ import pytest
 from aecs_mongo import MessageStore
 from aecs_mongo.errors import DocumentTooLargeError, InvalidTagError
 from aecs_mongo.mail.sources import Origin, RawMessage
-from aecs_mongo.normalize.pool import ParsePool, RawSpec, build_raw, worker_count
-from tests.test_batches import COLLECTIONS, CORPUS, canonical, unreferenced_blobs
+from aecs_mongo.normalize.build import RawSpec, build_raw
+from aecs_mongo.synchronous.parse_pool import ParsePool, worker_count
+from tests.helpers.end_state import COLLECTIONS, canonical, unreferenced_blobs
+from tests.helpers.paths import SHARED
 
 ROOT = Path(__file__).resolve().parents[1]
+CORPUS = SHARED / "corpus" / "eml"
 
 
 def mail(i: int, *, dated: bool = True, attachment: bool = False) -> bytes:

@@ -37,6 +37,7 @@ from ..pure.variants import variant_blob_key, variant_record_update, variants_in
 from ..results import StoreResult
 from . import blobstore, capabilities, indexing
 from .context import AsyncStoreContext, insert_ignoring_duplicates, log, only_duplicates, resolve
+from .parse_pool import ParsePool, worker_count
 from .prefetch import AsyncPrefetch
 
 __all__ = ["build", "fallback_ts", "parse_raw", "store_iter", "write_batch"]
@@ -57,14 +58,14 @@ def fallback_ts(raw: bytes | None, received_at: _dt.datetime | None) -> int | No
     """The sort time of a message without a usable Date: the newest Received header's date,
     else the source's own date (``received_at``: an mbox From_ line, a file's time, IMAP
     INTERNALDATE); None: ``processedAt`` then (seed 000's fallback, kept last)."""
-    from ..normalize.pool import fallback_ts as computed
+    from ..normalize.build import fallback_ts as computed
 
     return computed(raw, received_at)
 
 
 def _raw_spec(ctx: AsyncStoreContext) -> Any:
-    """What building a raw message's documents needs of the store (``normalize.pool.RawSpec``)."""
-    from ..normalize.pool import RawSpec
+    """What building a raw message's documents needs of the store (``normalize.build.RawSpec``)."""
+    from ..normalize.build import RawSpec
 
     settings = ctx.settings
     return RawSpec(ctx.mailbox_id, settings.owner_addresses, settings.for_ai_max_chars)
@@ -89,7 +90,7 @@ def build(
     folder_list = check_folders(folders)
     settings = ctx.settings
     if isinstance(email, (bytes, bytearray, memoryview)):
-        from ..normalize.pool import build_raw
+        from ..normalize.build import build_raw
 
         docs = build_raw(_raw_spec(ctx), bytes(email), attachments, uidl, received_at)
     else:
@@ -133,9 +134,7 @@ async def store_iter(
     every = check_tags(tags)
     numbered = enumerate(items)
     Built = tuple[list[MessageDocuments], list[tuple[int, Any, AecsMongoError]]]
-    from ..normalize.pool import ParsePool, worker_count
-
-    workers = worker_count()  # where the machine has cores to spare (normalize/pool.py)
+    workers = worker_count()  # where the machine has cores to spare (parse_pool.py)
     pool: ParsePool | None = None
     batches = 0
 
