@@ -7,7 +7,7 @@ by ``--sections`` in the order of ``SECTIONS``. Each prints its tables; everythi
 a JSON file (``--json``).
 
 Sections: ingest, durability, floor, reads, reindex, scaling, lifecycle, export, cli, memory,
-search, scan, imap, normalize, vectors, agents, workers (``--help`` lists each one's options;
+search, scan, imap, normalize, vectors, agents, workers, tags (``--help`` lists each one's options;
 the default list is those marked default in their module).
 
 Usage: ``python scripts/bench.py [--sections reads,floor] [--sizes 1000,10000] [--rounds 15]
@@ -47,6 +47,7 @@ from benchmarks import (
     scaling,
     scan,
     search,
+    tags,
     vectors,
     workers,
 )
@@ -74,6 +75,7 @@ SECTIONS: list[ModuleType] = [
     vectors,
     agents,
     workers,
+    tags,
 ]
 
 

@@ -293,3 +293,62 @@ def test_tag_changes_are_feed_events_and_the_feed_resumes(db: Any, backend: str)
     assert resumed[0].as_dict()["folders"] == ["Archive"]
     with store.watch("plain", since="beginning", max_await_ms=200) as plain:  # without tags=: stored mail only
         assert [i.kind for i in plain.next_batch(10)] == ["stored", "stored"]
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+
+def test_tag_words_become_options_only_for_the_tag_command() -> None:
+    from aecs_mongo.cli import tag_changes
+
+    assert tag_changes(["--db", "x", "tag", "+todo", "-inbox", "--", "-from:boss", "+x"]) == [
+        "--db",
+        "x",
+        "tag",
+        "--add=todo",
+        "--remove=inbox",
+        "--",
+        "-from:boss",
+        "+x",
+    ]
+    assert tag_changes(["tag", "+a", "--json", "-v", "--mailbox", "-odd", "from:x"]) == [
+        "tag",
+        "--add=a",
+        "--json",
+        "-v",
+        "--mailbox",
+        "-odd",
+        "from:x",
+    ]
+    assert tag_changes(["search", "-inbox", "+x"]) == ["search", "-inbox", "+x"]
+
+
+@pytest.mark.server
+@pytest.mark.one_server
+def test_the_tag_tags_and_ingest_tag_commands(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    samples = Path(__file__).resolve().parents[1] / "samples" / "mailbox"
+    assert cli("ingest", str(samples), "--tag", "Imported", "--tag", "$seen").code == 0
+    assert cli("ingest", str(samples), "--tag", "bad tag").code == 2
+    listed = cli("tags", "--json").lines()
+    counts = {row["tag"]: row["count"] for row in listed[:-1]}
+    n = counts["imported"]
+    assert n > 3 and counts == {"$seen": n, "imported": n} and listed[-1] == {"messages": n, "unread": 0}
+    dry = cli("tag", "+todo", "-$seen", "--dry-run", "--", "plan")
+    assert dry.code == 0 and "would change" in dry.out and cli("count", "tag:todo").out.strip() == "0"
+    report = cli("tag", "+todo", "-$seen", "--json", "--", "plan").json()
+    assert report["matched"] >= 1 and report["changed"] == report["matched"] and report["add"] == ["todo"]
+    assert cli("count", "is:unread").out.strip() == str(report["matched"])
+    assert ", 0 changed" in cli("tag", "+todo", "-$seen", "--", "plan").out  # re-running changes nothing
+    # tags in the lines, within 80 columns, and in --json
+    monkeypatch.setenv("COLUMNS", "80")
+    for command in (["inbox"], ["threads"], ["search", "tag:todo"], ["inbox", "--query", "is:unread"]):
+        out = cli(*command).out
+        assert ("(imported todo)" if command == ["threads"] else "(unread imported todo)") in out, command
+        assert all(len(line) <= 80 for line in out.splitlines() if "next_cursor" not in line), command
+    rows = cli("search", "tag:todo", "--json").lines()
+    assert all(r["tags"] == ["imported", "todo"] for r in rows[:-1]) and rows[-1]["engine"] == "local"
+    threads = cli("threads", "--json").lines()
+    assert any("todo" in t.get("tags", ()) for t in threads)
+    assert cli("tag", "+x").code == 2  # no query
+    assert cli("tag", "+bad tag", "--", "plan").code == 2
+    assert cli("tag", "--", "plan").out.endswith("0 would change (dry run: nothing written)\n")  # no change: a count

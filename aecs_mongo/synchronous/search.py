@@ -63,7 +63,8 @@ def engine_for(ctx: StoreContext, tree: Node | None = None) -> str:
     where the server holds the text index and the query fits it, else the scan. An engine named
     by ``search_engine`` that cannot express the query is a ``SearchQueryError``."""
     engine = ctx.settings.checked_search_engine()
-    if engine in ("auto", "text", "atlas") and tree is not None and _labels_only(tree):
+    local = engine == "auto" and ctx.search_index is not None  # the local index keeps labels too
+    if engine in ("auto", "text", "atlas") and not local and tree is not None and _labels_only(tree):
         return "messages"
     if engine == "auto":
         if ctx.search_index is not None:
