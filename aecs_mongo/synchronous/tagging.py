@@ -175,10 +175,14 @@ def _target_batches(ctx: StoreContext, target: str | Iterable[str]) -> Any:
         while True:
             # the next page after ``after``: the rest of its second, then older seconds (two
             # finds on the index's keys, no $or)
-            pages = [base] if after is None else [
-                merged(base, {"ts": after[0], "messageKey": {"$lt": after[1]}}),
-                merged(base, {"ts": {"$lt": after[0]}}),
-            ]
+            pages = (
+                [base]
+                if after is None
+                else [
+                    merged(base, {"ts": after[0], "messageKey": {"$lt": after[1]}}),
+                    merged(base, {"ts": {"$lt": after[0]}}),
+                ]
+            )
             rows: list[dict[str, Any]] = []
             for page in pages:
                 found = ctx.messages.find(page, {"_id": 0, "ts": 1, "messageKey": 1})
