@@ -572,6 +572,52 @@ def test_dovecots_own_maildir_ingested_reads_as_the_sync_does(dovecot: DovecotSe
     assert synced[normalize(mail[5])["messageId"]] == (("$draft",), (DRAFTS,))
 
 
+@pytest.mark.server
+@pytest.mark.parametrize("fails", ["the tag change", "the records"])
+def test_a_flag_update_cut_short_is_finished_by_the_next_run(
+    dovecot: DovecotServer, mstore: MessageStore, client: Any, backend: str, fails: str
+) -> None:
+    """The database fails the flag update's first write (the messages' tags) or its second (the
+    source records'): the run fails with the driver's error, nothing after the failure is
+    written (no HIGHESTMODSEQ saved), and the next run ends as one clean run would."""
+    if backend == "uri" and not os.environ.get("AECS_URI_HAS_FAILPOINTS"):
+        pytest.skip("MONGODB_URI deployments need enableTestCommands (set AECS_URI_HAS_FAILPOINTS=1)")
+    from pymongo.errors import PyMongoError
+
+    mail = real_mail(3)
+    for raw in mail:
+        append(dovecot, "INBOX", raw)
+    run_sync(dovecot, mstore)
+    ids = [normalize(raw)["messageId"] for raw in mail]
+    modseq = mstore.db.imap_folders.find_one({"folder": "INBOX"})["modseq"]
+    store_flags(
+        dovecot, "INBOX", [(uid, "+FLAGS", "(\\Seen \\Flagged)") for uid in sorted(served(dovecot, "INBOX"))[:2]]
+    )
+    skip = 0 if fails == "the tag change" else 1  # updates: the messages' tags, then the records'
+    client.admin.command(
+        "configureFailPoint",
+        "failCommand",
+        mode={"skip": skip, "times": 1},
+        data={"failCommands": ["update"], "errorCode": 2},
+    )
+    try:
+        with pytest.raises(PyMongoError):
+            run_sync(dovecot, mstore)
+    finally:
+        client.admin.command("configureFailPoint", "failCommand", mode="off")
+    changed = [stored(mstore, m)[0] for m in ids]
+    assert changed == ([(), (), ()] if skip == 0 else [("$flagged", "$seen"), ("$flagged", "$seen"), ()])
+    assert {tuple(r["flags"]) for r in mstore.db[SOURCES].find()} == {()}  # the records: not yet
+    assert mstore.db.imap_folders.find_one({"folder": "INBOX"})["modseq"] == modseq  # nor the position
+    again = run_sync(dovecot, mstore)
+    assert again.folders[0].flags_changed == 2  # the same change, measured against the same records
+    assert [stored(mstore, m)[0] for m in ids] == [("$flagged", "$seen"), ("$flagged", "$seen"), ()]
+    records = sorted(tuple(r["flags"]) for r in mstore.db[SOURCES].find())
+    assert records == [(), ("$flagged", "$seen"), ("$flagged", "$seen")]
+    dovecot.clear_rawlog()
+    assert run_sync(dovecot, mstore).folders[0].flags_changed == 0 and fetches(dovecot) == []
+
+
 def test_a_record_from_before_flags_were_kept_takes_the_server_flags(
     dovecot: DovecotServer, mstore: MessageStore
 ) -> None:
@@ -859,8 +905,16 @@ def test_cli_syncs_reports_and_fails_cleanly(
     assert data["new"] + data["present"] == sum(counts.values()) and data["failed"] == 0
     assert {f["folder"] for f in data["folders"]} == set(counts) and data["error"] is None
 
+    store_flags(dovecot, encode_folder(DRAFTS).decode(), [(1, "+FLAGS", "(\\Seen)"), (2, "+FLAGS", "(\\Draft)")])
     result = cli(*base, "--folder", DRAFTS, "--folder", "Nope")
     assert result.code == 1  # a folder that is not there is a failure
+    assert (
+        f"{DRAFTS}: 0 new, 0 already stored, 0 failed, 2 with flags changed on the server;"
+        f" position UID {counts[DRAFTS]}" in result.out
+    )
+    result = cli("--json", *base, "--folder", DRAFTS)
+    assert result.json()["folders"][0]["flagsChanged"] == 0
+    result = cli(*base, "--folder", DRAFTS, "--folder", "Nope")
     assert f"{DRAFTS}: 0 new, 0 already stored, 0 failed; position UID {counts[DRAFTS]}" in result.out
     assert "Nope: not synced: no such folder on the server" in result.out
     assert result.out.rstrip().endswith(f"0 new, 0 already stored, 0 failed in 1 folder of {dovecot.user}@127.0.0.1")

@@ -46,7 +46,9 @@ else:
 __all__ = ["ACCEPT_TIMEOUT", "INTERRUPT_GRACE", "READS", "WARM_ENV", "run", "socket_path", "warm"]
 
 #: The commands the host runs: reads (writes and long commands stay in-process).
-READS = frozenset({"mailboxes", "inbox", "threads", "thread", "show", "with", "replies", "find", "search", "count"})
+READS = frozenset(
+    {"mailboxes", "inbox", "threads", "thread", "show", "with", "replies", "find", "search", "count", "tags"}
+)
 #: Seconds to wait for the host to take the command (it runs one at a time) before running it here.
 ACCEPT_TIMEOUT = 5.0
 #: Seconds the host has to end an interrupted command before the client exits by itself.

@@ -172,7 +172,7 @@ class Host:
         quiet = io.StringIO()
         try:
             with contextlib.redirect_stderr(quiet), contextlib.redirect_stdout(quiet):
-                args = self._parser().parse_args(argv)
+                args = self._parser().parse_args(self._cli.tag_changes(argv))
         except SystemExit:
             return False
         given = getattr(args, "data_dir", None)
