@@ -489,7 +489,7 @@ def rerun_bench(size: int, rounds: int) -> Doc:
             pairs: list[float] = []  # ours unchanged - our start-up, timed one after the other
             alone: list[float] = []
             for r in range(rounds):
-                time.sleep(1.1)  # a directory changed within the last second is listed again (by design)
+                time.sleep(1.1)  # apart from the round before: a directory changed within 50 ms is listed again
                 for tool, argv in tools.items():
                     unchanged[tool].append(_timed(argv, tool_env[tool], work))
                 start_up.append(_timed([*ours, "ingest", "--no-progress", str(empty)], env, work))
