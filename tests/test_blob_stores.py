@@ -405,3 +405,36 @@ def test_migrate_gridfs_to_s3_to_a_directory(db: Any, s3_server: str, bucket: st
     final = MessageStore(db, mailbox_id="alice", blobs=target)
     assert {c.message_id: c.data for c in exported(final, variants=True)} == before
     assert MessageStore(db, mailbox_id="bob", blobs=target).get_raw("n1@example.com") == mailbox_mail(2)[1]
+
+
+# --- the command line -------------------------------------------------------------------------------
+
+
+@pytest.mark.one_server
+def test_cli_blobs_show_migrate_and_the_blobs_option(
+    cli: Any, db: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--uri`` keeps GridFS by default; ``blobs migrate --to file://...`` moves the blobs and
+    later commands find them where the database records them (no option needed); ``--blobs``
+    naming another location is refused with the way out; ``$AECS_BLOBS`` is ``--blobs``."""
+    from .helpers.paths import ROOT
+
+    samples = ROOT / "samples" / "mailbox"
+    assert cli("ingest", str(samples)).code == 0
+    shown = cli("--json", "blobs", "show").json()
+    assert shown["url"] == "gridfs://aecs" and shown["recorded"]
+    first = db.messages.find_one({}, sort=[("_id", 1)])
+    raw = cli("show", "--raw", first["messageId"]).stdout
+    target = f"file://{tmp_path / 'blobs'}"
+    moved = cli("--json", "blobs", "migrate", "--to", target).json()
+    assert moved["switched"] and moved["copied"] > 0 and moved["removed"] == moved["copied"]
+    assert db["aecs.files"].count_documents({}) == 0
+    assert cli("show", "--raw", first["messageId"]).stdout == raw  # found where the database says
+    assert cli("blobs", "show").out.startswith(f"blobs: {target}")
+    refused = cli("--blobs", "gridfs", "show", "--raw", first["messageId"])
+    assert refused.code == 1 and "blobs migrate --to gridfs://aecs" in refused.err
+    monkeypatch.setenv("AECS_BLOBS", "gridfs")
+    from aecs_mongo.cli import build_parser
+
+    assert build_parser().parse_args(["inbox"]).blobs == "gridfs"
+    assert cli("blobs", "migrate").code == 2  # no --to

@@ -61,7 +61,8 @@ def mcp(ctx: Context) -> Output:
         token, _ = mcp_server.load_token(Path(args.data_dir).resolve())
         return Output({"token": token}, [token])
     # a shared view: whoever reads the agent's answers is not assumed to be the owner (no bcc)
-    store = MessageStore(ctx.db, mailbox_id=args.mailbox, shared_view=True)
+    # the command's own blob store (--blobs, or where the database records them)
+    store = MessageStore(ctx.db, mailbox_id=args.mailbox, shared_view=True, blobs=ctx.store.blobs.url)
     if args.allow_writes:
         store.ensure_indexes()
     tools = MailTools(store, writable=args.allow_writes, embed=_embedder(args.embedder))
