@@ -119,7 +119,7 @@ def test_file_store_keeps_a_mailbox_whole_life(make_store: Callable[..., Any], d
     raw0 = alice_root / key0[:2] / f"{key0}.raw.eml"
     assert raw0.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"  # a zstd frame
     assert raw0.stat().st_size < len(mailbox_mail(1)[0])
-    assert len(store.blobs.list_keys(blob_prefix("alice", key0))) == 3
+    assert len(BlobStore.from_url(url).list_keys(blob_prefix("alice", key0))) == 3
     assert oct(root.stat().st_mode & 0o777) == "0o700"
     assert store.get_raw("n0@example.com") == mailbox_mail(1)[0]
     assert store.get_html("n0@example.com") == "<p>html 0</p>"
