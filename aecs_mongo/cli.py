@@ -122,6 +122,12 @@ def _watch() -> Handlers:
     return watch.HANDLERS
 
 
+def _tagging() -> Handlers:
+    from .commands import tagging
+
+    return tagging.HANDLERS
+
+
 def _agents() -> Handlers:
     from .commands import agents
 
@@ -151,6 +157,14 @@ _COMMANDS = (
         _reading,
     ),
     Command("count", "how many messages match a query", options.count, _reading),
+    Command(
+        "tag",
+        "add and remove tags on the messages of a query: tag +todo -inbox -- from:boss ($seen marks read)",
+        options.tag,
+        _tagging,
+        indexes=True,
+    ),
+    Command("tags", "each tag of the mailbox with its count, and how many are unread", options.nothing, _tagging),
     Command("delete", "delete a message from every tier", options.message_id, _lifecycle),
     Command(
         "export",
@@ -539,11 +553,42 @@ def _run(args: argparse.Namespace) -> int:
             client.close()
 
 
+#: global options that take a value (the command is the first word that is not one of these)
+_VALUED = ("--uri", "--db", "--mailbox", "--data-dir", "--keep-server", "--search-index")
+
+
+def tag_changes(argv: Sequence[str]) -> list[str]:
+    """``tag +todo -inbox -- QUERY`` (notmuch's words) as the parser takes them: each ``+TAG``
+    and ``-TAG`` before ``--`` becomes ``--add=TAG``/``--remove=TAG`` (``-v`` and ``--...`` stay
+    options). Other commands' words are left as they are."""
+    words = list(argv)
+    at = 0
+    while at < len(words) and words[at].startswith("-"):
+        at += 2 if words[at] in _VALUED else 1
+    if at >= len(words) or words[at] != "tag":
+        return words
+    out = words[: at + 1]
+    rest = iter(words[at + 1 :])
+    for word in rest:
+        if word == "--":
+            out += [word, *rest]
+            break
+        if word in _VALUED:
+            out += [word, next(rest, "")]
+        elif len(word) > 1 and word[0] == "+":
+            out.append("--add=" + word[1:])
+        elif len(word) > 1 and word[0] == "-" and word[1] != "-" and word != "-v":
+            out.append("--remove=" + word[1:])
+        else:
+            out.append(word)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``aecs-mongo`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(tag_changes(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # --help, or a usage error argparse already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     normalizer_log = logging.getLogger("aecs_mongo.normalize")

@@ -168,7 +168,8 @@ class ImapFolderReport:
     past them: the same bytes would be refused again). ``vanished``: UIDs listed but expunged
     before they were fetched. ``reset``: the folder's UIDVALIDITY changed since the last run, so
     it was read again from the start. ``position``: the highest UID saved for the folder after
-    this run.
+    this run. ``flags_changed``: messages the folder already had whose flags the server changed
+    since the last run, brought into the store's tags.
     """
 
     folder: str
@@ -181,6 +182,7 @@ class ImapFolderReport:
     reset: bool = False
     position: int = 0
     error: str | None = None
+    flags_changed: int = 0
 
     @property
     def done(self) -> int:
@@ -198,6 +200,7 @@ class ImapFolderReport:
             "vanished": self.vanished,
             "reset": self.reset,
             "position": self.position,
+            "flagsChanged": self.flags_changed,
             "error": self.error,
         }
 

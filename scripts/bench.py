@@ -7,7 +7,7 @@ by ``--sections`` in the order of ``SECTIONS``. Each prints its tables; everythi
 a JSON file (``--json``).
 
 Sections: ingest, durability, floor, reads, reindex, scaling, lifecycle, export, cli, memory,
-search, imap, normalize, vectors, agents, workers (``--help`` lists each one's options;
+search, scan, imap, normalize, vectors, agents, workers, tags (``--help`` lists each one's options;
 the default list is those marked default in their module).
 
 Usage: ``python scripts/bench.py [--sections reads,floor] [--sizes 1000,10000] [--rounds 15]
@@ -45,7 +45,9 @@ from benchmarks import (
     reads,
     reindex,
     scaling,
+    scan,
     search,
+    tags,
     vectors,
     workers,
 )
@@ -67,11 +69,13 @@ SECTIONS: list[ModuleType] = [
     cli,
     memory,
     search,
+    scan,
     imap,
     normalize,
     vectors,
     agents,
     workers,
+    tags,
 ]
 
 

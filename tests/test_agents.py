@@ -82,7 +82,7 @@ def test_search_gives_sender_date_subject_and_a_snippet_never_bodies(mailbox: An
     assert hit["date"] == "2026-11-02T08:15:00Z" and hit["subject"] == "Quarterly planning"
     assert hit["threadId"] == "plan-1@example.com"
     assert "budget" in hit["snippet"].lower() and len(hit["snippet"]) <= SNIPPET_MAX_CHARS
-    assert set(hit) == {"messageId", "threadId", "from", "date", "subject", "attachmentCount", "snippet"}
+    assert set(hit) == {"messageId", "threadId", "from", "date", "subject", "attachmentCount", "snippet", "tags"}
     assert found["returned"] == len(ids) and found["engine"] and found["complete"] is True
     assert len(tools.search("the", limit=2)["mail"]) <= 2
 
@@ -249,9 +249,9 @@ def test_write_tools_only_when_writable_and_listed_apart(mailbox: Any, make_tool
     assert "store_message" not in names and "delete_message" not in names
     writer = make_tools(mailbox, writable=True)
     specs = writer.specs()
-    assert [s.name for s in specs][-2:] == ["store_message", "delete_message"]
-    assert all(s.write and s.description.startswith("WRITE TOOL") for s in specs[-2:])
-    assert not any(s.write for s in specs[:-2])
+    assert [s.name for s in specs][-3:] == ["store_message", "delete_message", "tag_messages"]
+    assert all(s.write and s.description.startswith("WRITE TOOL") for s in specs[-3:])
+    assert not any(s.write for s in specs[:-3])
     raw = (
         "From: Agent <agent@example.com>\r\nSubject: Note to self\r\nMessage-ID: <note-1@example.com>\r\n\r\nRemember."
     )
@@ -265,6 +265,32 @@ def test_write_tools_only_when_writable_and_listed_apart(mailbox: Any, make_tool
         reader.get_message("note-1@example.com")
     with pytest.raises(ToolError, match="too long"):
         writer.store_message("x" * (STORE_MAX_BYTES + 1))
+
+
+def test_tag_messages_is_a_capped_write_tool_whose_results_carry_tags(mailbox: Any, make_tools: Any) -> None:
+    reader = make_tools(mailbox)
+    assert "tag_messages" not in [s.name for s in reader.specs()]
+    with pytest.raises(ToolError, match="read-only"):
+        reader.call("tag_messages", {"message_ids": ["plan-1@example.com"], "add": ["todo"]})
+    writer = make_tools(mailbox, writable=True)
+    done = checked("tag_messages", writer.tag_messages(message_ids=["plan-1@example.com"], add=["Todo", "$flagged"]))
+    assert done["matched"] == 1 and done["changed"] == 1
+    assert done["mail"][0]["tags"] == ["$flagged", "todo"]
+    by_query = checked("tag_messages", writer.tag_messages(query="tag:todo", add=["$seen"], remove=["$flagged"]))
+    assert by_query["changed"] == 1 and by_query["mail"][0]["tags"] == ["$seen", "todo"]
+    listed = reader.list_messages(limit=MAX_ITEMS)["mail"]
+    assert {m["messageId"]: m["tags"] for m in listed}["plan-1@example.com"] == ["$seen", "todo"]
+    assert reader.search("tag:todo")["mail"][0]["tags"] == ["$seen", "todo"]
+    total = mailbox.count("is:unread")
+    assert total > 3
+    with pytest.raises(ToolError, match="more than max_messages"):
+        writer.tag_messages(query="is:unread", add=["x"], max_messages=3)
+    assert mailbox.count("tag:x") == 0  # refused: nothing changed
+    for bad in ({"query": "a", "message_ids": ["b"], "add": ["x"]}, {"query": "a"}, {"query": "a", "add": ["no way"]}):
+        with pytest.raises(ToolError):
+            writer.call("tag_messages", bad)
+    with pytest.raises(ToolError):
+        writer.call("tag_messages", {"message_ids": ["m"] * 101, "add": ["x"]})
 
 
 def test_semantic_search_is_listed_where_vectors_are_stored(mailbox: Any, make_tools: Any) -> None:
@@ -327,6 +353,7 @@ def test_the_mailbox_is_fixed_when_the_tools_are_made(
 
 
 def test_the_retriever_returns_documents_through_invoke(mailbox: Any) -> None:
+    mailbox.tag("id:plan-1@example.com", add=["todo"])
     retriever = MailRetriever(store=mailbox, k=3)
     documents = retriever.invoke("budget")
     assert 1 <= len(documents) <= 3
@@ -342,6 +369,7 @@ def test_the_retriever_returns_documents_through_invoke(mailbox: Any) -> None:
         "date": "2026-11-02T08:15:00Z",
         "subject": "Quarterly planning",
         "score": None,
+        "tags": ["todo"],
         "hiddenCharactersRemoved": 0,
     }
     crafted = MailRetriever(store=mailbox, k=1, page_content="clean").invoke("invoice today")
@@ -364,8 +392,10 @@ def test_the_retriever_returns_documents_through_invoke(mailbox: Any) -> None:
 
 
 def test_the_loader_yields_one_document_per_thread(mailbox: Any) -> None:
+    mailbox.tag("thread:plan-1@example.com", add=["project"])
     documents = ThreadLoader(mailbox, page_size=2).load()
     threads = mailbox.list_threads(limit=100).threads
+    assert {d.metadata["threadId"]: d.metadata["tags"] for d in documents}["plan-1@example.com"] == ["project"]
     assert [d.metadata["threadId"] for d in documents] == [t["threadId"] for t in threads]
     plan = next(d for d in documents if d.metadata["threadId"] == "plan-1@example.com")
     assert plan.metadata["messageCount"] == 3 and plan.metadata["messageId"] == "plan-3@example.net"

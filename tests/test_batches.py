@@ -26,11 +26,9 @@ from aecs_mongo.pure.documents import (
     thread_summary_from_messages,
 )
 from tests.helpers.budgets import budget
+from tests.helpers.end_state import COLLECTIONS, canonical, unreferenced_blobs
 from tests.helpers.factories import email, recomputed_threads, stored_threads
-from tests.helpers.paths import SHARED
-
-CORPUS = SHARED / "corpus" / "eml"
-COLLECTIONS = ("messages", "bodies", "threads", "uidls", "aecs.files", "aecs.chunks")
+from tests.helpers.paths import require_corpus
 
 
 def plain(mid: str) -> bytes:
@@ -53,15 +51,6 @@ def with_attachment_and_html(mid: str) -> bytes:
         "--b\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename=plan.pdf\r\n"
         f"Content-Transfer-Encoding: base64\r\n\r\n{data}\r\n--b--\r\n"
     ).encode()
-
-
-def unreferenced_blobs(db: Any) -> list[str]:
-    """GridFS files no message names (in ``blobs``, or as a variant's ``blobKey``)."""
-    named = set()
-    for message in db.messages.find({}, {"blobPrefix": 1, "blobs": 1, "variants": 1}):
-        named |= {message["blobPrefix"] + name for name in message.get("blobs") or ()}
-        named |= {variant["blobKey"] for variant in message.get("variants") or ()}
-    return sorted(f["_id"] for f in db["aecs.files"].find({}, {"_id": 1}) if f["_id"] not in named)
 
 
 def test_a_later_copy_in_a_later_batch_uploads_only_its_raw_bytes(store: Any, db: Any) -> None:
@@ -178,38 +167,13 @@ def corpus_mail() -> list[bytes]:
     """The corpus in file order; by default (not ``CI=true``) every message that shares its
     Message-ID with another, and every fourth of the rest: the copies are what batch boundaries
     could change."""
-    if not CORPUS.is_dir():
-        pytest.skip(f"corpus not found at {CORPUS} (it lives in ../shared/corpus beside the repository)")
-    raws = [path.read_bytes() for path in sorted(CORPUS.iterdir()) if path.is_file()]
+    raws = [path.read_bytes() for path in sorted(require_corpus().iterdir()) if path.is_file()]
     every = budget("AECS_BATCH_CORPUS_EVERY", big=1, small=4)
     if every == 1:
         return raws
     ids = [parse_email(raw).email["messageId"] for raw in raws]
     shared = {mid for mid in ids if ids.count(mid) > 1}
     return [raw for i, (raw, mid) in enumerate(zip(raws, ids, strict=True)) if mid in shared or i % every == 0]
-
-
-def canonical(db: Any) -> dict[str, list[dict[str, Any]]]:
-    """Every collection, sorted by ``_id``, without what legitimately differs between two runs:
-    the wall-clock times (``processedAt``, a variant's ``receivedAt``, a file's ``uploadDate``)
-    and what derives from them: the sort key ``ts`` of a message without a date is its
-    ``processedAt``, and so are the first/last fields of a thread holding such a message."""
-    dump = {name: list(db[name].find({}).sort("_id", 1)) for name in COLLECTIONS}
-    undated_threads = set()
-    for message in dump["messages"]:
-        message.pop("processedAt", None)
-        if message.get("timestamp") is None:
-            message.pop("ts")
-            undated_threads.add(message["threadKey"])
-        for variant in message.get("variants") or ():
-            variant.pop("receivedAt")
-    for thread in dump["threads"]:
-        if thread["threadKey"] in undated_threads:
-            for field in ("firstTs", "lastTs", "firstMessageKey", "lastMessageKey", "subject"):
-                thread.pop(field)
-    for file_doc in dump["aecs.files"]:
-        file_doc.pop("uploadDate")
-    return dump
 
 
 @pytest.fixture

@@ -329,3 +329,91 @@ def test_cli_follows_a_rename(cli: Cli, db: Any, tmp_path: Path) -> None:
     run = cli("ingest", str(box), "--json")
     assert (run.json()["flagChanges"], run.json()["stored"], run.json()["present"]) == (1, 0, 0)
     assert db.messages.find_one({"messageId": "m1@follow.example"})["tags"] == ["$flagged"]
+
+
+def test_an_mbox_interrupted_halfway_is_read_on_from_its_last_stored_message(
+    mstore: MessageStore, failpoints: Any, tmp_path: Path
+) -> None:
+    from .helpers.failpoints import failpoint
+
+    path = tmp_path / "inbox.mbox"
+    path.write_bytes(mboxrd(list(range(30))))
+    failpoint(failpoints, mode={"skip": 12, "times": 1}, data={"failCommands": ["insert"], "errorCode": 2})
+    with pytest.raises(OperationFailure):
+        sync_files(mstore, [path], batch_size=5)
+    failpoint(failpoints, mode="off")
+    stored = {m["messageKey"] for m in mstore.db.messages.find({}, {"messageKey": 1})}
+    recorded = [r["messageKey"] for r in records(mstore, "mboxmsg")]
+    assert 0 < len(recorded) < 30 and set(recorded) <= stored
+    (record,) = records(mstore, "mbox")
+    assert record["size"] is None and record["messages"] == len(recorded)  # not read to its end
+    report = sync_files(mstore, [path], batch_size=5)
+    assert (report.appended, report.changed) == (1, 0)
+    assert report.messages.stored + report.messages.present == 30 - len(recorded)
+    assert len(ids(mstore)) == 30 and len(records(mstore, "mboxmsg")) == 30
+    assert sync_files(mstore, [path]).messages.processed == 0
+
+
+def test_files_that_are_not_mail_are_recorded_without_any_message_stored(mstore: MessageStore, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("not mail\n")
+    (folder / "b.mbox").write_bytes(b"From x Tue Nov  3 10:00:00 2026\n\n")  # an mbox of one empty entry
+    first = sync_files(mstore, [folder])
+    assert (first.messages.processed, first.messages.ignored, first.new) == (1, [str(folder / "a.txt")], 2)
+    assert {r["kind"] for r in mstore.db[fr.COLLECTION].find()} >= {"file", "mbox"}
+    again = sync_files(mstore, [folder])
+    assert (again.messages.processed, again.messages.ignored, again.unchanged) == (0, [], 2)
+
+
+def test_cli_mbox_appended_then_rewritten(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "inbox.mbox"
+    path.write_bytes(mboxrd([1, 2]))
+    assert cli("ingest", str(path), "--json").json()["stored"] == 2
+    with open(path, "ab") as f:
+        f.write(mboxrd([3]))
+    run = cli("ingest", str(path), "--no-progress")
+    assert run.out.splitlines()[-1] == "1 file: 0 new, 0 flag changes, 0 gone (kept), 1 mbox appended"
+    assert "1 stored, 0 already present" in run.out
+    path.write_bytes(mboxrd([3, 1]))  # message 2 expunged
+    summary = cli("ingest", str(path), "--remove-missing", "--json").json()
+    assert (summary["changed"], summary["present"], summary["removed"]) == (1, 2, 1)
+
+
+def test_rescan_reads_everything_again_and_marks_nothing_gone(mstore: MessageStore, tmp_path: Path) -> None:
+    box = maildir(tmp_path / "Maildir")
+    seen = deliver(box, 1, "cur", "S")
+    (tmp_path / "inbox.mbox").write_bytes(mboxrd([2, 3]))
+    sync_files(mstore, [box, tmp_path / "inbox.mbox"])
+    seen.rename(seen.with_name(seen.name + "F"))  # flagged meanwhile: a rescan still follows the rename
+    report = sync_files(mstore, [box, tmp_path / "inbox.mbox"], rescan=True)
+    assert (report.messages.present, report.messages.stored, report.flag_changes) == (2, 0, 1)
+    assert records(mstore, "gone") == []
+    assert tags_of(mstore, 1)[0] == ["$flagged", "$seen"]
+    assert len(records(mstore, "mboxmsg")) == 2
+
+
+def test_one_base_name_in_two_folders_is_stored_from_both(mstore: MessageStore, tmp_path: Path) -> None:
+    box = maildir(tmp_path / "Maildir", ".Copy")
+    deliver(box, 1, "cur", "S")
+    copy = box / ".Copy" / "cur" / next((box / "cur").iterdir()).name
+    copy.write_bytes(message(2))  # the same file name, other mail: one record key for two files
+    report = sync_files(mstore, [box])
+    assert (report.new, report.messages.stored, report.messages.failures) == (2, 2, [])
+    assert len(records(mstore, "maildir")) == 1  # the second file's record replaced the first's
+
+
+def test_remove_missing_keeps_a_message_the_imap_sync_holds(mstore: MessageStore, tmp_path: Path) -> None:
+    from aecs_mongo.pure.imap_records import source_document
+    from aecs_mongo.pure.keys import message_key
+
+    box = maildir(tmp_path / "Maildir")
+    paths = [deliver(box, n) for n in (1, 2)]
+    sync_files(mstore, [box])
+    key = message_key("m1@follow.example")
+    mstore.db.imap_sources.insert_one(source_document("alice", "a@host", "INBOX", 7, 1, "m1@follow.example", key))
+    for path in paths:
+        path.unlink()
+    report = sync_files(mstore, [box], remove_missing=True)
+    assert (report.gone, report.removed) == (2, 1)
+    assert ids(mstore) == {"m1@follow.example"}  # an IMAP folder still has it

@@ -33,16 +33,18 @@ import pytest
 
 from aecs_mongo import MailboxAuthError, MailboxConnectionError, MessageStore, normalize
 from aecs_mongo.mail import imap
+from aecs_mongo.mail.sources import RawMessage, read_messages
 from aecs_mongo.pure.imap_records import (
     SOURCES,
     decode_folder,
     encode_folder,
     plan_batches,
+    plan_uid_lookups,
     same_length_runs,
     uid_ranges,
 )
 from tests.helpers.cli import Cli
-from tests.helpers.dovecot import REQUIRE_ENV, DovecotServer, dovecot_binary, free_port
+from tests.helpers.dovecot import NO_CONDSTORE, REQUIRE_ENV, DovecotServer, dovecot_binary, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"
@@ -242,6 +244,15 @@ def test_fetch_plan_bounds_count_and_bytes() -> None:
         plan_batches(sizes, 0, 10)
 
 
+def test_source_records_are_read_by_ranges_where_the_uids_are_dense() -> None:
+    assert plan_uid_lookups(range(1, 2501)) == [(1, 1000), (1001, 2000), (2001, 2500)]  # a full listing
+    assert plan_uid_lookups([5, 7, 9, 12]) == [(5, 12)]  # 8 UIDs long, 4 in it
+    assert plan_uid_lookups([1, 100, 5000], points=2) == [[1, 100], [5000]]  # scattered: points
+    assert plan_uid_lookups([]) == []
+    mixed = plan_uid_lookups([*range(1, 11), 10_000], chunk=5)
+    assert mixed == [(1, 5), (6, 10), (10_000, 10_000)]
+
+
 def test_bad_arguments_are_refused_before_connecting(mstore: MessageStore) -> None:
     port = free_port()  # nothing listens: an argument error must come first
     with pytest.raises(ValueError, match="security"):
@@ -339,8 +350,11 @@ def test_new_mail_appended_arrives_on_the_next_sync(dovecot: DovecotServer, msto
     assert (second.new, second.present, second.folders[0].listed) == (1, 0, 1)
     assert mstore.get_raw("appended-1@example.com") == new_mail
     commands = fetches(dovecot)
-    assert len(commands) == 2  # the listing above the saved UID, and the one body
-    assert commands[0].startswith(f"UID FETCH {first.folders[0].position + 1}:*")
+    # the flag changes since the last run (the append moved HIGHESTMODSEQ: none here), the listing
+    # above the saved UID, and the one body
+    assert len(commands) == 3
+    assert commands[0].startswith(f"UID FETCH 1:{first.folders[0].position} (UID FLAGS) (CHANGEDSINCE ")
+    assert commands[1].startswith(f"UID FETCH {first.folders[0].position + 1}:*")
     assert second.folders[0].position == first.folders[0].position + 1
     assert_exactly_once(dovecot, mstore, ["INBOX"])
 
@@ -398,6 +412,234 @@ def test_stop_ends_after_the_batch_in_hand_and_the_next_run_continues(
     rest = run_sync(dovecot, mstore, batch_size=3)
     assert not rest.interrupted and folder.done + rest.folders[0].done == 12
     assert_exactly_once(dovecot, mstore, ["INBOX"])
+
+
+# --- flags -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def plain_imap_server() -> Iterator[DovecotServer]:
+    server = _start(rawlog=True, capabilities=NO_CONDSTORE)
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(params=["condstore", "no-condstore"])
+def flag_server(request: pytest.FixtureRequest) -> DovecotServer:
+    """The session's Dovecot (CONDSTORE), or one that does not offer it: empty, rawlog empty."""
+    server: DovecotServer = request.getfixturevalue(
+        "imap_server" if request.param == "condstore" else "plain_imap_server"
+    )
+    if server.proc is None:
+        server.start()
+    server.reset_mail()
+    return server
+
+
+def stored(store: MessageStore, message_id: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A message's ``tags`` and ``folders`` as the ``messages`` document holds them (sorted)."""
+    row = store.db.messages.find_one({"mailboxId": store.mailbox_id, "messageId": message_id})
+    assert row is not None, message_id
+    return tuple(sorted(row.get("tags") or ())), tuple(sorted(row.get("folders") or ()))
+
+
+def append(server: DovecotServer, folder: str, raw: bytes, flags: str = "") -> None:
+    with admin(server) as conn:
+        if folder != "INBOX":
+            conn.create(folder)  # NO when it is there already
+        assert conn.append(folder, flags, imaplib.Time2Internaldate(time.time()), raw)[0] == "OK"
+
+
+def store_flags(server: DovecotServer, folder: str, changes: list[tuple[int, str, str]]) -> None:
+    """Another client changes flags: ``(UID, "+FLAGS" | "-FLAGS", "(\\Seen ...)")`` each."""
+    with admin(server) as conn:
+        assert conn.select(folder)[0] == "OK"
+        for uid, how, flags in changes:
+            assert conn.uid("STORE", str(uid), how, flags)[0] == "OK"
+
+
+def test_flags_and_folders_are_stored_with_each_message(flag_server: DovecotServer, mstore: MessageStore) -> None:
+    mail = real_mail(4)
+    ids = [normalize(raw)["messageId"] for raw in mail]
+    append(flag_server, "INBOX", mail[0], "(\\Seen \\Answered $Forwarded)")
+    append(flag_server, "INBOX", mail[1], "(\\Flagged \\Draft $Junk Work)")
+    append(flag_server, "INBOX", mail[2])
+    append(flag_server, WORK, mail[3], "(\\Deleted $NotJunk)")
+    append(flag_server, WORK, mail[0])  # in two folders: stored from INBOX, Work added to its folders
+    report = run_sync(flag_server, mstore, folders=["INBOX", WORK])
+    assert (report.new, report.present) == (4, 1)
+    assert stored(mstore, ids[0]) == (("$answered", "$forwarded", "$seen"), ("INBOX", WORK))
+    assert stored(mstore, ids[1]) == (("$draft", "$flagged", "$junk", "work"), ("INBOX",))
+    assert stored(mstore, ids[2]) == ((), ("INBOX",))  # unread: no $seen (\\Recent is not kept)
+    assert stored(mstore, ids[3]) == (("$notjunk", "deleted"), (WORK,))
+    # each record keeps the flags of its folder: the INBOX copy's and the Work copy's differ
+    records = {(r["folder"], r["messageId"]): r["flags"] for r in mstore.db[SOURCES].find()}
+    assert records[("INBOX", ids[0])] == ["$answered", "$forwarded", "$seen"] and records[(WORK, ids[0])] == []
+    # read-only as before: fetching set no \\Seen on the server
+    assert all(b"\\Seen" not in flags for flags, _ in served(flag_server, WORK).values())
+
+
+def test_flag_changes_on_the_server_reach_the_store(flag_server: DovecotServer, mstore: MessageStore) -> None:
+    condstore = flag_server.capabilities is None
+    mail = real_mail(5)
+    ids = [normalize(raw)["messageId"] for raw in mail]
+    for raw in mail[:4]:
+        append(flag_server, "INBOX", raw)
+    append(flag_server, WORK, mail[0])
+    run_sync(flag_server, mstore, folders=["INBOX", WORK])
+    uids = sorted(served(flag_server, "INBOX"))
+    mstore.tag([ids[2]], add=["todo", "$flagged"])  # tags set in the store alone
+    position = mstore.db.imap_folders.find_one({"folder": "INBOX"})
+    assert position is not None and ("modseq" in position) == condstore
+
+    flag_server.clear_rawlog()
+    store_flags(
+        flag_server,
+        "INBOX",
+        [
+            (uids[0], "+FLAGS", "(\\Seen \\Flagged)"),
+            (uids[1], "+FLAGS", "($Junk Project-X)"),
+            (uids[2], "+FLAGS", "(\\Seen)"),
+        ],
+    )
+    append(flag_server, "INBOX", mail[4], "(\\Seen)")  # new mail arrives with its flags
+    second = run_sync(flag_server, mstore, folders=["INBOX", WORK])
+    assert second.new == 1 and [f.flags_changed for f in second.folders] == [3, 0]
+    assert stored(mstore, ids[0])[0] == ("$flagged", "$seen")
+    assert stored(mstore, ids[1])[0] == ("$junk", "project-x")
+    assert stored(mstore, ids[2])[0] == ("$flagged", "$seen", "todo")  # the store's own tags stay
+    assert stored(mstore, ids[3])[0] == ()
+    assert stored(mstore, ids[4])[0] == ("$seen",)
+    flag_fetches = [c for c in fetches(flag_server) if "(UID FLAGS)" in c]
+    assert len(flag_fetches) == (1 if condstore else 2)  # with CONDSTORE, Work's HIGHESTMODSEQ did not move
+    if condstore:  # only what changed since the saved HIGHESTMODSEQ was asked for
+        assert all("CHANGEDSINCE" in c for c in flag_fetches)
+    else:
+        assert not any("CHANGEDSINCE" in c for c in flag_fetches)
+
+    # removed on the server: removed in the store (unless set in the store alone)
+    flag_server.clear_rawlog()
+    store_flags(
+        flag_server,
+        "INBOX",
+        [(uids[0], "-FLAGS", "(\\Seen)"), (uids[1], "-FLAGS", "($Junk)"), (uids[2], "-FLAGS", "(\\Seen)")],
+    )
+    store_flags(flag_server, WORK, [(min(served(flag_server, WORK)), "+FLAGS", "(\\Answered)")])
+    third = run_sync(flag_server, mstore, folders=["INBOX", WORK])
+    assert [f.flags_changed for f in third.folders] == [3, 1]
+    assert stored(mstore, ids[0])[0] == ("$answered", "$flagged")  # \\Answered in Work: the same message
+    assert stored(mstore, ids[1])[0] == ("project-x",)
+    assert stored(mstore, ids[2])[0] == ("$flagged", "todo")
+
+    # nothing changed: with CONDSTORE not one FETCH; without, one FLAGS listing per folder
+    flag_server.clear_rawlog()
+    fourth = run_sync(flag_server, mstore, folders=["INBOX", WORK])
+    assert [f.flags_changed for f in fourth.folders] == [0, 0]
+    assert fetches(flag_server) == (
+        [] if condstore else [f"UID FETCH 1:{uids[-1] + 1} (UID FLAGS)", "UID FETCH 1:1 (UID FLAGS)"]
+    )
+
+
+def test_dovecots_own_maildir_ingested_reads_as_the_sync_does(dovecot: DovecotServer, mstore: MessageStore) -> None:
+    """The same account read twice: by IMAP, and by ingesting the Maildir Dovecot keeps it in
+    (file names with its flags, keyword letters in dovecot-keywords, Maildir++ folders): the
+    same tags and folders, message for message (a folder without a dot in its name). Messages
+    with a Message-ID: Dovecot keeps LF line ends on disk and serves CRLF, so a synthetic id
+    (a hash of the bytes) differs between the two."""
+    mail = [m for m in real_mail(20) if not normalize(m)["messageId"].startswith("generated-")][:6]
+    append(dovecot, "INBOX", mail[0], "(\\Seen \\Answered $Forwarded)")
+    append(dovecot, "INBOX", mail[1], "(\\Flagged $Junk Work)")
+    append(dovecot, "INBOX", mail[2], "(\\Deleted \\Draft)")
+    dovecot.deliver_to("INBOX", mail[3])  # delivered into new/, never seen
+    append(dovecot, WORK, mail[4], "($NotJunk \\Seen)")
+    append(dovecot, encode_folder(DRAFTS).decode(), mail[5], "(\\Draft)")
+    store_flags(dovecot, "INBOX", [(min(served(dovecot, "INBOX")), "-FLAGS", "(\\Answered)")])
+    run_sync(dovecot, mstore, folders="all")
+    disk = MessageStore(mstore.db, mailbox_id="disk")
+    for _ in disk.store_iter(m for m in read_messages([dovecot.maildir]) if isinstance(m, RawMessage)):
+        pass
+    assert len(disk.message_ids()) == 6
+
+    def tags_and_folders(store: MessageStore) -> dict[str, Any]:
+        return {m: stored(store, m) for m in store.message_ids()}
+
+    synced = tags_and_folders(mstore)
+    assert synced == tags_and_folders(disk)
+    assert synced[normalize(mail[0])["messageId"]] == (("$forwarded", "$seen"), ("INBOX",))
+    assert synced[normalize(mail[1])["messageId"]] == (("$flagged", "$junk", "work"), ("INBOX",))
+    assert synced[normalize(mail[2])["messageId"]] == (("$draft", "deleted"), ("INBOX",))
+    assert synced[normalize(mail[3])["messageId"]] == ((), ("INBOX",))
+    assert synced[normalize(mail[5])["messageId"]] == (("$draft",), (DRAFTS,))
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("fails", ["the tag change", "the records"])
+def test_a_flag_update_cut_short_is_finished_by_the_next_run(
+    dovecot: DovecotServer, mstore: MessageStore, client: Any, backend: str, fails: str
+) -> None:
+    """The database fails the flag update's first write (the messages' tags) or its second (the
+    source records'): the run fails with the driver's error, nothing after the failure is
+    written (no HIGHESTMODSEQ saved), and the next run ends as one clean run would."""
+    if backend == "uri" and not os.environ.get("AECS_URI_HAS_FAILPOINTS"):
+        pytest.skip("MONGODB_URI deployments need enableTestCommands (set AECS_URI_HAS_FAILPOINTS=1)")
+    from pymongo.errors import PyMongoError
+
+    mail = real_mail(3)
+    for raw in mail:
+        append(dovecot, "INBOX", raw)
+    run_sync(dovecot, mstore)
+    ids = [normalize(raw)["messageId"] for raw in mail]
+    modseq = mstore.db.imap_folders.find_one({"folder": "INBOX"})["modseq"]
+    store_flags(
+        dovecot, "INBOX", [(uid, "+FLAGS", "(\\Seen \\Flagged)") for uid in sorted(served(dovecot, "INBOX"))[:2]]
+    )
+    skip = 0 if fails == "the tag change" else 1  # updates: the messages' tags, then the records'
+    client.admin.command(
+        "configureFailPoint",
+        "failCommand",
+        mode={"skip": skip, "times": 1},
+        data={"failCommands": ["update"], "errorCode": 2},
+    )
+    try:
+        with pytest.raises(PyMongoError):
+            run_sync(dovecot, mstore)
+    finally:
+        client.admin.command("configureFailPoint", "failCommand", mode="off")
+    changed = [stored(mstore, m)[0] for m in ids]
+    assert changed == ([(), (), ()] if skip == 0 else [("$flagged", "$seen"), ("$flagged", "$seen"), ()])
+    assert {tuple(r["flags"]) for r in mstore.db[SOURCES].find()} == {()}  # the records: not yet
+    assert mstore.db.imap_folders.find_one({"folder": "INBOX"})["modseq"] == modseq  # nor the position
+    again = run_sync(dovecot, mstore)
+    assert again.folders[0].flags_changed == 2  # the same change, measured against the same records
+    assert [stored(mstore, m)[0] for m in ids] == [("$flagged", "$seen"), ("$flagged", "$seen"), ()]
+    records = sorted(tuple(r["flags"]) for r in mstore.db[SOURCES].find())
+    assert records == [(), ("$flagged", "$seen"), ("$flagged", "$seen")]
+    dovecot.clear_rawlog()
+    assert run_sync(dovecot, mstore).folders[0].flags_changed == 0 and fetches(dovecot) == []
+
+
+def test_a_record_from_before_flags_were_kept_takes_the_server_flags(
+    dovecot: DovecotServer, mstore: MessageStore
+) -> None:
+    """Mail synced by an older version: its records have no ``flags`` and its folder no
+    ``modseq``; the next sync reads every flag once and adds the server's to the store."""
+    mail = real_mail(2)
+    append(dovecot, "INBOX", mail[0], "(\\Seen \\Flagged)")
+    append(dovecot, "INBOX", mail[1])
+    run_sync(dovecot, mstore)
+    box = mstore.mailbox_id
+    mstore.db[SOURCES].update_many({"mailboxId": box}, {"$unset": {"flags": ""}})
+    mstore.db.imap_folders.update_many({"mailboxId": box}, {"$unset": {"modseq": ""}})
+    mstore.db.messages.update_many({"mailboxId": box}, {"$unset": {"tags": "", "folders": ""}})
+    dovecot.clear_rawlog()
+    again = run_sync(dovecot, mstore)
+    assert again.folders[0].flags_changed == 1
+    assert [c for c in fetches(dovecot) if "FLAGS" in c] == ["UID FETCH 1:2 (UID FLAGS)"]
+    assert stored(mstore, normalize(mail[0])["messageId"])[0] == ("$flagged", "$seen")
+    assert all(r["flags"] is not None for r in mstore.db[SOURCES].find())
+    dovecot.clear_rawlog()
+    run_sync(dovecot, mstore)
+    assert fetches(dovecot) == []  # the HIGHESTMODSEQ is saved now
 
 
 # --- failures ------------------------------------------------------------------------------------
@@ -638,7 +880,7 @@ def test_big_messages_are_fetched_alone_and_a_refused_one_is_reported(
     assert mstore.get_raw("twenty@example.com") == twenty
     assert mstore.get_attachment("twenty@example.com", 0) == attachment
     assert bodies == [
-        f"UID FETCH {u} (UID INTERNALDATE BODY.PEEK[])" for u in uids
+        f"UID FETCH {u} (UID INTERNALDATE FLAGS BODY.PEEK[])" for u in uids
     ]  # each alone: over 8 MB, or after one
     again = run_sync(dovecot, mstore)
     assert (again.new, again.present, again.failed) == (0, 0, [])
@@ -663,8 +905,16 @@ def test_cli_syncs_reports_and_fails_cleanly(
     assert data["new"] + data["present"] == sum(counts.values()) and data["failed"] == 0
     assert {f["folder"] for f in data["folders"]} == set(counts) and data["error"] is None
 
+    store_flags(dovecot, encode_folder(DRAFTS).decode(), [(1, "+FLAGS", "(\\Seen)"), (2, "+FLAGS", "(\\Draft)")])
     result = cli(*base, "--folder", DRAFTS, "--folder", "Nope")
     assert result.code == 1  # a folder that is not there is a failure
+    assert (
+        f"{DRAFTS}: 0 new, 0 already stored, 0 failed, 2 with flags changed on the server;"
+        f" position UID {counts[DRAFTS]}" in result.out
+    )
+    result = cli("--json", *base, "--folder", DRAFTS)
+    assert result.json()["folders"][0]["flagsChanged"] == 0
+    result = cli(*base, "--folder", DRAFTS, "--folder", "Nope")
     assert f"{DRAFTS}: 0 new, 0 already stored, 0 failed; position UID {counts[DRAFTS]}" in result.out
     assert "Nope: not synced: no such folder on the server" in result.out
     assert result.out.rstrip().endswith(f"0 new, 0 already stored, 0 failed in 1 folder of {dovecot.user}@127.0.0.1")

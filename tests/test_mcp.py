@@ -45,11 +45,9 @@ from .helpers.agents import (
 )
 from .helpers.cli import aecs, command_env
 from .helpers.mcp_client import McpSession
-from .helpers.paths import ROOT, SHARED
+from .helpers.paths import CORPUS, ROOT
 
 pytestmark = pytest.mark.skipif(not embedded_available(), reason="needs the embedded server (aecs-mongo[embedded])")
-
-CORPUS = SHARED / "corpus" / "eml"
 
 
 def server_env() -> dict[str, str]:
@@ -224,7 +222,7 @@ def test_the_http_transport_needs_its_token(tmp_path: Path) -> None:
         mcp = McpSession.http(url, token)
         try:
             names = [t.name for t in mcp.list_tools().tools]
-            assert names[-2:] == [s.name for s in WRITE_TOOLS]
+            assert names[-3:] == [s.name for s in WRITE_TOOLS]
             raw = "From: a@example.com\r\nSubject: over http\r\nMessage-ID: <http-1@example.com>\r\n\r\nhello"
             assert data(mcp.call("store_message", {"raw": raw}))["outcome"] == "stored"
             assert data(mcp.call("get_message", {"message_id": "http-1@example.com"}))["mail"]["text"] == "hello"

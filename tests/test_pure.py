@@ -221,3 +221,14 @@ def test_a_batchs_copies_go_last_and_in_the_batchs_order() -> None:
     assert variants_in_batch_order([rec("x"), rec("a"), rec("b")], ["x", "a", "b"], ["a", "b", "a"]) is None
     # a hash claimed without its record (a write cut short before) keeps its place among the hashes
     assert variants_in_batch_order([rec("b")], ["c", "b"], ["b"]) is None
+
+
+def test_a_directory_mtime_is_trusted_past_a_tick_of_its_clock() -> None:
+    from aecs_mongo.pure.file_records import mtime_trusted
+
+    now = 1_800_000_000_123_456_789
+    assert mtime_trusted(now - 60_000_000, now)
+    assert not mtime_trusted(now - 10_000_000, now)  # within a tick: a change now could keep it
+    whole = 1_800_000_000_000_000_000  # a file system of whole seconds
+    assert not mtime_trusted(whole, whole + 1_500_000_000)
+    assert mtime_trusted(whole, whole + 2_500_000_000)

@@ -19,7 +19,7 @@ from aecs_mongo.pure import tags as tag_rules
 from aecs_mongo.pure.search_compile import message_filter, post_match, split_message_terms, text_search
 from aecs_mongo.pure.search_query import Label, Not, parse, to_text
 
-from .helpers.factories import email
+from .helpers.factories import BASE_TS, email
 
 NOW = dt.datetime(2026, 7, 1, tzinfo=dt.UTC)
 
@@ -181,7 +181,8 @@ def test_tag_by_ids_query_thread_and_tag_then_counts(store: MessageStore) -> Non
 
 
 def test_a_change_to_thousands_runs_in_batches_and_converges(store: MessageStore, db: Any) -> None:
-    docs = [email(n, thread=f"t{n % 50}@x") for n in range(2500)]
+    # a few seconds of 700 messages each: the batches of 1,000 begin and end inside a second
+    docs = [email(n, thread=f"t{n % 50}@x", ts=BASE_TS + (n // 700) * 60) for n in range(2500)]
     store.store_many(docs, batch_size=500)
     first = store.tag("date:2026", add=["bulk"])
     assert first == TagReport(matched=2500, changed=2500)
@@ -293,3 +294,89 @@ def test_tag_changes_are_feed_events_and_the_feed_resumes(db: Any, backend: str)
     assert resumed[0].as_dict()["folders"] == ["Archive"]
     with store.watch("plain", since="beginning", max_await_ms=200) as plain:  # without tags=: stored mail only
         assert [i.kind for i in plain.next_batch(10)] == ["stored", "stored"]
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+
+def test_tag_words_become_options_only_for_the_tag_command() -> None:
+    from aecs_mongo.cli import tag_changes
+
+    assert tag_changes(["--db", "x", "tag", "+todo", "-inbox", "--", "-from:boss", "+x"]) == [
+        "--db",
+        "x",
+        "tag",
+        "--add=todo",
+        "--remove=inbox",
+        "--",
+        "-from:boss",
+        "+x",
+    ]
+    assert tag_changes(["tag", "+a", "--json", "-v", "--mailbox", "-odd", "from:x"]) == [
+        "tag",
+        "--add=a",
+        "--json",
+        "-v",
+        "--mailbox",
+        "-odd",
+        "from:x",
+    ]
+    assert tag_changes(["search", "-inbox", "+x"]) == ["search", "-inbox", "+x"]
+
+
+@pytest.mark.server
+@pytest.mark.one_server
+def test_the_tag_tags_and_ingest_tag_commands(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    samples = Path(__file__).resolve().parents[1] / "samples" / "mailbox"
+    assert cli("ingest", str(samples), "--tag", "Imported", "--tag", "$seen").code == 0
+    assert cli("ingest", str(samples), "--tag", "bad tag").code == 2
+    listed = cli("tags", "--json").lines()
+    counts = {row["tag"]: row["count"] for row in listed[:-1]}
+    n = counts["imported"]
+    assert n > 3 and counts == {"$seen": n, "imported": n} and listed[-1] == {"messages": n, "unread": 0}
+    dry = cli("tag", "+todo", "-$seen", "--dry-run", "--", "plan")
+    assert dry.code == 0 and "would change" in dry.out and cli("count", "tag:todo").out.strip() == "0"
+    report = cli("tag", "+todo", "-$seen", "--json", "--", "plan").json()
+    assert report["matched"] >= 1 and report["changed"] == report["matched"] and report["add"] == ["todo"]
+    assert cli("count", "is:unread").out.strip() == str(report["matched"])
+    assert ", 0 changed" in cli("tag", "+todo", "-$seen", "--", "plan").out  # re-running changes nothing
+    # tags in the lines, within 80 columns, and in --json
+    monkeypatch.setenv("COLUMNS", "80")
+    for command in (["inbox"], ["threads"], ["search", "tag:todo"], ["inbox", "--query", "is:unread"]):
+        out = cli(*command).out
+        assert ("(imported todo)" if command == ["threads"] else "(unread imported todo)") in out, command
+        assert all(len(line) <= 80 for line in out.splitlines() if "next_cursor" not in line), command
+    rows = cli("search", "tag:todo", "--json").lines()
+    assert all(r["tags"] == ["imported", "todo"] for r in rows[:-1]) and rows[-1]["engine"] == "local"
+    threads = cli("threads", "--json").lines()
+    assert any("todo" in t.get("tags", ()) for t in threads)
+    assert cli("tag", "+x").code == 2  # no query
+    assert cli("tag", "+bad tag", "--", "plan").code == 2
+    assert cli("tag", "--", "plan").out.endswith("0 would change (dry run: nothing written)\n")  # no change: a count
+
+
+@pytest.mark.server
+def test_a_tag_change_racing_deletes_never_brings_a_message_back(make_store: Any, db: Any) -> None:
+    store = make_store()
+    store.store_many([email(n) for n in range(60)])
+    ids = [f"m{n}@example.com" for n in range(60)]
+    deleter = MessageStore(db, mailbox_id="alice")
+    errors: list[BaseException] = []
+
+    def delete_half() -> None:
+        try:
+            for mid in ids[::2]:
+                deleter.delete(mid)
+        except BaseException as exc:
+            errors.append(exc)
+
+    racing = threading.Thread(target=delete_half)
+    racing.start()
+    for _ in range(5):
+        store.tag(ids, add=["x"])
+        store.tag("date:2026", remove=["x"], add=["y"])
+    racing.join()
+    assert errors == []
+    left = {row["messageId"] for row in db.messages.find({"mailboxId": "alice"}, {"messageId": 1})}
+    assert left == set(ids[1::2])  # every deleted message stayed deleted
+    assert db.bodies.count_documents({"mailboxId": "alice"}) == 30

@@ -285,6 +285,29 @@ def delete_message(a: Args, view: View) -> Steps:
     return result(None, deleted=bool(deleted))
 
 
+def tag_messages(a: Args, view: View) -> Steps:
+    query, listed = a.get("query"), a.get("message_ids")
+    if (query is None) == (listed is None):
+        raise ToolError("give either 'query' or 'message_ids', not both and not neither")
+    if not a.get("add") and not a.get("remove"):
+        raise ToolError("give tags to 'add' or 'remove'")
+    cap = int(a["max_messages"])
+    if listed is not None:
+        if len(listed) > cap:
+            raise ToolError(f"{len(listed)} message ids, more than max_messages ({cap})")
+        ids = [unescape_hidden(m) for m in listed]
+    else:
+        hits = yield Call("search", (query,), {"limit": cap + 1})
+        if len(hits) > cap or not getattr(hits, "complete", True):
+            raise ToolError(f"the query matches more than max_messages ({cap}) messages: nothing was changed")
+        ids = [h["messageId"] for h in hits]
+    report = yield Call("tag", (ids,), {"add": a.get("add") or (), "remove": a.get("remove") or ()})
+    summaries = yield Call("message_summaries", (ids,))
+    cuts = Cuts()
+    items = [summary_item(s, cuts) for s in summaries]
+    return result(items, cuts, matched=report.matched, changed=report.changed)
+
+
 def vectors_stored() -> Generator[Call | Embed, Any, bool]:
     """Whether the mailbox holds any vector (``semantic_search`` is listed only then)."""
     stats = yield Call("stats")
@@ -305,4 +328,5 @@ BODIES: dict[str, Callable[[Args, View], Steps]] = {
     "semantic_search": semantic_search,
     "store_message": store_message,
     "delete_message": delete_message,
+    "tag_messages": tag_messages,
 }

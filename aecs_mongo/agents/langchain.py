@@ -17,11 +17,12 @@ language); ``"semantic"`` runs ``store.semantic_search`` on ``embed(query)`` (an
 function is then required; the mailbox must hold vectors of its dimensions). Each hit is one
 ``Document`` whose ``page_content`` is the message's ``forAI`` text (``page_content="clean"``:
 the clean text) and whose metadata carries ``messageId``, ``threadId``, ``from`` (``Name
-<address>``), ``date`` (ISO 8601 UTC), ``subject`` and ``score`` (search engines that rank;
-None otherwise). ``ThreadLoader`` yields one ``Document`` per thread, most recent activity
-first: its newest ``max_messages`` messages oldest first, each as a short header block and its
-``forAI`` text; metadata ``threadId``, ``subject``, ``messageCount``, and the newest message's
-``messageId``, ``from`` and ``date``.
+<address>``), ``date`` (ISO 8601 UTC), ``subject``, ``tags`` (sorted: ``$seen`` read,
+``$flagged``, the user's own) and ``score`` (search engines that rank; None otherwise).
+``ThreadLoader`` yields one ``Document`` per thread, most recent activity first: its newest
+``max_messages`` messages oldest first, each as a short header block and its ``forAI`` text;
+metadata ``threadId``, ``subject``, ``messageCount``, ``tags`` (the union of its messages'),
+and the newest message's ``messageId``, ``from`` and ``date``.
 
 Mail is untrusted: text and metadata have the characters that hide text from a person removed
 (``aecs_mongo.pure.invisible``) and their count in ``metadata["hiddenCharactersRemoved"]``.
@@ -98,6 +99,8 @@ class MailRetriever(BaseRetriever):
         else:
             hits = yield Call("search", (query,), {"limit": self.k})
         documents = []
+        summaries = yield Call("message_summaries", ([h["messageId"] for h in hits],))
+        tags = {s["messageId"]: list(s.get("tags") or ()) for s in summaries}
         for hit in hits:
             message = yield Call("get_message", (hit["messageId"],))
             if message is None:  # deleted since the search read it
@@ -112,6 +115,7 @@ class MailRetriever(BaseRetriever):
                 "date": meta.get("date"),
                 "subject": meta.get("subject"),
                 "score": hit.get("score"),
+                "tags": tags.get(message["messageId"], []),
             }
             documents.append(_document(text or content.get("text") or "", metadata))
         return documents
@@ -143,6 +147,7 @@ def _thread_document(thread: Mapping[str, Any], entries: Sequence[Mapping[str, A
         "threadId": thread["threadId"],
         "subject": thread.get("subject"),
         "messageCount": int(thread["messageCount"]),
+        "tags": list(thread.get("tags") or ()),
         "messageId": newest.get("messageId"),
         "from": _sender(newest.get("from")),
         "date": date_of(newest) if newest else None,

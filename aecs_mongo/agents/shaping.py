@@ -89,6 +89,7 @@ def summary_item(summary: Mapping[str, Any], cuts: Cuts) -> dict[str, Any]:
         "date": date_of(summary),
         "subject": cuts.text(summary.get("subject"), SUBJECT_MAX_CHARS),
         "attachmentCount": int(summary.get("attachmentCount") or 0),
+        "tags": [str(t) for t in summary.get("tags") or ()],
     }
 
 

@@ -4,7 +4,7 @@ A tool set is made from one store and reads only its mailbox (an agent cannot na
 no tool takes a mailbox). Make that store with ``shared_view=True`` when what the agent reads
 may be shown to someone other than the mailbox owner: bcc recipients then appear nowhere.
 Tools are read-only unless the set is made with ``writable=True``; the write tools
-(``store_message``, ``delete_message``) are listed apart and are refused otherwise.
+(``store_message``, ``delete_message``, ``tag_messages``) are listed apart and are refused otherwise.
 
 ``call(name, arguments)`` checks the arguments against the tool's schema, runs the tool's body
 (``bodies``) against the store and returns a JSON-ready dict within the tool's byte cap; every
@@ -236,6 +236,10 @@ class MailTools(_ToolSet):
     def delete_message(self, message_id: str) -> dict[str, Any]:
         return self.call("delete_message", {"message_id": message_id})
 
+    def tag_messages(self, **arguments: Any) -> dict[str, Any]:
+        """``query`` or ``message_ids``, ``add``, ``remove``, ``max_messages`` (a write tool)."""
+        return self.call("tag_messages", arguments)
+
 
 class AsyncMailTools(_ToolSet):
     """The agent tools over an ``AsyncMessageStore``: the same tools, awaitable."""
@@ -303,6 +307,10 @@ class AsyncMailTools(_ToolSet):
 
     async def delete_message(self, message_id: str) -> dict[str, Any]:
         return await self.call("delete_message", {"message_id": message_id})
+
+    async def tag_messages(self, **arguments: Any) -> dict[str, Any]:
+        """``query`` or ``message_ids``, ``add``, ``remove``, ``max_messages`` (a write tool)."""
+        return await self.call("tag_messages", arguments)
 
 
 def _described(spec: ToolSpec) -> dict[str, Any]:

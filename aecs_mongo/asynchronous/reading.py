@@ -15,6 +15,7 @@ from ..pure import queries, windows
 from ..pure.documents import context_entry, message_summary, to_normalized_email
 from ..pure.keys import check_str, strip_message_id, thread_key
 from ..pure.settings import check_limit
+from ..pure.tags import thread_tags_pipeline
 from ..results import MessagePage, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, ThreadSummary
 from . import capabilities, paging
@@ -167,12 +168,7 @@ async def list_threads(ctx: AsyncStoreContext, cursor: str | None, limit: int) -
 async def thread_tags(ctx: AsyncStoreContext, keys: Sequence[str]) -> dict[str, list[str]]:
     """The union of each thread's messages' tags (computed for the page read: one aggregation
     over the page's threads, on the thread index, reading only their tagged messages)."""
-    pipeline: list[dict[str, Any]] = [
-        {"$match": {"mailboxId": ctx.mailbox_id, "threadKey": {"$in": list(keys)}, "tags": {"$type": "string"}}},
-        {"$project": {"_id": 0, "threadKey": 1, "tags": 1}},
-        {"$unwind": "$tags"},
-        {"$group": {"_id": "$threadKey", "tags": {"$addToSet": "$tags"}}},
-    ]
+    pipeline = thread_tags_pipeline(ctx.mailbox_id, keys)
     rows = await to_list(await resolve(ctx.messages.aggregate(pipeline)))
     return {str(r["_id"]): sorted(str(t) for t in r["tags"]) for r in rows}
 

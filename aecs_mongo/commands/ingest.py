@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 from ..mail.follow import FileSyncReport, sync_files
 from ..mail.sources import STDIN, IngestReport, InputFile, RawMessage, Skipped, find_inputs, read_inputs
+from ..pure.tags import check_tags
 from .base import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -69,6 +70,7 @@ def ingest(ctx: Context) -> Output:
     if STDIN not in ctx.args.paths:
         return _follow(ctx)
     args = ctx.args
+    tags = check_tags(getattr(args, "tag", []), "--tag")  # a bad tag: a usage error before any read
     started = time.monotonic()
     report = IngestReport()
     aborted_by: Exception | None = None
@@ -84,7 +86,8 @@ def ingest(ctx: Context) -> Output:
     before = _mailbox_count(ctx)
     try:
         with finish_in_hand_on_interrupt() as stop:
-            for result in ctx.store.store_iter(until(items, stop), batch_size=args.batch_size, on_error=report.refused):
+            stored = ctx.store.store_iter(until(items, stop), args.batch_size, report.refused, tags=tags)
+            for result in stored:
                 report.count(result)
                 progress.update(report)
         report.interrupted = stop.requested
@@ -131,6 +134,7 @@ def _follow(ctx: Context) -> Output:
                 batch_size=args.batch_size,
                 items_filter=items_filter,
                 report=result,
+                tags=check_tags(getattr(args, "tag", []), "--tag"),
             )
         report.interrupted = stop.requested
     except KeyboardInterrupt:

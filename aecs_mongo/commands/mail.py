@@ -178,9 +178,10 @@ def _imap_lines(report: ImapSyncReport) -> Iterator[str]:
             yield f"{folder.folder}: not synced: {folder.error}"
             continue
         extra = " (UIDVALIDITY changed: read again)" if folder.reset else ""
+        flags = f", {folder.flags_changed} with flags changed on the server" if folder.flags_changed else ""
         yield (
             f"{folder.folder}: {folder.new} new, {folder.present} already stored, {len(folder.failed)} failed"
-            f"{extra}; position UID {folder.position}"
+            f"{flags}{extra}; position UID {folder.position}"
         )
     synced = sum(f.error is None for f in report.folders)
     yield (

@@ -30,6 +30,7 @@ __all__ = [
     "search",
     "server",
     "show",
+    "tag",
     "thread",
     "threads",
     "watch",
@@ -70,6 +71,16 @@ def _moment(text: str) -> dt.datetime:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD or ISO 8601): {text!r}") from None
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def _tag(text: str) -> str:
+    """A tag as stored (lowercased); a bad one is a usage error (the rules: ``pure/tags.py``)."""
+    from ..pure.tags import check_tag
+
+    try:
+        return check_tag(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _age(text: str) -> dt.timedelta:
@@ -153,6 +164,14 @@ def ingest(p: argparse.ArgumentParser) -> None:
         metavar="ADDRESS",
         help="the mailbox owner's address (repeatable): bcc is stored only on mail they sent",
     )
+    p.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        type=_tag,
+        metavar="TAG",
+        help="tag every message this stores (repeatable; $seen marks it read); mail already stored keeps its tags",
+    )
 
 
 def _query_option(p: argparse.ArgumentParser) -> None:
@@ -208,7 +227,8 @@ def find(p: argparse.ArgumentParser) -> None:
 _QUERY_HELP = (
     'words (all must match), "a phrase", OR, NOT or -word, (groups), prefix*, and fields: from:, to:,'
     " subject:, body:, attachment: (file name), thread:ID, date:2024-01-01..2024-03-31 (UTC days; open"
-    " ends; 30d.. for the last 30 days)"
+    " ends; 30d.. for the last 30 days), tag:TAG, is:unread|read|flagged|answered|draft, folder:NAME,"
+    " id:MESSAGE-ID"
 )
 
 
@@ -226,6 +246,24 @@ def search(p: argparse.ArgumentParser) -> None:
 
 def count(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", metavar="QUERY", help=_QUERY_HELP)
+
+
+def tag(p: argparse.ArgumentParser) -> None:
+    p.usage = "aecs-mongo tag [+TAG | -TAG ...] [--dry-run] [--] QUERY..."
+    p.add_argument(
+        "query",
+        nargs="+",
+        metavar="QUERY",
+        help="the messages to change, as in 'search' (id:<Message-ID>, thread:ID, tag:TAG, from:, words...);"
+        " put it after -- when it starts with a dash",
+    )
+    p.add_argument(
+        "--add", action="append", default=[], type=_tag, metavar="TAG", help="+TAG: add this tag (repeatable)"
+    )
+    p.add_argument(
+        "--remove", action="append", default=[], type=_tag, metavar="TAG", help="-TAG: remove this tag (repeatable)"
+    )
+    p.add_argument("--dry-run", action="store_true", help="say how many messages would change; change nothing")
 
 
 def export(p: argparse.ArgumentParser) -> None:
@@ -309,7 +347,7 @@ def mcp(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-writes",
         action="store_true",
-        help="also offer the write tools store_message and delete_message (default: read-only)",
+        help="also offer the write tools store_message, delete_message and tag_messages (default: read-only)",
     )
     p.add_argument(
         "--embedder",

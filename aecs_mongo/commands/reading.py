@@ -53,13 +53,34 @@ def short_id(thread_id: str) -> str:
     return thread_key(thread_id)[:SHORT_ID]
 
 
+def tag_label(tags: Sequence[str] | None, *, unread: bool = True) -> str:
+    """A row's tags as the lines show them, notmuch-style: ``(unread flagged todo)``; ``unread``
+    for mail without ``$seen``, the other flags without their ``$``; empty for read mail with no
+    other tag. ``unread=False`` (a thread, whose tags are its messages' union): no ``unread``."""
+    found = list(tags or ())
+    shown = [] if "$seen" in found or not unread else ["unread"]
+    shown += [t[1:] if t.startswith("$") else t for t in found if t != "$seen"]
+    return f"({' '.join(shown)})" if shown else ""
+
+
+def _with_label(text: object, tags: Sequence[str] | None, width: int, *, unread: bool = True) -> str:
+    """``text`` and the tags after it in ``width`` cells: the text is cut first, the tags keep
+    up to half the width."""
+    label = tag_label(tags, unread=unread)
+    if not label:
+        return one_line(text, width)
+    label = one_line(label, max(8, width // 2))
+    return f"{one_line(text, max(1, width - len(label) - 1))} {label}"
+
+
 def _message_lines(messages: Sequence[Mapping[str, Any]]) -> Iterator[str]:
     width = terminal_width()
     who = max(12, min(30, (width - 20) // 3))
     about = max(10, width - _DATE - 2 - who - 2)
     for m in messages:
         yield f"{_when(m.get('ts')):{_DATE}}  {column(sender(m), who)}  {one_line(m.get('subject'), about)}"
-        yield f"{'':{_DATE}}  " + one_line(f"<{m['messageId']}>", max(10, width - _DATE - 2))
+        room = max(10, width - _DATE - 2)
+        yield f"{'':{_DATE}}  " + one_line(f"<{m['messageId']}>  {tag_label(m.get('tags'))}".rstrip(), room)
 
 
 def _next_line(cursor: str | None) -> str:
@@ -148,7 +169,8 @@ def _thread_page(
         about = max(10, width - _DATE - 2 - 8 - 2 - SHORT_ID - 2)
         for t in found:
             count = f"{t['messageCount']:>4} msg"
-            yield f"{_when(t['lastTs']):{_DATE}}  {count}  {column(t.get('subject'), about)}  {short_id(t['threadId'])}"
+            subject = column(_with_label(t.get("subject"), t.get("tags"), about, unread=False), about)
+            yield f"{_when(t['lastTs']):{_DATE}}  {count}  {subject}  {short_id(t['threadId'])}"
         yield _next_line(cursor)
 
     items = [{**t, "shortId": short_id(t["threadId"])} for t in found]
@@ -170,6 +192,12 @@ def _threads_of_search(ctx: Context) -> Output:
     fields |= {"firstMessageKey": 1, "lastMessageKey": 1}
     summaries = {t["threadId"]: t for t in ctx.db["threads"].find({"_id": {"$in": ids}}, fields)} if ids else {}
     found = [summaries[t] for t in order if t in summaries]
+    from ..pure.tags import thread_tags_pipeline
+
+    keys = [thread_key(t["threadId"]) for t in found]
+    rows: Any = ctx.db["messages"].aggregate(thread_tags_pipeline(ctx.store.mailbox_id, keys)) if keys else []
+    tags = {str(r["_id"]): sorted(r["tags"]) for r in rows}
+    found = [{**t, "tags": tags.get(thread_key(t["threadId"]), [])} for t in found]
     trailer = {"next_cursor": results.next_cursor, "engine": results.engine}
     return _thread_page(found, trailer, results.next_cursor)
 
@@ -312,11 +340,14 @@ def count(ctx: Context) -> Output:
 
 
 def _search_lines(results: SearchResults[SearchHit]) -> Iterator[str]:
+    width = terminal_width()
     for r in results:
         when = dt.datetime.fromtimestamp(int(r.get("ts") or 0), dt.UTC).strftime("%Y-%m-%d")
-        yield f"{when}  {column(r.get('subject'), 60)}  <{r.get('messageId')}>"
+        mid = f"<{r.get('messageId')}>"
+        about = max(20, min(60, width - 10 - 4 - len(mid)))  # the id is kept whole
+        yield f"{when}  {column(_with_label(r.get('subject'), r.get('tags'), about), about)}  {mid}"
         if r.get("snippet"):
-            yield f"            {one_line(r['snippet'], 100)}"
+            yield f"            {one_line(r['snippet'], max(20, min(100, width - 12)))}"
     summary = f"{len(results)} match{'' if len(results) == 1 else 'es'}" if results else "no matches"
     if results.engine == "scan":
         summary += f" ({results.examined:,} messages searched{'' if results.complete else ', stopped by scan_limit'})"

@@ -27,7 +27,8 @@ per mailbox, so any worker that opens the mailbox sees it. A run:
    was dealt with. An interrupted run (Ctrl-C, SIGKILL, a full disk) leaves records for what was
    stored only, and the next run reads the rest; at worst a batch is read again and ``present``.
 
-Only a ``MessageStore`` (blocking; as the IMAP sync). Sources are keyed by their absolute path
+Only a ``MessageStore`` (blocking, as the IMAP sync; an ``AsyncMessageStore`` user runs
+``sync_files`` on a thread with a ``MessageStore`` on the same database). Sources are keyed by their absolute path
 (``root``): the same folder named through another path is another source.
 """
 
@@ -45,7 +46,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pymongo import DeleteOne, ReplaceOne, UpdateOne
+from pymongo import DeleteOne, InsertOne, ReplaceOne, UpdateOne
+from pymongo.errors import BulkWriteError
 
 from ..pure import file_records as fr
 from ..pure import flags
@@ -147,6 +149,7 @@ class _Mbox:
     confirmed: int = 0
     count: int = 0
     complete: bool = False  # read to its end: its size and mtime may be recorded
+    fresh: bool = True  # its messages' records are new (not so for a rescan from the start)
 
 
 @dataclass
@@ -163,6 +166,7 @@ class _Unit:
     done: bool = False
     result: StoreResult | None = None
     skipped: str | None = None
+    fresh: bool = False  # no record of it yet: inserted (cheaper than an upsert)
 
 
 @dataclass
@@ -177,6 +181,17 @@ class _Source:
     seen_dirs: dict[str, tuple[int | None, bool]] = field(default_factory=dict)  # dir -> (mtime, listed)
     listings: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)  # dir -> (name, inode, order)
     retry: set[str] = field(default_factory=set)  # directories with a file that could not be read
+    unreadable: set[str] = field(default_factory=set)  # directories that could not be listed
+
+    def vanished(self) -> set[str]:
+        """Recorded directories the walk did not find, where it could look (a directory that
+        could not be listed, or whose parent could not, is not gone: its files are not counted
+        gone)."""
+        missing = set(self.dir_records) - set(self.seen_dirs)
+        return {
+            d for d in missing if not any(u in ("", d) or d.startswith(u.rstrip("/") + "/") for u in self.unreadable)
+        }
+
     counts: dict[str, int] = field(default_factory=dict)  # dir -> message files in it
     failures: list[tuple[int, Skipped]] = field(default_factory=list)
     complete: bool = True
@@ -210,6 +225,7 @@ class _Walker:
         except OSError as exc:
             self.s.fail(Skipped(Origin(self.s.abs(rel)), f"cannot read directory: {exc.strerror or exc}"))
             self.s.complete = False
+            self.s.unreadable.add(rel)
             return None
 
     def walk(self, rel: str = "") -> None:
@@ -232,8 +248,9 @@ class _Walker:
         except OSError as exc:
             self.s.fail(Skipped(Origin(self.s.abs(rel)), f"cannot read directory: {exc.strerror or exc}"))
             self.s.complete = False
+            self.s.unreadable.add(rel)
             return
-        trusted = mtime if self.now_ns - mtime > fr.MTIME_TRUST_NS else None
+        trusted = mtime if fr.mtime_trusted(mtime, self.now_ns) else None
         record = self.s.dir_records.get(rel)
         if record is not None and not self.rescan and record.get("mtimeNs") == mtime:
             self.s.seen_dirs[rel] = (mtime, False)
@@ -365,7 +382,7 @@ class _Sync:
             for directory, (_, was_listed) in source.seen_dirs.items():
                 if was_listed and directory not in source.listings:
                     read_dirs.add(directory)  # a plain directory
-            read_dirs |= set(source.dir_records) - set(source.seen_dirs)  # vanished
+            read_dirs |= source.vanished()
             for directory, listing in source.listings.items():
                 names = (source.dir_records.get(directory) or {}).get("names")
                 if names is None or self.rescan:
@@ -509,13 +526,15 @@ class _Sync:
             self.report.new += len(plan.result.new)
             work: list[tuple[int, Listed | _Mbox | Skipped]] = list(source.failures)
             work += [(listed.order, listed) for _, listed in plan.result.changed]
+            work += [(listed.order, listed) for listed in plan.result.reread]
+            fresh = {id(listed) for listed in plan.result.new}
             work += [(listed.order, listed) for listed in plan.result.new]
             work += [(mbox.order, mbox) for mbox in source.mboxes]
             for _, thing in sorted(work, key=lambda pair: pair[0]):
                 if isinstance(thing, Skipped):
                     yield thing
                 elif isinstance(thing, Listed):
-                    yield from self._read_file(source, thing)
+                    yield from self._read_file(source, thing, id(thing) in fresh)
                 else:
                     yield from self._read_mbox(source, thing)
         self.exhausted = True
@@ -527,7 +546,7 @@ class _Sync:
                 self.handed[self.next_index] = unit
                 self.next_index += 1
 
-    def _read_file(self, source: _Source, listed: Listed) -> Iterator[RawMessage | Skipped]:
+    def _read_file(self, source: _Source, listed: Listed, fresh: bool = False) -> Iterator[RawMessage | Skipped]:
         path = source.abs(listed.path)
         if listed.kind == "file" and not path.lower().endswith(".eml") and not source.is_file:
             kind = _sniff(path)
@@ -538,7 +557,7 @@ class _Sync:
                 )
                 return
             if kind != "eml":
-                self._add(_Unit(source, listed, done=True, skipped=kind))
+                self._add(_Unit(source, listed, done=True, skipped=kind, fresh=fresh))
                 yield Skipped(Origin(path), kind, ignored=True)
                 return
         try:
@@ -551,7 +570,7 @@ class _Sync:
             return
         if listed.size is None:  # a Maildir file: stat'ed only now that it is read
             listed = Listed(listed.kind, listed.key, listed.path, listed.dir, st.st_ino, st.st_size, st.st_mtime_ns)
-        unit = _Unit(source, listed, sha256=hashlib.sha256(data).hexdigest())
+        unit = _Unit(source, listed, sha256=hashlib.sha256(data).hexdigest(), fresh=fresh)
         problem = not_mail(data)
         if problem is not None:
             unit.done, unit.skipped = True, problem
@@ -586,7 +605,10 @@ class _Sync:
                 hashes = _block_hashes(mbox.full, offset) if st.st_size >= offset else None
             except OSError:
                 hashes = None
-            if not self.rescan and hashes == (record.get("headHash"), record.get("tailHash")):
+            same_start = hashes == (record.get("headHash"), record.get("tailHash"))
+            if same_start and self.rescan:  # read again from the start, its records rewritten in place
+                mbox.fresh = False
+            elif same_start:
                 mbox.confirmed, mbox.count = offset, int(record.get("messages") or 0)
                 self.report.appended += 1
             else:  # rewritten in place: read in full (what was stored is found present)
@@ -609,6 +631,7 @@ class _Sync:
                         )
                         break
                     unit = _Unit(source, mbox=mbox, offset=offset, end=offset + entry.size, number=number)
+                    unit.fresh = mbox.fresh
                     unit.sha256 = hashlib.sha256(entry.data).hexdigest()
                     problem = (
                         "data before the first 'From ' line (not an mbox message)"
@@ -636,7 +659,7 @@ class _Sync:
         with self.lock:
             unit = self.handed.pop(next(iter(self.handed)))
         unit.done, unit.result = True, result
-        self._collect()
+        self.collect()
 
     def refused(self, index: int, item: object, exc: Exception) -> None:
         with self.lock:
@@ -644,7 +667,7 @@ class _Sync:
         unit.done, unit.skipped = True, f"refused by the store: {exc}"
         self.report.messages.refused(index, item, exc)
 
-    def _collect(self) -> None:
+    def collect(self) -> None:
         """Records for the confirmed units at the head of the queue (in hand-out order)."""
         while True:
             with self.lock:
@@ -658,14 +681,16 @@ class _Sync:
                 fields.update(message_key=result.message_key, message_id=result.message_id)
             if unit.listed is not None:
                 doc = fr.file_document(self.mailbox, source.root, unit.listed, **fields)
-                self.writes.append(ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
+                self.writes.append(InsertOne(doc) if unit.fresh else ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
             elif unit.mbox is not None:
                 mbox = unit.mbox
                 if unit.offset is not None:
                     doc = fr.mbox_message_document(
                         self.mailbox, source.root, mbox.path, _mbox_dir(mbox.path), unit.offset, **fields
                     )
-                    self.writes.append(ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
+                    self.writes.append(
+                        InsertOne(doc) if unit.fresh else ReplaceOne({"_id": doc["_id"]}, doc, upsert=True)
+                    )
                     mbox.confirmed, mbox.count = unit.end, unit.number
                 else:  # the mark after its last message
                     mbox.complete = True
@@ -699,7 +724,7 @@ class _Sync:
         self.dirty.clear()
         if self.writes:
             writes, self.writes = self.writes, []
-            self.records.bulk_write(writes, ordered=False)
+            _write(self.records, writes)
 
     def finish(self, plans: list[_SourcePlan]) -> None:
         """Once every message was dealt with: the directories' mtimes (a Maildir directory with
@@ -717,9 +742,22 @@ class _Sync:
                         self.mailbox, source.root, directory, mtime, source.counts.get(directory, 0), names
                     )
                     writes.append(ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
-            writes += [DeleteOne({"_id": r["_id"]}) for d, r in source.dir_records.items() if d not in source.seen_dirs]
+            writes += [DeleteOne({"_id": source.dir_records[d]["_id"]}) for d in source.vanished()]
         if writes:
             self.records.bulk_write(writes, ordered=False)
+
+
+def _write(collection: Any, writes: list[Any]) -> None:
+    """``bulk_write`` of records; an insert that finds its record there (another run wrote it
+    meanwhile, or an earlier one was interrupted after it) is written again as a replacement."""
+    try:
+        collection.bulk_write(writes, ordered=False)
+    except BulkWriteError as exc:
+        errors = exc.details.get("writeErrors") or []
+        if any(e.get("code") != 11000 for e in errors):
+            raise
+        again = [e["op"] for e in errors]  # the documents the inserts carried
+        collection.bulk_write([ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in again], ordered=False)
 
 
 def _named_mbox(path: str) -> bool:
@@ -790,10 +828,12 @@ def sync_files(
     except BaseException:
         tracked.close()
         with contextlib.suppress(Exception):  # the database may be what failed
+            sync.collect()
             sync.flush()
         tally.seconds = time.monotonic() - started
         raise
     tracked.close()
+    sync.collect()  # what is done after the last result: skipped files, the marks after mbox files
     sync.flush()
     if sync.exhausted:
         sync.remove_lost()

@@ -41,9 +41,9 @@ Decisions, where the issue left them open:
 - ``tags`` and ``folders`` (``RawMessage`` attributes the store sets on a new message; the
   mappings are ``pure/flags.py``'s): a Maildir file's tags are its info flags (``:2,FRS``; a
   file in ``new/`` is never ``$seen``; Dovecot's keyword letters through the folder's
-  ``dovecot-keywords``), its folder that of its Maildir: the Maildir named (or standard input's
-  none) is ``INBOX``, its Maildir++ folders ``.a.b`` are ``a/b``, and a Maildir found while
-  walking a directory is named by its path below that directory (``work``, ``lists/python``:
+  ``dovecot-keywords``), its folder that of its Maildir: the Maildir named is ``INBOX``, its
+  Maildir++ folders ``.a.b`` are ``a/b``, and a Maildir found while walking a directory is
+  named by its path below that directory (``work``, ``lists/python``:
   notmuch's ``folder:``), its Maildir++ folders below that (``work/Sent``). An mbox message's
   tags are read from its ``Status:`` and ``X-Status:`` fields; its bytes are stored as they
   are, those fields included. Other files carry no tags and no folder.

@@ -182,6 +182,10 @@ def _decode_iso2022jp(data: bytes, defects: list[str] | None, where: str) -> str
     return _iso2022jp_lenient(data)
 
 
+_HIGH_BYTES = bytes(range(0x80, 0x100))
+_ASCII_LETTERS = bytes(range(0x41, 0x5B)) + bytes(range(0x61, 0x7B))
+
+
 def _mostly_non_latin(data: bytes) -> bool:
     """True when 8-bit bytes dominate the letters, as in Cyrillic, Greek or CJK text.
 
@@ -190,8 +194,8 @@ def _mostly_non_latin(data: bytes) -> bool:
     only asked when most letters are 8-bit.
     """
     sample = data[:65536]
-    high = sum(1 for byte in sample if byte >= 0x80)
-    ascii_letters = sum(1 for byte in sample if 0x41 <= byte <= 0x5A or 0x61 <= byte <= 0x7A)
+    high = len(sample) - len(sample.translate(None, _HIGH_BYTES))
+    ascii_letters = len(sample) - len(sample.translate(None, _ASCII_LETTERS))
     return high >= 16 and high > ascii_letters
 
 

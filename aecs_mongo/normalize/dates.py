@@ -80,7 +80,7 @@ _TOKEN_SPLIT_RE = re.compile(r"[\s,]+")
 def format_utc(timestamp: int) -> str:
     """Epoch seconds -> ``YYYY-MM-DDTHH:MM:SSZ`` (works before 1970 too)."""
     moment = _EPOCH + timedelta(seconds=timestamp)
-    return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment:%H:%M:%S}Z"
+    return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z"  # noqa: E501
 
 
 def _result(
@@ -221,10 +221,26 @@ def parse_date(value: str | None) -> NormalizedDate:
     text = value.strip()
     if not text or len(text) > 200:
         return _NONE
+    common = _COMMON_RE.fullmatch(text)
+    if common is not None:
+        day, month, year, hour, minute, second, sign, zone_hours, zone_minutes = common.groups()
+        if int(zone_minutes) >= 60:
+            return _NONE
+        offset = (1 if sign == "+" else -1) * (int(zone_hours) * 60 + int(zone_minutes))
+        return _result(int(year), _MONTHS[month.lower()], int(day), int(hour), int(minute), int(second), offset)
     iso = _parse_iso(text)
     if iso is not None:
         return iso
     return _parse_rfc5322(text)
+
+
+# The form nearly every mailer writes (``Mon, 1 Jul 1996 14:55:48 -0700 (PDT)``): read at once,
+# as ``_parse_rfc5322`` reads it token by token.
+_COMMON_RE = re.compile(
+    r"(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), ?)?(\d{1,2}) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+    r"(\d{4}) (\d{2}):(\d{2}):(\d{2}) ([+-])(\d{2})(\d{2})(?: \([A-Za-z]{1,5}\))?",
+    re.ASCII,
+)
 
 
 _RECEIVED = re.compile(rb"received[ \t]*:", re.IGNORECASE)

@@ -152,7 +152,9 @@ def parse_addresses(
     """
     out: list[Address] = []
     for value in values:
-        for name, addr, bracketed in _address_entries(unfold(value)):
+        text = unfold(value)
+        entries = _simple_entries(text)
+        for name, addr, bracketed in _address_entries(text) if entries is None else entries:
             email = _surrogates_to_text(addr, hint_charset, defects).strip().lower()
             email = _CONTROL_RE.sub("", _WS_RE.sub("", email))
             usable = (
@@ -178,6 +180,34 @@ _ADDRESS_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"?|<[^<>]*>?|[(),;:]|[^"(),;:<]
 _QUOTED_PAIR_RE = re.compile(r"\\(.)", re.DOTALL)
 _ROUTE_RE = re.compile(r"^(?:@[^:]*:)+")
 _NOT_IN_ADDRESS_RE = re.compile(r"[:;,<>]")
+
+
+# One entry of an address list in a form most mail uses (``a@b``, ``Name <a@b>``,
+# ``"Name" <a@b>``), then a comma or the end: what ``_address_entries`` reads from it.
+_SIMPLE_ENTRY_RE = re.compile(
+    r'\s*(?:"(?P<quoted>[^"\\]*)"\s*<(?P<quoted_addr>[^\s"(),;:<>\\]*)>'
+    r'|(?P<name>[^"(),;:<>\\]*)<(?P<addr>[^\s"(),;:<>\\]*)>'
+    r'|(?P<bare>[^\s"(),;:<>\\@]+@[^\s"(),;:<>\\@]+))\s*(?:,|\Z)'
+)
+
+
+def _simple_entries(text: str) -> list[tuple[str, str, bool]] | None:
+    """``_address_entries(text)`` when every entry has a simple form, else None (use that)."""
+    entries: list[tuple[str, str, bool]] = []
+    position = 0
+    length = len(text)
+    while position < length:
+        match = _SIMPLE_ENTRY_RE.match(text, position)
+        if match is None or match.end() == position:
+            return None
+        if match["bare"] is not None:
+            entries.append(("", match["bare"], False))
+        elif match["quoted"] is not None:
+            entries.append((match["quoted"], match["quoted_addr"], True))
+        else:
+            entries.append((" ".join(match["name"].split()), match["addr"], True))
+        position = match.end()
+    return entries
 
 
 def _comment_end(text: str, start: int) -> int:

@@ -33,8 +33,10 @@ _CELL = frozenset({"td", "th"})
 _QUOTE_OPEN = "\ue000"
 _QUOTE_CLOSE = "\ue001"
 _MARKERS_RE = re.compile("[\ue000\ue001]")
-_SPACE_RE = re.compile(r"[ \t\n\r\f\v]+")
-_HSPACE_RE = re.compile(r"[ \t\f\v\u00a0]+")
+# Whitespace runs to make one space, less the runs that are one space already (same result,
+# without a replacement per word).
+_SPACE_RE = re.compile(r"(?: [ \t\n\r\f\v]|[\t\n\r\f\v])[ \t\n\r\f\v]*")
+_HSPACE_RE = re.compile(r"(?: [ \t\f\v\u00a0]|[\t\f\v\u00a0])[ \t\f\v\u00a0]*")
 _MAX_DEPTH = 64
 
 
@@ -78,7 +80,9 @@ def _convert(markup: str) -> str:
         data = markup[position : match.start()]
         position = match.end()
         if data:
-            data = _MARKERS_RE.sub("", html.unescape(data))
+            data = html.unescape(data)
+            if "\ue000" in data or "\ue001" in data:
+                data = _MARKERS_RE.sub("", data)
             out.append(data.replace("\r\n", "\n").replace("\r", "\n") if pre else _SPACE_RE.sub(" ", data))
         tag = (match[2] or "").lower()
         if not tag:

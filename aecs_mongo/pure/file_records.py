@@ -54,6 +54,7 @@ __all__ = [
     "DIRS",
     "GONE_DIR",
     "HASH_BLOCK",
+    "MTIME_TRUST_COARSE_NS",
     "MTIME_TRUST_NS",
     "SNAPSHOT_LIMIT",
     "Kind",
@@ -70,6 +71,7 @@ __all__ = [
     "mbox_document",
     "mbox_message_document",
     "mbox_message_key",
+    "mtime_trusted",
     "plan",
     "record_id",
 ]
@@ -77,9 +79,20 @@ __all__ = [
 COLLECTION = "file_sources"
 #: bytes hashed at the start of an mbox and before its known end, to tell an append from a rewrite
 HASH_BLOCK = 4096
-#: a directory modified less than this before it was listed is listed again next time (a change
-#: in the same clock tick, after the listing, would leave its mtime as it was)
-MTIME_TRUST_NS = 1_000_000_000
+#: a directory modified less than this before it was listed is listed again next time: a change
+#: after the listing within the same tick of the file system's clock would leave its mtime as it
+#: was. Linux stamps files from a clock of 1-10 ms ticks; an mtime of whole seconds (ext3, FAT's
+#: two seconds, some network file systems) gets :data:`MTIME_TRUST_COARSE_NS` instead.
+MTIME_TRUST_NS = 50_000_000
+MTIME_TRUST_COARSE_NS = 2_000_000_000
+
+
+def mtime_trusted(mtime_ns: int, now_ns: int) -> bool:
+    """Whether a directory's mtime, read at ``now_ns`` (taken before the stat), may stand for
+    its listing: every later change will give it another value."""
+    whole_seconds = mtime_ns % 1_000_000_000 == 0
+    return now_ns - mtime_ns > (MTIME_TRUST_COARSE_NS if whole_seconds else MTIME_TRUST_NS)
+
 
 Kind = Literal["maildir", "file", "mbox", "mboxmsg", "dir", "gone"]
 
@@ -263,15 +276,17 @@ def listing_changes(previous: Iterable[str | bytes], current: Iterable[str]) -> 
 class Plan:
     """What a re-run does with the listed files of some directories against their records.
 
-    ``new``: listed, no record (or ``rescan``): read and store. ``changed``: a file whose size,
+    ``new``: listed, no record: read and store. ``changed``: a file whose size,
     mtime or inode differs from its record (a Maildir file replaced under the same name):
-    read again, its old record replaced. ``moved``: (record, listed) of a Maildir message under
+    read again, its old record replaced. ``reread``: with ``rescan``, the files that match
+    their record, read again all the same. ``moved``: (record, listed) of a Maildir message under
     another name or directory: its flags and folder follow, nothing is read. ``gone``: records
     whose file is not listed. ``same``: how many listed files match their record.
     """
 
     new: list[Listed] = field(default_factory=list)
     changed: list[tuple[Mapping[str, Any], Listed]] = field(default_factory=list)
+    reread: list[Listed] = field(default_factory=list)  # ``rescan``: unchanged, read again all the same
     moved: list[tuple[Mapping[str, Any], Listed]] = field(default_factory=list)
     gone: list[Mapping[str, Any]] = field(default_factory=list)
     same: int = 0
@@ -295,15 +310,14 @@ def plan(listed: Iterable[Listed], records: Sequence[Mapping[str, Any]], *, resc
     out = Plan()
     for item in listed:
         record = by_key.pop(item.key, None)
-        if record is None or rescan:
-            if record is not None:
-                out.changed.append((record, item))
-            else:
-                out.new.append(item)
+        if record is None:
+            out.new.append(item)
         elif _differs(record, item):
             out.changed.append((record, item))
         elif load_name(record["path"]) != item.path:
             out.moved.append((record, item))
+        elif rescan:
+            out.reread.append(item)
         else:
             out.same += 1
     out.gone = list(by_key.values())

@@ -37,7 +37,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..errors import InvalidTagError
 from .imap_records import decode_folder, encode_folder
+from .tags import check_tag
 
 __all__ = [
     "ANSWERED",
@@ -89,19 +91,17 @@ _IMAP_SYSTEM = {"\\SEEN": SEEN, "\\FLAGGED": FLAGGED, "\\ANSWERED": ANSWERED, "\
 _IMAP_BACK = {tag: name.title() for name, tag in _IMAP_SYSTEM.items()}
 _IMAP_KEYWORD_BACK = {FORWARDED: "$Forwarded", JUNK: "$Junk", NOTJUNK: "$NotJunk"}
 
-# The tags contract: 1-255 characters of printable ASCII without quotes, brackets, parentheses
-# and IMAP's atom-specials (every tag is then a valid IMAP keyword and JMAP keyword).
-_TAG = re.compile(r"[!#$&+-Z^_a-z|~]{1,255}")
-
 # <base><sep>2,<flags>: the info after the last separator; "1," (experimental info) has no flags
 _INFO = re.compile(r"^(?P<base>.+?)(?P<sep>[:!;])(?P<info>2,[A-Za-z]*|1,[^:!;]*)$")
 _FLAGS_ITEM = re.compile(rb"\bFLAGS \(([^)]*)\)")
 
 
 def _tag(value: str) -> str | None:
-    """``value`` lowercased when it is a valid tag, else None."""
-    lowered = value.lower()
-    return lowered if _TAG.fullmatch(lowered) else None
+    """``value`` as a tag (lowercased) when it is a valid one (``pure/tags.py``'s rules), else None."""
+    try:
+        return check_tag(value)
+    except InvalidTagError:
+        return None
 
 
 def _sorted(tags: Iterable[str]) -> tuple[str, ...]:
@@ -248,6 +248,7 @@ _X_STATUS_LETTERS = {"A": ANSWERED, "F": FLAGGED, "T": DRAFT, "D": DELETED}
 _X_STATUS_ORDER = (("A", ANSWERED), ("F", FLAGGED), ("T", DRAFT), ("D", DELETED))
 _STATUS_NAMES = (b"status", b"x-status")
 _HEADER_SCAN_LINES = 2000
+_EMPTY_LINE = re.compile(rb"\n\r?\n")
 _STATUS_FIELD = re.compile(rb"^(?:x-)?status:", re.IGNORECASE | re.MULTILINE)
 
 
@@ -263,8 +264,8 @@ def mbox_tags(status: str | None, x_status: str | None) -> tuple[str, ...]:
 
 def _header_end(data: bytes) -> int:
     """Where the header ends (a bound: at or after the empty line that ends it)."""
-    ends = [i + 1 for i in (data.find(b"\n\n"), data.find(b"\n\r\n")) if i >= 0]
-    return min(ends) if ends else len(data)
+    end = _EMPTY_LINE.search(data)
+    return end.start() + 1 if end is not None else len(data)
 
 
 def _header_lines(data: bytes) -> tuple[list[bytes], int]:

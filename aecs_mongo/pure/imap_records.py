@@ -4,13 +4,16 @@ Two small collections beside the store's (their indexes are in ``indexes``):
 
 - ``imap_sources``: where a stored message was seen, one document per (message, account,
   folder, UIDVALIDITY, UID): ``mailboxId``, ``messageKey`` and ``messageId`` of the stored
-  message, ``account``, ``folder`` (decoded from modified UTF-7), ``uidvalidity``, ``uid``. A
-  message in two folders (Gmail labels) is stored once and has two records. The ``_id`` hashes
-  the server position (account, folder, UIDVALIDITY, UID), so recording it again writes nothing.
+  message, ``account``, ``folder`` (decoded from modified UTF-7), ``uidvalidity``, ``uid``,
+  and ``flags``: the message's tags as the server last gave them in that folder (its FLAGS,
+  mapped by ``pure/flags.py``), against which the next flag change is measured. A message in
+  two folders (Gmail labels) is stored once and has two records. The ``_id`` hashes the server
+  position (account, folder, UIDVALIDITY, UID), so recording it again writes nothing.
 - ``imap_folders``: one document per (mailbox, account, folder): ``mailboxId``, ``account``,
   ``folder``, ``uidvalidity`` and ``uid``, the highest UID whose message is committed (or was
   refused, or vanished). The next sync fetches only above it; a changed UIDVALIDITY starts the
-  folder again from 0.
+  folder again from 0. ``modseq``: the folder's HIGHESTMODSEQ (CONDSTORE, RFC 7162) when its
+  flag changes were last read into the store; absent on a server without CONDSTORE.
 
 A deleter removes a message's records with ``{"mailboxId": m, "messageKey": k}`` on
 ``imap_sources`` (index ``aecs_imap_sources_message``), and a whole mailbox's with
@@ -37,9 +40,11 @@ __all__ = [
     "account_name",
     "decode_folder",
     "encode_folder",
+    "flag_change",
     "folder_document",
     "folder_id",
     "plan_batches",
+    "plan_uid_lookups",
     "same_length_runs",
     "source_document",
     "source_id",
@@ -78,6 +83,7 @@ def source_document(
     uid: int,
     message_id: str,
     message_key: str,
+    flags: Sequence[str] = (),
 ) -> dict[str, Any]:
     return {
         "_id": source_id(mailbox_id, account, folder, uidvalidity, uid),
@@ -88,7 +94,21 @@ def source_document(
         "folder": folder,
         "uidvalidity": uidvalidity,
         "uid": uid,
+        "flags": list(flags),
     }
+
+
+def flag_change(recorded: Sequence[str] | None, server: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(add, remove)``: the tags to change in the store when a message's flags in a folder
+    went from ``recorded`` (its source record's; None: a record written before flags were kept)
+    to ``server``. Only what changed on the server moves: a tag set in the store alone (a user
+    tag, or ``$seen`` from another folder) is left as it is; an old record without flags adds
+    what the server says and removes nothing."""
+    new = set(server)
+    if recorded is None:
+        return tuple(sorted(new)), ()
+    old = set(recorded)
+    return tuple(sorted(new - old)), tuple(sorted(old - new))
 
 
 def folder_document(mailbox_id: str, account: str, folder: str, uidvalidity: int, uid: int = 0) -> dict[str, Any]:
@@ -194,6 +214,24 @@ def plan_batches(sizes: Iterable[tuple[int, int]], max_count: int, max_bytes: in
     if current:
         batches.append(current)
     return batches
+
+
+def plan_uid_lookups(uids: Iterable[int], chunk: int = 1000, points: int = 100) -> list[tuple[int, int] | list[int]]:
+    """How to read the source records of ``uids`` (of one folder) on the folder index: a range
+    ``(first, last)`` where they are dense (a FLAGS listing of every known UID, a change to a
+    run of messages: one index range, ``chunk`` UIDs at a time), else lists of at most
+    ``points`` UIDs for ``$in`` (a few scattered changes). Dense: the range is at most four
+    times as long as the UIDs in it. An index range read is the cheaper plan for dense sets on
+    any server; a test server answers a long ``$in`` in quadratic time."""
+    ordered = sorted(set(uids))
+    plan: list[tuple[int, int] | list[int]] = []
+    for start in range(0, len(ordered), chunk):
+        part = ordered[start : start + chunk]
+        if part[-1] - part[0] + 1 <= 4 * len(part):
+            plan.append((part[0], part[-1]))
+        else:
+            plan.extend(part[i : i + points] for i in range(0, len(part), points))
+    return plan
 
 
 def uid_ranges(uids: Sequence[int]) -> str:

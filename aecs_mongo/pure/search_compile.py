@@ -420,6 +420,8 @@ def index_stream_pipeline(mailbox_id: str) -> list[dict[str, Any]]:
                 "updateDescription.updatedFields": 1,
                 "updateDescription.removedFields": 1,
                 "updateDescription.truncatedArrays": 1,
+                "fullDocument.tags": 1,
+                "fullDocument.folders": 1,
             }
         },
     ]

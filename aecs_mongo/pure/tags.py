@@ -39,6 +39,7 @@ __all__ = [
     "needs_change",
     "row_tags",
     "tag_update",
+    "thread_tags_pipeline",
 ]
 
 #: JMAP's system keywords (RFC 8621): unread is the absence of ``$seen``.
@@ -148,3 +149,14 @@ def row_tags(message: Mapping[str, Any], field: str = "tags") -> list[str]:
     (a message stored before tags existed has no field)."""
     values = message.get(field)
     return sorted(str(v) for v in values) if isinstance(values, list) else []
+
+
+def thread_tags_pipeline(mailbox_id: str, thread_keys: Iterable[str]) -> list[dict[str, Any]]:
+    """The union of the tags of each of these threads' messages (``_id``: the thread key): on the
+    thread index, reading only the tagged messages of the page's threads."""
+    return [
+        {"$match": {"mailboxId": mailbox_id, "threadKey": {"$in": list(thread_keys)}, "tags": {"$type": "string"}}},
+        {"$project": {"_id": 0, "threadKey": 1, "tags": 1}},
+        {"$unwind": "$tags"},
+        {"$group": {"_id": "$threadKey", "tags": {"$addToSet": "$tags"}}},
+    ]

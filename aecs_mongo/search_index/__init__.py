@@ -369,6 +369,8 @@ class MailboxIndex:
         """Replace the labels of indexed messages (a tag change: their text is unchanged);
         keys not indexed are left out. How many were indexed."""
         changed = 0
+        if not labels_by_key:
+            return 0
         with self.index._write() as conn:
             for key, labels in labels_by_key.items():
                 row = conn.execute(f"SELECT rowid FROM {self.docs} WHERE key = ?", (bytes.fromhex(key),)).fetchone()
@@ -378,6 +380,20 @@ class MailboxIndex:
                 conn.executemany(f"INSERT INTO {self.labels} VALUES (?, ?)", [(x, row[0]) for x in labels])
                 changed += 1
         return changed
+
+    def change_labels(self, keys: Sequence[str], added: Sequence[str], removed: Sequence[str]) -> None:
+        """Add and remove label rows on indexed messages (keys not indexed are left out); one
+        transaction."""
+        with self.index._write() as conn:
+            for part in _chunks([bytes.fromhex(k) for k in keys]):
+                marks = ", ".join("?" * len(part))
+                rowids = [r for (r,) in conn.execute(f"SELECT rowid FROM {self.docs} WHERE key IN ({marks})", part)]
+                for label in removed:
+                    conn.executemany(
+                        f"DELETE FROM {self.labels} WHERE label = ? AND rowid = ?", [(label, r) for r in rowids]
+                    )
+                for label in added:
+                    conn.executemany(f"INSERT OR IGNORE INTO {self.labels} VALUES (?, ?)", [(label, r) for r in rowids])
 
     def remove(self, keys: Iterable[str]) -> int:
         """Forget the messages of these keys (hex); how many were indexed."""
@@ -415,14 +431,24 @@ class MailboxIndex:
         with self.index.read() as conn:
             return int(conn.execute(f"SELECT count(*) FROM {self.docs}").fetchone()[0])
 
-    def _select(self, plan: Plan, what: str, before: int | None) -> tuple[str, list[object]]:
+    def _select(self, plan: Plan, what: str, before: int | None, by_rank: bool = False) -> tuple[str, list[object]]:
         conditions: list[str] = []
         params: list[object] = []
         table = self.docs
-        if plan.match is not None:
+        if plan.label is not None and not by_rank:  # the tag's rows drive, newest first
+            table = plan.labels
+            conditions.append("label = ?")
+            params.append(plan.label)
+            if plan.match is not None:
+                conditions.append(f"rowid IN (SELECT rowid FROM {self.fts} WHERE {self.fts} MATCH ?)")
+                params.append(plan.match)
+        elif plan.match is not None:
             table = self.fts
             conditions.append(f"{self.fts} MATCH ?")
             params.append(plan.match)
+        if plan.label is not None and by_rank:
+            conditions.append(f"rowid IN (SELECT rowid FROM {plan.labels} WHERE label = ?)")
+            params.append(plan.label)
         for op, bound in ((">=", plan.lo), ("<", plan.hi), ("<", before)):
             if bound is not None:
                 conditions.append(f"rowid {op} ?")
@@ -442,7 +468,7 @@ class MailboxIndex:
         if plan.empty:
             return []
         by_rank = ranked and plan.ranked
-        sql, params = self._select(plan, "rowid, rank" if by_rank else "rowid, NULL", before)
+        sql, params = self._select(plan, "rowid, rank" if by_rank else "rowid, NULL", before, by_rank)
         order = " ORDER BY rank" if by_rank else " ORDER BY rowid DESC"
         with self.index.read() as conn:
             found = [(int(r), s) for r, s in conn.execute(f"{sql}{order} LIMIT ?", [*params, limit])]

@@ -94,7 +94,10 @@ class Plan:
     """One query over a mailbox's tables. ``match``: the FTS5 expression that drives it (None:
     the docs table does, as for ``date:``-only or ``NOT``-only queries); ``where``/``params``:
     further SQL conditions on the driving table's rowid; ``lo``/``hi``: a rowid range (from the
-    ``date:`` terms beside the words); ``empty``: nothing can match."""
+    ``date:`` terms beside the words); ``empty``: nothing can match; ``label``: the row of the
+    ``labels_<n>`` table a top-level ``tag:``/``folder:`` term needs (it drives the query where
+    no rank is asked for: a tag's rows are far fewer than a common word's, and walked newest
+    first), and ``labels``: that table."""
 
     match: str | None
     where: str
@@ -102,6 +105,8 @@ class Plan:
     lo: int | None = None
     hi: int | None = None
     empty: bool = False
+    label: str | None = None
+    labels: str = "labels"
 
     @property
     def ranked(self) -> bool:
@@ -237,6 +242,9 @@ def compile_plan(
     match = c.match(And(tuple(text))) if len(text) > 1 else c.match(text[0]) if text else None
     if match is None:
         rest = text + rest  # only NOTs of text: conditions on the docs table
+    label = next((i for i in rest if isinstance(i, Label) and i.field in ("tag", "folder")), None)
+    if label is not None:
+        rest = [i for i in rest if i is not label]
     column = "rowid"
     where, params = [], []
     for item in rest:
@@ -244,4 +252,7 @@ def compile_plan(
         where.append(f"({sql})")
         params += more
     empty = lo is not None and hi is not None and lo >= hi
-    return Plan(match, " AND ".join(where), tuple(params), lo, hi, empty)
+    row = None
+    if label is not None:
+        row = (label_rows([label.value], []) if label.field == "tag" else label_rows([], [label.value]))[0]
+    return Plan(match, " AND ".join(where), tuple(params), lo, hi, empty, row, labels)

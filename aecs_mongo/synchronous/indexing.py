@@ -60,6 +60,7 @@ __all__ = [
     "current",
     "html_text",
     "load_records",
+    "read_blobs",
     "rebuild",
 ]
 
@@ -131,7 +132,7 @@ def load_records(ctx: StoreContext, keys: Sequence[str]) -> tuple[list[Record], 
         bodies = {b["_id"]: b for b in ctx.bodies.find(ctx.by_ids(list(messages)), _BODY_FIELDS)}
         wanted = [m["blobPrefix"] + "body.html" for m in messages.values() if "body.html" in (m.get("blobs") or ())]
         wanted += [b["spill"] for b in bodies.values() if b.get("spill")]
-        data = _read_blobs(ctx, wanted)
+        data = read_blobs(ctx, wanted)
         for key, _id in zip(part, ids, strict=True):
             message = messages.get(_id)
             if message is None:
@@ -147,7 +148,7 @@ def load_records(ctx: StoreContext, keys: Sequence[str]) -> tuple[list[Record], 
     return records, gone
 
 
-def _read_blobs(ctx: StoreContext, keys: Sequence[str]) -> dict[str, bytes]:
+def read_blobs(ctx: StoreContext, keys: Sequence[str]) -> dict[str, bytes]:
     """Several blobs at once (GridFS: one ``files`` and one ``chunks`` read per hundred); an
     upload interrupted mid-way gives no text."""
     store = ctx.blob_store()
@@ -192,17 +193,23 @@ def after_write(
         _drain(ctx, index, state.token)
 
 
-def after_labels(ctx: StoreContext, keys: Sequence[str]) -> None:
-    """After a tag (or folder) change of these messages: their labels are read again (the
-    messages' ``tags`` and ``folders`` only), then a catch-up. An index never built is left to
-    its first use, which builds it with every label."""
+def after_labels(
+    ctx: StoreContext, keys: Sequence[str], field: str, added: Sequence[str], removed: Sequence[str]
+) -> None:
+    """After a tag (or folder) change of these messages: the change applied to their entries
+    (every one of them holds the added values and none of the removed ones now, whatever it held
+    before: no read), then a catch-up. An index never built is left to its first use, which
+    builds it with every label."""
     index = mailbox_index(ctx)
     if index is None:
         return
     state = index.state()
     if state is None or state.mode == "reconcile":
         return
-    _relabel(ctx, index, keys)
+    if field == "tags":
+        index.change_labels(keys, label_rows(added, ()), label_rows(removed, ()))
+    else:
+        index.change_labels(keys, label_rows((), added), label_rows((), removed))
     if state.mode == "stream":
         _drain(ctx, index, state.token)
 
@@ -287,6 +294,7 @@ def _open_stream(ctx: StoreContext, token: bytes | None) -> Any:
         ctx.messages.watch(
             index_stream_pipeline(ctx.mailbox_id),
             resume_after=None if token is None else bson.decode(token),
+            full_document="updateLookup",  # a tag change's labels come with it (no read per message)
             max_await_time_ms=1,
             batch_size=_APPLY_EVERY,
         )
@@ -315,6 +323,7 @@ def _drain(ctx: StoreContext, index: MailboxIndex, token: bytes | None) -> None:
         _reconcile(ctx, index, True)
         return
     pending: dict[str, str] = {}
+    labels: dict[str, tuple[str, ...]] = {}  # the labels a tag change's event carried
     ended = False
     try:
         while True:
@@ -328,14 +337,18 @@ def _drain(ctx: StoreContext, index: MailboxIndex, token: bytes | None) -> None:
             key = stream_key(ctx.mailbox_id, (event.get("documentKey") or {}).get("_id"))
             if key is not None:
                 pending[key] = _merged(pending.get(key), str(operation), event)
+                if pending[key] == "labels" and isinstance(event.get("fullDocument"), Mapping):
+                    labels[key] = _labels(event["fullDocument"])
+                else:
+                    labels.pop(key, None)
             if len(pending) >= _APPLY_EVERY:
-                _apply(ctx, index, pending)
-                pending = {}
+                _apply(ctx, index, pending, labels)
+                pending, labels = {}, {}
                 index.set_state("stream", bson.encode(dict(stream.resume_token)))
         position = None if ended else stream.resume_token
     finally:
         stream.__exit__(None, None, None)
-    _apply(ctx, index, pending)
+    _apply(ctx, index, pending, labels)
     if ended or position is None:
         index.set_state("reconcile", None)
         _reconcile(ctx, index, True)
@@ -357,7 +370,12 @@ def _merged(before: str | None, operation: str, event: Mapping[str, Any]) -> str
     return operation
 
 
-def _apply(ctx: StoreContext, index: MailboxIndex, last: Mapping[str, str]) -> None:
+def _apply(
+    ctx: StoreContext,
+    index: MailboxIndex,
+    last: Mapping[str, str],
+    labels: Mapping[str, tuple[str, ...]] | None = None,
+) -> None:
     """Apply each message's last event: a delete removes it; an insert indexes it unless it
     is indexed (this store wrote it); a replace or update reads it again."""
     if not last:
@@ -366,7 +384,9 @@ def _apply(ctx: StoreContext, index: MailboxIndex, last: Mapping[str, str]) -> N
     inserted = [k for k, op in last.items() if op == "insert"]
     known = index.present(inserted)
     todo = [k for k, op in last.items() if op in ("replace", "update")] + [k for k in inserted if k not in known]
-    relabel = [k for k, op in last.items() if op == "labels"]
+    carried = labels or {}
+    index.set_labels({k: carried[k] for k, op in last.items() if op == "labels" and k in carried})
+    relabel = [k for k, op in last.items() if op == "labels" and k not in carried]  # deleted since
     if relabel:
         _relabel(ctx, index, relabel)
     if todo:

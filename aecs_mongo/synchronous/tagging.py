@@ -25,6 +25,8 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pymongo import UpdateOne
+
 from ..pure import search_query
 from ..pure.keys import check_str, doc_id, message_key, thread_key
 from ..pure.search_compile import message_filter
@@ -43,6 +45,15 @@ def _thread_key_of(thread_id: str) -> str:
     return thread_key(thread_id)
 
 
+class _Batch:
+    """Messages of one statement: their keys, and where the target is a filter of ``messages``
+    (a query of labels, threads and dates), the filter of the batch's index range."""
+
+    def __init__(self, keys: list[str], selectors: list[dict[str, Any]] | None = None) -> None:
+        self.keys = keys
+        self.selectors = selectors
+
+
 def change(
     ctx: StoreContext,
     field: str,
@@ -51,67 +62,107 @@ def change(
     remove: Iterable[str],
     *,
     dry_run: bool = False,
-    limit: int | None = None,
 ) -> TagReport:
     """Add and remove tags (``field="tags"``) or folders (``"folders"``) on the target's
-    messages. ``limit``: refuse (``ValueError``, nothing written) a target of more messages
-    (the agents' cap); ``dry_run``: count, write nothing."""
+    messages; ``dry_run``: count, write nothing."""
     check = check_tags if field == "tags" else check_folders
     added = check(add, f"{field} to add")
     removed = check(remove, f"{field} to remove")
     both = set(added) & set(removed)
     if both:
         raise ValueError(f"{sorted(both)[0]!r} is both added and removed")
-    if limit is not None:
-        counted = _count_target(ctx, target)
-        if counted > limit:
-            raise ValueError(f"the target names {counted} messages, more than {limit} at once")
     matched = changed = 0
     wants = needs_change(field, added, removed)
-    update = tag_update(field, added, removed)
     concern = None if dry_run else capabilities.completion_concern(ctx)
-    messages = ctx.completing(ctx.messages, concern)
-    for keys in _target_batches(ctx, target):
-        ids = [doc_id(ctx.mailbox_id, k) for k in keys]
-        selector = {**ctx.by_ids(ids), **wants}
+    for batch in _target_batches(ctx, target):
+        ids = [doc_id(ctx.mailbox_id, k) for k in batch.keys]
         # a query names stored messages; a listed Message-ID may not be stored (not matched)
         matched += len(ids) if isinstance(target, str) else ctx.messages.count_documents(ctx.by_ids(ids))
         if dry_run:
-            changed += ctx.messages.count_documents(selector)
+            changed += ctx.messages.count_documents({**ctx.by_ids(ids), **wants})
             continue
         if not (added or removed):
             continue
-        if added and removed and not ctx.capabilities.array_pipelines:
-            modified = ctx.messages.count_documents(selector)
-            ctx.messages.update_many(selector, tag_update(field, (), removed))
-            ctx.messages.update_many(ctx.by_ids(ids), tag_update(field, added, ()))
-        else:
-            modified = (messages.update_many(selector, update)).modified_count
+        modified = _write(ctx, field, batch, ids, added, removed, concern)
         changed += modified
         if modified:
-            indexing.after_labels(ctx, keys)
+            indexing.after_labels(ctx, batch.keys, field, added, removed)
     return TagReport(matched=matched, changed=changed, dry_run=dry_run)
 
 
-def _count_target(ctx: StoreContext, target: str | Iterable[str]) -> int:
-    total = 0
-    for keys in _target_batches(ctx, target):
-        if isinstance(target, str):
-            total += len(keys)
+def _write(
+    ctx: StoreContext,
+    field: str,
+    batch: _Batch,
+    ids: list[str],
+    added: tuple[str, ...],
+    removed: tuple[str, ...],
+    concern: Any,
+) -> int:
+    """One batch's statements (durable: ``concern``); how many messages they modified. A batch
+    of a filter is ``update_many`` over exactly the index range it read (by the range, not by
+    ``_id``: a thousand ``_id``s in one filter cost some servers seconds); a batch of ids is one
+    bulk of single-message updates filtered to the messages it would change (or, where the
+    driver has no bulk, one ``update_many`` by ``_id``). ``modified`` is what changed."""
+    wants = needs_change(field, added, removed)
+    messages = ctx.completing(ctx.messages, concern)
+    if added and removed and not ctx.capabilities.array_pipelines:  # the unit tier: two statements
+        selector = {**ctx.by_ids(ids), **wants}
+        modified = ctx.messages.count_documents(selector)
+        ctx.messages.update_many(selector, tag_update(field, (), removed))
+        ctx.messages.update_many(ctx.by_ids(ids), tag_update(field, added, ()))
+        return int(modified)
+    update = tag_update(field, added, removed)
+    if batch.selectors is not None:
+        # no "needs change" filter here: a second condition on the field would cost some
+        # planners the index (SecantusDB scans then); the server counts only real changes
+        modified = 0
+        for selector in batch.selectors:
+            modified += (messages.update_many(selector, update)).modified_count
+        return int(modified)
+    if not ctx.capabilities.bulk_writes:
+        return int((messages.update_many({**ctx.by_ids(ids), **wants}, update)).modified_count)
+    done = messages.bulk_write([UpdateOne({**ctx.by_id(i), **wants}, update) for i in ids], ordered=False)
+    return int(done.modified_count)
+
+
+def _window(base: dict[str, Any], after: tuple[int, str] | None, last: tuple[int, str]) -> list[dict[str, Any]]:
+    """The filters of exactly the rows of one keyset page (newest first, after ``after``, down to
+    ``last``), each an equality or a range of the index's own keys (no ``$or``, which some
+    planners answer with a collection scan): the seconds strictly between, and each edge second
+    by message key."""
+    (low, low_key), (high, high_key) = last, after if after is not None else (None, None)
+    if high is not None and high == low:
+        return [merged(base, {"ts": low, "messageKey": {"$gte": low_key, "$lt": high_key}})]
+    middle: dict[str, Any] = {"$gt": low} if high is None else {"$gt": low, "$lt": high}
+    out = [merged(base, {"ts": middle}), merged(base, {"ts": low, "messageKey": {"$gte": low_key}})]
+    if high is not None:
+        out.append(merged(base, {"ts": high, "messageKey": {"$lt": high_key}}))
+    return out
+
+
+def merged(*clauses: dict[str, Any]) -> dict[str, Any]:
+    """The conjunction of filters: one document where their fields differ (what a planner reads
+    best), else ``$and``."""
+    out: dict[str, Any] = {}
+    rest: list[dict[str, Any]] = []
+    for clause in clauses:
+        if any(k in out for k in clause):
+            rest.append(clause)
         else:
-            total += ctx.messages.count_documents(ctx.by_ids([doc_id(ctx.mailbox_id, k) for k in keys]))
-    return total
+            out.update(clause)
+    return {"$and": [out, *rest]} if rest else out
 
 
 def _target_batches(ctx: StoreContext, target: str | Iterable[str]) -> Any:
-    """The target's message keys, ``TAG_BATCH`` at a time (a listed Message-ID may not be
-    stored: the update then matches nothing for it)."""
+    """The target's messages, ``TAG_BATCH`` at a time (a listed Message-ID may not be stored:
+    the update then matches nothing for it)."""
     if not isinstance(target, str):
         if isinstance(target, (bytes, Mapping)) or not isinstance(target, Iterable):
             raise TypeError(f"target must be a query string or a list of Message-IDs, not {type(target).__name__}")
         keys = list(dict.fromkeys(message_key(check_str(m, "message id")) for m in target))
         for start in range(0, len(keys), TAG_BATCH):
-            yield keys[start : start + TAG_BATCH]
+            yield _Batch(keys[start : start + TAG_BATCH])
         return
     tree = search_query.parse(target)
     if tree is None:
@@ -119,29 +170,40 @@ def _target_batches(ctx: StoreContext, target: str | Iterable[str]) -> Any:
     now = _dt.datetime.now(_dt.UTC)
     flt = message_filter(tree, now, _thread_key_of, top=False) if not search_query.has_text(tree) else None
     if flt is not None:
+        base = merged({"mailboxId": ctx.mailbox_id}, flt)
         after: tuple[int, str] | None = None
         while True:
-            clauses: list[dict[str, Any]] = [{"mailboxId": ctx.mailbox_id}]
-            if flt:
-                clauses.append(flt)
-            if after is not None:
-                ts, key = after
-                clauses.append({"$or": [{"ts": {"$lt": ts}}, {"ts": ts, "messageKey": {"$lt": key}}]})
-            found = ctx.messages.find({"$and": clauses}, {"_id": 0, "ts": 1, "messageKey": 1})
-            rows = to_list(found.sort([("ts", -1), ("messageKey", -1)]).limit(TAG_BATCH))
+            # the next page after ``after``: the rest of its second, then older seconds (two
+            # finds on the index's keys, no $or)
+            pages = (
+                [base]
+                if after is None
+                else [
+                    merged(base, {"ts": after[0], "messageKey": {"$lt": after[1]}}),
+                    merged(base, {"ts": {"$lt": after[0]}}),
+                ]
+            )
+            rows: list[dict[str, Any]] = []
+            for page in pages:
+                found = ctx.messages.find(page, {"_id": 0, "ts": 1, "messageKey": 1})
+                found = found.sort([("ts", -1), ("messageKey", -1)]).limit(TAG_BATCH - len(rows))
+                rows += to_list(found)
+                if len(rows) >= TAG_BATCH:
+                    break
             if not rows:
                 return
-            yield [str(r["messageKey"]) for r in rows]
+            last = (int(rows[-1]["ts"]), str(rows[-1]["messageKey"]))
+            yield _Batch([str(r["messageKey"]) for r in rows], _window(base, after, last))
             if len(rows) < TAG_BATCH:
                 return
-            after = (int(rows[-1]["ts"]), str(rows[-1]["messageKey"]))
+            after = last
         return
     cursor: str | None = None
     while True:
         hits = search.search(ctx, target, TAG_BATCH, None, "date", cursor)
         keys = [message_key(h["messageId"]) for h in hits]
         if keys:
-            yield keys
+            yield _Batch(keys)
         cursor = hits.next_cursor
         if cursor is None:
             return

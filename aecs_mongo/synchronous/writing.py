@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import dataclasses
 import datetime as _dt
+import itertools
 import random
 import re
 from collections.abc import Iterator, Callable, Iterable, Mapping, Sequence
@@ -38,6 +39,7 @@ from ..pure.variants import variant_blob_key, variant_record_update, variants_in
 from ..results import StoreResult
 from . import blobstore, capabilities, indexing
 from .context import StoreContext, insert_ignoring_duplicates, log, only_duplicates, resolve
+from .parse_pool import ParsePool, worker_count
 from .prefetch import Prefetch
 
 __all__ = ["build", "fallback_ts", "parse_raw", "store_iter", "write_batch"]
@@ -58,19 +60,17 @@ def fallback_ts(raw: bytes | None, received_at: _dt.datetime | None) -> int | No
     """The sort time of a message without a usable Date: the newest Received header's date,
     else the source's own date (``received_at``: an mbox From_ line, a file's time, IMAP
     INTERNALDATE); None: ``processedAt`` then (seed 000's fallback, kept last)."""
-    if raw is not None:
-        from ..normalize.dates import received_timestamp
+    from ..normalize.build import fallback_ts as computed
 
-        found = received_timestamp(raw)
-        if found is not None:
-            return found
-    if received_at is None:
-        return None
-    if not isinstance(received_at, _dt.datetime):
-        raise TypeError(f"received_at must be a datetime, not {type(received_at).__name__}")
-    if received_at.tzinfo is None:
-        raise ValueError("received_at must be an aware datetime (UTC if unsure)")
-    return int(received_at.timestamp())
+    return computed(raw, received_at)
+
+
+def _raw_spec(ctx: StoreContext) -> Any:
+    """What building a raw message's documents needs of the store (``normalize.build.RawSpec``)."""
+    from ..normalize.build import RawSpec
+
+    settings = ctx.settings
+    return RawSpec(ctx.mailbox_id, settings.owner_addresses, settings.for_ai_max_chars)
 
 
 def build(
@@ -92,20 +92,9 @@ def build(
     folder_list = check_folders(folders)
     settings = ctx.settings
     if isinstance(email, (bytes, bytearray, memoryview)):
-        raw = bytes(email)
-        parsed = parse_raw(raw, settings.for_ai_max_chars)
-        undated = parsed.email["metadata"].get("timestamp") is None
-        docs = build_documents(
-            parsed.email,
-            mailbox_id=ctx.mailbox_id,
-            owner_addresses=settings.owner_addresses,
-            raw_bytes=raw,
-            attachment_data=attachments if attachments is not None else parsed.attachment_data,
-            list_id=parsed.list_id,
-            uidl=uidl,
-            raw_from_full=True,
-            fallback_ts=fallback_ts(raw, received_at) if undated else None,
-        )
+        from ..normalize.build import build_raw
+
+        docs = build_raw(_raw_spec(ctx), bytes(email), attachments, uidl, received_at)
     else:
         docs = build_documents(
             email,
@@ -115,10 +104,17 @@ def build(
             uidl=uidl,
             fallback_ts=fallback_ts(None, received_at),
         )
-    if tag_list:
-        docs.message["tags"] = list(tag_list)
-    if folder_list:
-        docs.message["folders"] = list(folder_list)
+    return _finish(ctx, docs, tag_list, folder_list)
+
+
+def _finish(
+    ctx: StoreContext, docs: MessageDocuments, tags: Sequence[str], folders: Sequence[str]
+) -> MessageDocuments:
+    """Set the initial tags and folders; say once per store which unknown fields were ignored."""
+    if tags:
+        docs.message["tags"] = list(tags)
+    if folders:
+        docs.message["folders"] = list(folders)
     for path in docs.ignored:
         name = _INDEX.sub("[]", path)
         if ctx.first_time(f"ignored field {name}"):
@@ -140,8 +136,17 @@ def store_iter(
     every = check_tags(tags)
     numbered = enumerate(items)
     Built = tuple[list[MessageDocuments], list[tuple[int, Any, AecsMongoError]]]
+    workers = worker_count()  # where the machine has cores to spare (parse_pool.py)
+    pool: ParsePool | None = None
+    batches = 0
 
     def build_next() -> Built | None:
+        nonlocal batches, pool
+        batches += 1
+        if workers and batches > 1:  # from the second batch on: one batch never pays for them
+            if pool is None:
+                pool = ParsePool(_raw_spec(ctx), workers)
+            return _build_in_workers(ctx, pool, list(itertools.islice(numbered, batch_size)), every, on_error)
         batch: list[MessageDocuments] = []
         refused: list[tuple[int, Any, AecsMongoError]] = []  # reported from the caller's thread
         for index, item in numbered:
@@ -172,6 +177,52 @@ def store_iter(
                     yield result
     finally:
         prefetch.close()
+        if pool is not None:
+            pool.close()
+
+
+def _build_in_workers(
+    ctx: StoreContext,
+    pool: Any,
+    taken: list[tuple[int, Any]],
+    every: Sequence[str],
+    on_error: Callable[[int, Any, Exception], None] | None,
+) -> tuple[list[MessageDocuments], list[tuple[int, Any, AecsMongoError]]] | None:
+    """One batch of ``store_iter``: raw messages built by the worker processes, anything else
+    here; the same documents and typed errors, in input order, as building them one by one."""
+    if not taken:
+        return None
+    jobs = []
+    labels: dict[int, tuple[Sequence[str], Sequence[str]]] = {}  # tags and folders of the raw ones
+    here: dict[int, MessageDocuments | AecsMongoError] = {}
+    for index, item in taken:
+        try:
+            if hasattr(item, "received_at") and hasattr(item, "data"):  # a mail source's RawMessage
+                own, folders = (*every, *getattr(item, "tags", ())), getattr(item, "folders", ())
+                if not isinstance(item.data, (bytes, bytearray, memoryview)):
+                    here[index] = build(ctx, item.data, None, None, item.received_at, own, folders)
+                    continue
+                labels[index] = (check_tags(own), check_folders(folders))
+                jobs.append((index, bytes(item.data), item.received_at))
+            elif isinstance(item, (bytes, bytearray, memoryview)):
+                labels[index] = (check_tags(every), check_folders(()))
+                jobs.append((index, bytes(item), None))
+            else:
+                here[index] = build(ctx, item, None, None, tags=every)
+        except AecsMongoError as exc:
+            here[index] = exc
+    built = pool.build(jobs)
+    batch: list[MessageDocuments] = []
+    refused: list[tuple[int, Any, AecsMongoError]] = []
+    for index, item in taken:
+        got = here[index] if index in here else built[index]
+        if isinstance(got, AecsMongoError):
+            if on_error is None:
+                raise got
+            refused.append((index, item, got))
+        else:
+            batch.append(_finish(ctx, got, *labels[index]) if index in labels else got)
+    return batch, refused
 
 
 #: what the batch's lookup reads of a stored message: enough to keep a copy of it as a variant

@@ -1,7 +1,10 @@
 """The ``imap`` section (not in the default list: it needs Dovecot): ``imap.sync`` of real mail
 from a local Dovecot over IMAPS vs a bare imaplib client fetching the same UIDs and storing
 nothing, and vs ``store_many`` of the served bytes from memory; then the peak RSS of syncing 5
-messages of 20 MB beside ingesting the same files.
+messages of 20 MB beside ingesting the same files; and the flag re-sync: a second run with no
+change and one after another client changed the flags of a tenth of the folder, against a
+Dovecot with CONDSTORE (``CHANGEDSINCE``) and one configured without (a FLAGS listing of every
+known UID).
 """
 
 from __future__ import annotations
@@ -115,6 +118,69 @@ def bench_imap(client: MongoClient[Doc], sizes: list[int], rounds: int, transact
     return rows
 
 
+def bench_imap_flags(client: MongoClient[Doc], size: int, rounds: int) -> list[Doc]:
+    """Re-syncs of a synced folder of ``size`` real messages, with CONDSTORE and without: one
+    with nothing changed, one after a tenth of the folder was marked read (or unread again) by
+    another client; medians of ``rounds``. ``ratio`` = without / with."""
+    import imaplib
+    import ssl
+
+    sys.path.insert(0, str(ROOT))
+    from aecs_mongo.mail import imap
+    from tests.helpers.dovecot import NO_CONDSTORE, DovecotServer, dovecot_binary
+
+    binary = dovecot_binary()
+    if binary is None or not Path("/usr/lib/dovecot/imap").exists():
+        return []
+    mail = real_mail(size, offset=size)
+    found: dict[str, dict[str, float]] = {}
+    for mode, capabilities in (("condstore", None), ("flags listing", NO_CONDSTORE)):
+        server = DovecotServer(binary, imap=True, capabilities=capabilities)
+        db = client[f"bench_imap_flags_{size}"]
+        client.drop_database(db.name)
+        try:
+            server.start()
+            for raw in mail:
+                server.deliver_to("INBOX", raw)
+            context = ssl.create_default_context(cafile=str(server.cert_path))
+            store = MessageStore(db, mailbox_id="bench")
+            store.ensure_indexes()
+
+            def sync(store: MessageStore = store, server: Any = server, context: Any = context) -> Any:
+                return imap.sync(store, "127.0.0.1", server.user, server.password, port=server.imaps_port,
+                                 ssl_context=context)  # fmt: skip
+
+            sync()
+            unchanged, changed = [], []
+            for r in range(rounds):
+                unchanged.append(timed(sync))
+                conn = imaplib.IMAP4_SSL("127.0.0.1", server.imaps_port, ssl_context=context, timeout=60)
+                conn.login(server.user, server.password)
+                conn.select("INBOX")
+                conn.uid("STORE", f"1:{size // 10}", "+FLAGS" if r % 2 == 0 else "-FLAGS", "(\\Seen)")
+                conn.logout()
+                start = time.perf_counter()
+                report = sync()
+                changed.append(time.perf_counter() - start)
+                assert report.folders[0].flags_changed == size // 10, report
+            found[mode] = {"unchanged": statistics.median(unchanged), "changed": statistics.median(changed)}
+        finally:
+            server.cleanup()
+            client.drop_database(db.name)
+    with_, without = found["condstore"], found["flags listing"]
+    return [
+        {
+            "messages": size,
+            "changed": size // 10,
+            "resync": what,
+            "condstore_s": with_[what],
+            "flags_listing_s": without[what],
+            "ratio": without[what] / with_[what],
+        }
+        for what in ("unchanged", "changed")
+    ]
+
+
 def bench_imap_memory(uri: str, count: int, size_mb: int) -> list[Doc]:
     """Peak RSS of ``aecs-mongo imap`` syncing ``count`` messages of ``size_mb`` MB each (a
     random attachment) from a local Dovecot, next to ``aecs-mongo ingest`` of the same files."""
@@ -210,10 +276,18 @@ def run(ctx: Context) -> Doc:
             "store_ratio",
         ],
     )
+    flags = [
+        row for size in ctx.args.imap_messages for row in bench_imap_flags(ctx.client, size, ctx.args.ingest_rounds)
+    ]
+    table_of(
+        "imap flags: re-sync with CONDSTORE vs a FLAGS listing (medians; ratio = listing / condstore)",
+        flags,
+        ["messages", "changed", "resync", "condstore_s", "flags_listing_s", "ratio"],
+    )
     memory = bench_imap_memory(ctx.uri, 5, 20)
     table_of(
         "imap memory: peak RSS syncing 5 messages of 20 MB, next to ingest of the same files",
         memory,
         ["command", "messages", "MB", "peakRssMB", "exitCode"],
     )
-    return {"imap": rows, "imap_memory": memory}
+    return {"imap": rows, "imap_flags": flags, "imap_memory": memory}

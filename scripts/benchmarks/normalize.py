@@ -1,18 +1,38 @@
 """The ``normalize`` section: messages/s and MB/s over the corpus (``--corpus``, ``../shared/corpus/eml``) vs the bare
 stdlib parse (the floor), and vs postal-mime under node (the JavaScript parser of the AECS-1
 reference). Skipped where the corpus is absent. (``scripts/bench_normalize.py`` profiles it.)
+
+Before and after, in one run: the normalizer of an earlier commit (``--normalize-before REF``;
+by default the last one before the parse was made faster, issue 40), extracted with
+``git archive`` into a temporary package ``aecs_mongo_before``, is timed in turn with today's on
+the same messages, round after round (``paired_medians``); every message's output is first
+checked to be the same (``email``, attachment bytes, defects, List-Id). The ratio is given for
+wall-clock time and for the process's CPU time (steadier on a shared machine), with the load
+average.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import shutil
+import statistics
 import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gen_mbox
 
-from benchmarks.common import ROOT, Context, Doc, median_time, table_of
+from benchmarks.common import ROOT, Context, Doc, median_time, paired_medians, table_of
+
+#: main before the parse was made faster (issue 40): the default "before" of the comparison
+BEFORE_DEFAULT = "8432051afb2af14134f9ce75d06ab4c079e86250"
 
 
 def bench_normalize(rounds: int) -> Doc | None:
@@ -63,12 +83,97 @@ def bench_normalize(rounds: int) -> Doc | None:
     return result
 
 
+def _before_package(ref: str, into: Path) -> Any | None:
+    """``parse_email`` of the normalizer at ``ref`` (a package ``aecs_mongo_before`` under
+    ``into``), or None with the reason printed where git or the commit is missing."""
+    archive = into / "before.tar"
+    try:
+        with archive.open("wb") as out:
+            subprocess.run(["git", "-C", str(ROOT), "archive", ref, "aecs_mongo"], stdout=out, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"\n== normalize before/after: skipped (no git archive of {ref}: {exc})")
+        return None
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    (into / "aecs_mongo").rename(into / "aecs_mongo_before")
+    sys.path.insert(0, str(into))
+    try:
+        return importlib.import_module("aecs_mongo_before.normalize.parse").parse_email
+    finally:
+        sys.path.remove(str(into))
+
+
+def _cpu_paired_medians(ours: Callable[[], object], base: Callable[[], object], rounds: int) -> tuple[float, float]:
+    """``paired_medians`` in the process's CPU time (time spent waiting for a core not counted)."""
+    ours(), base()  # warm
+    times: tuple[list[float], list[float]] = ([], [])
+    for r in range(rounds):
+        for i in (0, 1) if r % 2 == 0 else (1, 0):
+            start = time.process_time()
+            (ours, base)[i]()
+            times[i].append(time.process_time() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def bench_before_after(ref: str, rounds: int) -> Doc | None:
+    """Today's normalizer against the one at ``ref``, same messages, interleaved rounds."""
+    corpus = gen_mbox.CORPUS
+    if not corpus.is_dir():
+        return None
+    from aecs_mongo.normalize import parse_email
+
+    blobs = [p.read_bytes() for p in sorted(corpus.glob("*.eml"))]
+    megabytes = sum(len(b) for b in blobs) / 1e6
+    with tempfile.TemporaryDirectory(prefix="aecs-normalize-before-") as tmp:
+        before = _before_package(ref, Path(tmp))
+        if before is None:
+            return None
+        for raw in blobs:  # the same output, field for field, before any timing
+            old = before(raw, processed_at="2026-11-30T00:00:00Z", max_body_bytes=None)
+            new = parse_email(raw, processed_at="2026-11-30T00:00:00Z", max_body_bytes=None)
+            if (old.email, old.attachment_data, old.defects, old.list_id) != (
+                new.email,
+                new.attachment_data,
+                new.defects,
+                new.list_id,
+            ):
+                raise SystemExit(f"normalize before/after: outputs differ on {raw[:80]!r}")
+
+        def ours() -> None:
+            for raw in blobs:
+                parse_email(raw, processed_at="2026-11-30T00:00:00Z")
+
+        def base() -> None:
+            for raw in blobs:
+                before(raw, processed_at="2026-11-30T00:00:00Z")
+
+        wall_ours, wall_base = paired_medians(ours, base, rounds)
+        cpu_ours, cpu_base = _cpu_paired_medians(ours, base, rounds)
+    return {
+        "before": ref[:12],
+        "messages": len(blobs),
+        "megabytes": megabytes,
+        "rounds": rounds,
+        "before_msgs_per_s": len(blobs) / wall_base,
+        "before_mb_per_s": megabytes / wall_base,
+        "after_msgs_per_s": len(blobs) / wall_ours,
+        "after_mb_per_s": megabytes / wall_ours,
+        "ratio_wall": wall_base / wall_ours,
+        "ratio_cpu": cpu_base / cpu_ours,
+        "load_1min": os.getloadavg()[0],
+    }
+
+
 NAME = "normalize"
 DEFAULT = True
 
 
 def add_arguments(parser: Any) -> None:
-    pass
+    parser.add_argument(
+        "--normalize-before",
+        default=BEFORE_DEFAULT,
+        help="the commit whose normalizer is timed beside today's ('none': skip; default: main before issue 40)",
+    )
 
 
 def run(ctx: Context) -> Doc:
@@ -77,4 +182,15 @@ def run(ctx: Context) -> Doc:
         print(f"\n== normalize: skipped (no corpus at {gen_mbox.CORPUS})")
         return {"normalize": None}
     table_of("normalize (corpus)", [result], list(result))
-    return {"normalize": result}
+    report: Doc = {"normalize": result}
+    ref = ctx.args.normalize_before
+    if ref and ref != "none":
+        compared = bench_before_after(ref, max(ctx.args.rounds, 5))
+        if compared is not None:
+            table_of(
+                "normalize: before and after (same messages, same output, interleaved rounds)",
+                [compared],
+                list(compared),
+            )
+            report["normalize_before_after"] = compared
+    return report

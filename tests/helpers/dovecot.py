@@ -9,7 +9,8 @@ with ``openssl`` (``cert_path`` is the CA to trust). ``tls=False`` runs it witho
 (no POP3S/IMAPS, no STLS/STARTTLS offered): the server a client must refuse to log in to.
 ``rawlog=True`` makes Dovecot write every IMAP session's client commands to ``rawlog/*.in``
 (``imap_commands()`` reads them back), which is how the tests count FETCH commands: on the
-server, not inside the code under test.
+server, not inside the code under test. ``capabilities`` replaces the IMAP capabilities Dovecot
+announces after the login (``imap_capability``): a server without CONDSTORE, to a client.
 
 Dovecot refuses to run mail processes as root and its login processes must not be root, so
 when the tests run as root the mail user is ``nobody`` and the login user ``dovenull`` (created
@@ -31,6 +32,14 @@ import time
 from pathlib import Path
 
 REQUIRE_ENV = "AECS_REQUIRE_DOVECOT"
+#: What Dovecot 2.3 announces after the login, less CONDSTORE and QRESYNC (``capabilities=``):
+#: a server without them, to a client
+NO_CONDSTORE = (
+    "IMAP4rev1 SASL-IR LOGIN-REFERRALS ID ENABLE IDLE SORT SORT=DISPLAY THREAD=REFERENCES THREAD=REFS"
+    " THREAD=ORDEREDSUBJECT MULTIAPPEND URL-PARTIAL CATENATE UNSELECT CHILDREN NAMESPACE UIDPLUS"
+    " LIST-EXTENDED I18NLEVEL=1 ESEARCH ESORT SEARCHRES WITHIN CONTEXT=SEARCH LIST-STATUS BINARY MOVE"
+    " LITERAL+"
+)
 
 
 def dovecot_binary() -> str | None:
@@ -52,8 +61,17 @@ class DovecotServer:
     user = "alice"
     password = "s3cret pass"
 
-    def __init__(self, binary: str, *, imap: bool = False, tls: bool = True, rawlog: bool = False) -> None:
+    def __init__(
+        self,
+        binary: str,
+        *,
+        imap: bool = False,
+        tls: bool = True,
+        rawlog: bool = False,
+        capabilities: str | None = None,
+    ) -> None:
         self.binary = binary
+        self.capabilities = capabilities
         self.imap = imap
         self.tls = tls
         self.root = Path(tempfile.mkdtemp(prefix="aecs-dovecot-"))
@@ -127,6 +145,8 @@ class DovecotServer:
   }"""
         )
         rawlog = f"rawlog_dir = {self.rawlog_dir}" if self.rawlog_dir is not None else ""
+        if self.capabilities is not None:
+            rawlog += f"\nimap_capability = {self.capabilities}"
         return f"""
 base_dir = {r}/run
 state_dir = {r}/state
