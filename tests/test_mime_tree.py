@@ -31,7 +31,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "eml"
 
 def _tree(message: Message) -> dict[str, Any]:
     """Everything the parser sets on a message, children included."""
-    skipped = ("_payload", "defects", "policy", "_field_index")  # the index caches _headers
+    skipped = ("_payload", "defects", "policy", "_field_index", "_derived")  # caches of _headers
     fields = {key: value for key, value in vars(message).items() if key not in skipped}
     fields["class"] = type(message).__name__
     fields["defects"] = [(type(defect).__name__, str(defect)) for defect in message.defects]
