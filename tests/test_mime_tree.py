@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from email.message import Message
 from email.parser import BytesParser
+from email.policy import compat32, default
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +206,16 @@ def test_line_soups_build_the_feed_parsers_tree(start: str, lines: list[tuple[st
     if not last_newline and lines:
         text = text[: -len(lines[-1][1])]
     _same_as_feed_parser(text.encode())
+
+
+@pytest.mark.parametrize("policy", [compat32, default], ids=["compat32", "default"])
+def test_other_policies_get_the_feed_parsers_tree(policy: Any) -> None:
+    """With the stock compat32 fields written out, and with another policy's own field parsing."""
+    for name, text in CASES.items():
+        raw = text.encode("latin-1")
+        expected = _tree(BytesParser(policy=policy).parsebytes(raw))
+        try:
+            got = parse_tree(raw, policy)
+        except Fallback:
+            continue
+        assert _tree(got) == expected, name
