@@ -49,6 +49,7 @@ const AECS_ATLAS_INDEXES = [
   {"collection": "bodies", "model": {"name": "aecs_bodies_atlas", "definition": {"mappings": {"dynamic": false, "fields": {"subject": {"type": "string", "analyzer": "lucene.standard"}, "clean": {"type": "string", "analyzer": "lucene.standard"}, "mailboxId": {"type": "token"}}}}}},
   {"collection": "vectors", "model": {"name": "aecs_vectors_atlas", "type": "vectorSearch", "definition": {"fields": [{"type": "vector", "path": "embedding", "numDimensions": 1536, "similarity": "cosine"}, {"type": "filter", "path": "mailboxId"}, {"type": "filter", "path": "threadKey"}]}}},
 ];
+const AECS_BARRIER_COLLECTION = "journal_barrier";
 const AECS_TEXT_REFUSED_CODES = [67, 115, 238];
 const AECS_DEFAULT_DIMENSIONS = 1536;
 const AECS_MAX_DIMENSIONS = 8192;
@@ -188,6 +189,22 @@ function aecsEnsureIndexes(database, settings, counts) {
   }
 }
 
+// SecantusDB only (buildInfo says secantusVersion): the journal barrier's counter collection, as
+// ensure_indexes leaves it there. That server acknowledges a journaled write that changes nothing
+// without flushing its log, so its barrier changes a counter; mongod and Atlas need none
+// (docs/reliability.md, "Durable acknowledgements").
+function aecsEnsureBarrier(database) {
+  let info = {};
+  try {
+    info = database.adminCommand({ buildInfo: 1 });
+  } catch (e) {
+    return;
+  }
+  if (info.secantusVersion === undefined) return;
+  const names = database.getCollectionNames();
+  if (!names.includes(AECS_BARRIER_COLLECTION)) database.createCollection(AECS_BARRIER_COLLECTION);
+}
+
 function aecsEnsureSearchIndexes(database, settings, counts) {
   for (const spec of AECS_ATLAS_INDEXES) {
     const model = JSON.parse(JSON.stringify(spec.model));
@@ -235,6 +252,7 @@ function aecsMain() {
     settings.numDimensions + ")" : ""));
   const counts = {};
   aecsEnsureIndexes(database, settings, counts);
+  aecsEnsureBarrier(database);
   if (settings.atlas) aecsEnsureSearchIndexes(database, settings, counts);
   const summary = ["created", "exists", "skipped", "FAILED"].map((s) => (counts[s] || 0) + " " + s).join(", ");
   print("aecs indexes.js: " + summary);

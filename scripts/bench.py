@@ -7,7 +7,7 @@ by ``--sections`` in the order of ``SECTIONS``. Each prints its tables; everythi
 a JSON file (``--json``).
 
 Sections: ingest, durability, floor, reads, reindex, scaling, lifecycle, export, cli, memory,
-search, imap, normalize, vectors, agents, workers, tags (``--help`` lists each one's options;
+search, scan, imap, normalize, vectors, agents, workers, tags (``--help`` lists each one's options;
 the default list is those marked default in their module).
 
 Usage: ``python scripts/bench.py [--sections reads,floor] [--sizes 1000,10000] [--rounds 15]
@@ -45,6 +45,7 @@ from benchmarks import (
     reads,
     reindex,
     scaling,
+    scan,
     search,
     tags,
     vectors,
@@ -68,6 +69,7 @@ SECTIONS: list[ModuleType] = [
     cli,
     memory,
     search,
+    scan,
     imap,
     normalize,
     vectors,

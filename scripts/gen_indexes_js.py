@@ -21,7 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a checkout without the package installed
     sys.path.insert(0, str(ROOT))
 
-from aecs_mongo.pure.indexes import MAX_VECTOR_DIMENSIONS, atlas_search_indexes, index_specs  # noqa: E402
+from aecs_mongo.pure.indexes import (  # noqa: E402
+    BARRIER_COLLECTION,
+    MAX_VECTOR_DIMENSIONS,
+    atlas_search_indexes,
+    index_specs,
+)
 
 OUTPUT = ROOT / "indexes.js"
 DEFAULT_DIMENSIONS = 1536
@@ -188,6 +193,22 @@ function aecsEnsureIndexes(database, settings, counts) {
   }
 }
 
+// SecantusDB only (buildInfo says secantusVersion): the journal barrier's counter collection, as
+// ensure_indexes leaves it there. That server acknowledges a journaled write that changes nothing
+// without flushing its log, so its barrier changes a counter; mongod and Atlas need none
+// (docs/reliability.md, "Durable acknowledgements").
+function aecsEnsureBarrier(database) {
+  let info = {};
+  try {
+    info = database.adminCommand({ buildInfo: 1 });
+  } catch (e) {
+    return;
+  }
+  if (info.secantusVersion === undefined) return;
+  const names = database.getCollectionNames();
+  if (!names.includes(AECS_BARRIER_COLLECTION)) database.createCollection(AECS_BARRIER_COLLECTION);
+}
+
 function aecsEnsureSearchIndexes(database, settings, counts) {
   for (const spec of AECS_ATLAS_INDEXES) {
     const model = JSON.parse(JSON.stringify(spec.model));
@@ -235,6 +256,7 @@ function aecsMain() {
     settings.numDimensions + ")" : ""));
   const counts = {};
   aecsEnsureIndexes(database, settings, counts);
+  aecsEnsureBarrier(database);
   if (settings.atlas) aecsEnsureSearchIndexes(database, settings, counts);
   const summary = ["created", "exists", "skipped", "FAILED"].map((s) => (counts[s] || 0) + " " + s).join(", ");
   print("aecs indexes.js: " + summary);
@@ -284,6 +306,7 @@ def render() -> str:
     lines.append("const AECS_ATLAS_INDEXES = [")
     lines += [f"  {_js(entry)}," for entry in atlas]
     lines.append("];")
+    lines.append(f"const AECS_BARRIER_COLLECTION = {_js(BARRIER_COLLECTION)};")
     lines.append(f"const AECS_TEXT_REFUSED_CODES = {_js(list(TEXT_REFUSED_CODES))};")
     lines.append(f"const AECS_DEFAULT_DIMENSIONS = {DEFAULT_DIMENSIONS};")
     lines.append(f"const AECS_MAX_DIMENSIONS = {MAX_VECTOR_DIMENSIONS};")

@@ -28,9 +28,7 @@ from aecs_mongo.pure.documents import (
 from tests.helpers.budgets import budget
 from tests.helpers.end_state import COLLECTIONS, canonical, unreferenced_blobs
 from tests.helpers.factories import email, recomputed_threads, stored_threads
-from tests.helpers.paths import SHARED
-
-CORPUS = SHARED / "corpus" / "eml"
+from tests.helpers.paths import require_corpus
 
 
 def plain(mid: str) -> bytes:
@@ -169,9 +167,7 @@ def corpus_mail() -> list[bytes]:
     """The corpus in file order; by default (not ``CI=true``) every message that shares its
     Message-ID with another, and every fourth of the rest: the copies are what batch boundaries
     could change."""
-    if not CORPUS.is_dir():
-        pytest.skip(f"corpus not found at {CORPUS} (it lives in ../shared/corpus beside the repository)")
-    raws = [path.read_bytes() for path in sorted(CORPUS.iterdir()) if path.is_file()]
+    raws = [path.read_bytes() for path in sorted(require_corpus().iterdir()) if path.is_file()]
     every = budget("AECS_BATCH_CORPUS_EVERY", big=1, small=4)
     if every == 1:
         return raws

@@ -25,10 +25,9 @@ import pytest
 from aecs_mongo.cli import main
 
 from .helpers.cli import Cli, aecs, command_env
-from .helpers.paths import ROOT, SHARED
+from .helpers.paths import ROOT, require_corpus
 
 SAMPLES = ROOT / "samples" / "mailbox"
-CORPUS = SHARED / "corpus" / "eml"
 
 
 #: how long a test that runs several commands keeps its data directory's server (stopped at its end)
@@ -252,7 +251,7 @@ def _summaries(cli: Cli, mailbox: str) -> dict[str, tuple[Any, ...]]:
 @pytest.mark.ci_every_server
 @pytest.mark.parametrize("fmt", ["mbox", "maildir"])
 def test_export_and_reimport_of_the_corpus_keeps_every_thread_summary(cli: Cli, tmp_path: Path, fmt: str) -> None:
-    assert cli("ingest", str(CORPUS), "--mailbox", "first").code in (0, 1)
+    assert cli("ingest", str(require_corpus()), "--mailbox", "first").code in (0, 1)
     before = _summaries(cli, "first")
     out = tmp_path / ("out.mbox" if fmt == "mbox" else "Maildir")
     exported = cli("export", "--mailbox", "first", "--format", fmt, str(out))

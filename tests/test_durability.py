@@ -171,3 +171,37 @@ def test_ingest_fast_waits_for_no_journal(servers: Any, backend: str, db: Any) -
     assert (
         db.messages.count_documents({"mailboxId": "fast"}) == db.messages.count_documents({"mailboxId": "durable"}) > 0
     )
+
+
+def test_the_barrier_counter_is_secantusdb_s_alone(watched: tuple[Writes, Any], backend: str, db: Any) -> None:
+    """The journal barrier changes a counter (``journal_barrier``) only where the server needs
+    it: SecantusDB (buildInfo's ``secantusVersion``), whose journaled writes that change nothing
+    do not flush its log. Elsewhere (mongod, Atlas) the barrier is a journaled update that
+    matches nothing: no collection, no document every writer of the deployment increments."""
+    writes, client = watched
+    store = MessageStore(client[db.name], mailbox_id="alice")
+    store.store_many([email(n) for n in range(5)], batch_size=5)
+    secantus = "secantusVersion" in client.admin.command("buildInfo")
+    writes.concerns.clear()
+    writes.targets.clear()
+    store.store_many([email(n) for n in range(5)], batch_size=5)  # nothing new: the barrier alone
+    assert store.capabilities.barrier_counter is secantus
+    assert writes.concerns == [journaled(backend)]
+    if secantus:
+        assert writes.targets == [{"_id": "journal"}]
+        assert client[db.name].journal_barrier.find_one({"_id": "journal"})["writes"] >= 1
+    # the other servers' barrier, as a store there sends it (the capability as learned there)
+    other = MessageStore(client[db.name + "_other"], mailbox_id="alice")
+    try:
+        other.capabilities.barrier_counter = False
+        other.ensure_indexes()
+        other.store_many([email(n) for n in range(5)], batch_size=5)
+        writes.concerns.clear()
+        writes.targets.clear()
+        other.store_many([email(n) for n in range(5)], batch_size=5)
+        assert writes.concerns == [journaled(backend)]
+        assert writes.targets == [{"_id": ":journal-barrier"}]  # an _id no message has: it matches nothing
+        assert "journal_barrier" not in client[db.name + "_other"].list_collection_names()
+        assert client[db.name + "_other"].messages.count_documents({}) == 5
+    finally:
+        client.drop_database(db.name + "_other")

@@ -401,3 +401,19 @@ def test_one_base_name_in_two_folders_is_stored_from_both(mstore: MessageStore, 
     report = sync_files(mstore, [box])
     assert (report.new, report.messages.stored, report.messages.failures) == (2, 2, [])
     assert len(records(mstore, "maildir")) == 1  # the second file's record replaced the first's
+
+
+def test_remove_missing_keeps_a_message_the_imap_sync_holds(mstore: MessageStore, tmp_path: Path) -> None:
+    from aecs_mongo.pure.imap_records import source_document
+    from aecs_mongo.pure.keys import message_key
+
+    box = maildir(tmp_path / "Maildir")
+    paths = [deliver(box, n) for n in (1, 2)]
+    sync_files(mstore, [box])
+    key = message_key("m1@follow.example")
+    mstore.db.imap_sources.insert_one(source_document("alice", "a@host", "INBOX", 7, 1, "m1@follow.example", key))
+    for path in paths:
+        path.unlink()
+    report = sync_files(mstore, [box], remove_missing=True)
+    assert (report.gone, report.removed) == (2, 1)
+    assert ids(mstore) == {"m1@follow.example"}  # an IMAP folder still has it

@@ -25,7 +25,6 @@ import pytest
 from aecs_mongo.pure.indexes import (
     ATLAS_SEARCH_INDEX,
     ATLAS_VECTOR_INDEX_NAME,
-    BARRIER_COLLECTION,
     MAX_VECTOR_DIMENSIONS,
     VECTORS_COLLECTION,
     atlas_search_commands,
@@ -366,11 +365,10 @@ def run_indexes_js(mongosh: str, uri: str, settings: str) -> Run:
 
 
 def index_info(db: Any) -> dict[str, dict[str, dict[str, Any]]]:
-    """collection -> index name -> the index document (key order kept, ``ns`` dropped). Without
-    ``journal_barrier``: the counter ``ensure_indexes`` increments to make what it created
-    durable (issue 33), which has no index of its own and which indexes.js has no need of."""
+    """collection -> index name -> the index document (key order kept, ``ns`` dropped), for every
+    collection of the database (``journal_barrier`` too, on SecantusDB: both make it there)."""
     info: dict[str, dict[str, dict[str, Any]]] = {}
-    for collection in sorted(set(db.list_collection_names()) - {BARRIER_COLLECTION}):
+    for collection in sorted(db.list_collection_names()):
         info[collection] = {}
         for ix in db[collection].list_indexes():
             doc = {k: v for k, v in ix.items() if k != "ns"}

@@ -45,11 +45,9 @@ from .helpers.agents import (
 )
 from .helpers.cli import aecs, command_env
 from .helpers.mcp_client import McpSession
-from .helpers.paths import ROOT, SHARED
+from .helpers.paths import CORPUS, ROOT
 
 pytestmark = pytest.mark.skipif(not embedded_available(), reason="needs the embedded server (aecs-mongo[embedded])")
-
-CORPUS = SHARED / "corpus" / "eml"
 
 
 def server_env() -> dict[str, str]:

@@ -32,7 +32,7 @@ def test_the_scan_matches_words_case_and_accent_folded(make_store: Any, caplog: 
     make_store("bob", search_engine="scan").store(mail(4, "budget", "budget in another mailbox"))
     with caplog.at_level(logging.INFO, logger="aecs_mongo"):
         hits = s.search("Budget")
-    assert "not an index" in caplog.text
+    assert "reads every message" not in caplog.text  # the scan was asked for: nothing to act on
     assert hits.complete and hits.engine == "scan" and hits.examined == 3
     assert [h["messageId"] for h in hits] == ["m2@example.com", "m1@example.com"]  # newest first
     assert all(set(h) >= {"messageId", "threadId", "subject", "ts", "snippet"} for h in hits)
@@ -66,11 +66,20 @@ def test_a_capped_scan_search_says_so(make_store: Any) -> None:
         make_store("alice", scan_limit=0)
 
 
-def test_auto_engine_picks_what_the_server_has(make_store: Any, db: Any, backend: str) -> None:
+def test_auto_engine_picks_what_the_server_has(make_store: Any, db: Any, backend: str, caplog: Any) -> None:
     s = make_store("alice")
     s.store(mail(1, "Storage", "indexes that sort"))
     has_text = "aecs_bodies_search" in {ix["name"] for ix in db.bodies.list_indexes()}
-    assert [h["messageId"] for h in s.search("indexes")] == ["m1@example.com"]
+    with caplog.at_level(logging.INFO, logger="aecs_mongo"):
+        assert [h["messageId"] for h in s.search("indexes")] == ["m1@example.com"]
+        assert s.count("indexes") == 1 and len(s.search("sort")) == 1
+    said = [r for r in caplog.records if "reads every message" in r.getMessage()]
+    if s.search("indexes").engine == "scan":  # no text index: the store falls back to the scan
+        # what to do about it, as a warning, once per store
+        assert len(said) == 1 and said[0].levelno == logging.WARNING, caplog.text
+        assert "search_index=" in said[0].getMessage()
+    else:
+        assert said == []
     if backend in ("rs", "standalone"):
         assert not has_text  # SecantusDB refuses text indexes: the bounded scan answered
 

@@ -250,3 +250,35 @@ def test_the_python_tokenizer_splits_and_folds_the_corpus_as_fts5_does() -> None
             checked += len(expected)
             differ += expected != sq.words(text)
     assert checked > 30_000 and differ == 0
+
+
+@given(
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=60)
+    | st.sampled_from(["Köln CAFÉ", "\u212aelvin", "Stra\u00dfe", "Ǆemal"])
+)
+@settings(max_examples=SEARCH_EXAMPLES, deadline=None)  # the first builds the fold table
+def test_every_ascii_word_of_a_text_is_a_substring_of_its_ascii_fold(text: str) -> None:
+    """The scan's pre-check (``ascii_folded``) never hides a match: each word of a text whose
+    fold is ASCII is a substring of the text's ASCII fold (so a column without it is skipped
+    before tokenizing, and only then)."""
+    folded = sq.ascii_folded(text)
+    for word in sq.words(text):
+        if word.isascii():
+            assert word in folded, (text, word, folded)
+    assert sq.ascii_folded("Xylophön\u212a CAFÉ") == "xylophonk cafe"
+
+
+def test_the_scan_s_pre_check_changes_no_answer() -> None:
+    """``matches`` with the pre-check equals the tokenized match on accented and case-folded
+    text, prefixes and phrases (the pre-check only skips columns that cannot hold the words)."""
+    columns = {c: "" for c in sq.COLUMNS} | {"clean": "Le CAFÉ de Köln, \u212aelvin's xylo-phone"}
+
+    def hit(query: str) -> bool:
+        tree = parse(query)
+        assert tree is not None
+        return sq.matches(
+            tree, columns, ts=0, thread_key="", now=dt.datetime.now(dt.UTC), shared_view=False, thread_key_of=str
+        )
+
+    assert hit("cafe") and hit("koln") and hit("kelvin") and hit("caf*") and hit('"cafe de koln"')
+    assert hit("xylo") and hit("phone") and not hit("xylophone") and not hit("cafes") and not hit('"de cafe"')

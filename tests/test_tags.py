@@ -19,7 +19,7 @@ from aecs_mongo.pure import tags as tag_rules
 from aecs_mongo.pure.search_compile import message_filter, post_match, split_message_terms, text_search
 from aecs_mongo.pure.search_query import Label, Not, parse, to_text
 
-from .helpers.factories import email
+from .helpers.factories import BASE_TS, email
 
 NOW = dt.datetime(2026, 7, 1, tzinfo=dt.UTC)
 
@@ -181,7 +181,8 @@ def test_tag_by_ids_query_thread_and_tag_then_counts(store: MessageStore) -> Non
 
 
 def test_a_change_to_thousands_runs_in_batches_and_converges(store: MessageStore, db: Any) -> None:
-    docs = [email(n, thread=f"t{n % 50}@x") for n in range(2500)]
+    # a few seconds of 700 messages each: the batches of 1,000 begin and end inside a second
+    docs = [email(n, thread=f"t{n % 50}@x", ts=BASE_TS + (n // 700) * 60) for n in range(2500)]
     store.store_many(docs, batch_size=500)
     first = store.tag("date:2026", add=["bulk"])
     assert first == TagReport(matched=2500, changed=2500)
@@ -352,3 +353,30 @@ def test_the_tag_tags_and_ingest_tag_commands(cli: Any, monkeypatch: pytest.Monk
     assert cli("tag", "+x").code == 2  # no query
     assert cli("tag", "+bad tag", "--", "plan").code == 2
     assert cli("tag", "--", "plan").out.endswith("0 would change (dry run: nothing written)\n")  # no change: a count
+
+
+@pytest.mark.server
+def test_a_tag_change_racing_deletes_never_brings_a_message_back(make_store: Any, db: Any) -> None:
+    store = make_store()
+    store.store_many([email(n) for n in range(60)])
+    ids = [f"m{n}@example.com" for n in range(60)]
+    deleter = MessageStore(db, mailbox_id="alice")
+    errors: list[BaseException] = []
+
+    def delete_half() -> None:
+        try:
+            for mid in ids[::2]:
+                deleter.delete(mid)
+        except BaseException as exc:
+            errors.append(exc)
+
+    racing = threading.Thread(target=delete_half)
+    racing.start()
+    for _ in range(5):
+        store.tag(ids, add=["x"])
+        store.tag("date:2026", remove=["x"], add=["y"])
+    racing.join()
+    assert errors == []
+    left = {row["messageId"] for row in db.messages.find({"mailboxId": "alice"}, {"messageId": 1})}
+    assert left == set(ids[1::2])  # every deleted message stayed deleted
+    assert db.bodies.count_documents({"mailboxId": "alice"}) == 30

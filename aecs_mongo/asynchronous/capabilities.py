@@ -19,6 +19,7 @@ from .context import AsyncStoreContext, log, resolve, to_list
 
 __all__ = [
     "atlas_vectors",
+    "barrier_counter",
     "change_streams",
     "completion_concern",
     "learn_limit_behaviour",
@@ -69,7 +70,26 @@ async def completion_concern(ctx: AsyncStoreContext) -> WriteConcern | None:
         return None
     if not ctx.db.write_concern.is_server_default:
         return None
+    await barrier_counter(ctx)  # what the batch's barrier write will be, if it needs one
     return WriteConcern(w="majority", j=True) if await replica_set(ctx) else WriteConcern(j=True)
+
+
+async def barrier_counter(ctx: AsyncStoreContext) -> bool:
+    """Whether the journal barrier must change a counter: on SecantusDB (``buildInfo`` says
+    ``secantusVersion``) only, whose journaled writes that change nothing do not flush its log.
+    Learned with the first durable write's concern (``completion_concern``); until then the
+    barrier changes the counter, which is right on every server."""
+    caps = ctx.capabilities
+    if caps.barrier_counter is None:
+        if not caps.server_commands:
+            caps.barrier_counter = False
+        else:
+            try:
+                info = await ctx.db.client.admin.command("buildInfo")
+            except OperationFailure:
+                info = {}
+            caps.barrier_counter = "secantusVersion" in info
+    return caps.barrier_counter
 
 
 async def text_index(ctx: AsyncStoreContext) -> bool:

@@ -58,6 +58,7 @@ __all__ = [
     "current",
     "html_text",
     "load_records",
+    "read_blobs",
     "rebuild",
 ]
 
@@ -129,7 +130,7 @@ async def load_records(ctx: AsyncStoreContext, keys: Sequence[str]) -> tuple[lis
         bodies = {b["_id"]: b async for b in ctx.bodies.find(ctx.by_ids(list(messages)), _BODY_FIELDS)}
         wanted = [m["blobPrefix"] + "body.html" for m in messages.values() if "body.html" in (m.get("blobs") or ())]
         wanted += [b["spill"] for b in bodies.values() if b.get("spill")]
-        data = await _read_blobs(ctx, wanted)
+        data = await read_blobs(ctx, wanted)
         for key, _id in zip(part, ids, strict=True):
             message = messages.get(_id)
             if message is None:
@@ -145,7 +146,7 @@ async def load_records(ctx: AsyncStoreContext, keys: Sequence[str]) -> tuple[lis
     return records, gone
 
 
-async def _read_blobs(ctx: AsyncStoreContext, keys: Sequence[str]) -> dict[str, bytes]:
+async def read_blobs(ctx: AsyncStoreContext, keys: Sequence[str]) -> dict[str, bytes]:
     """Several blobs at once (GridFS: one ``files`` and one ``chunks`` read per hundred); an
     upload interrupted mid-way gives no text."""
     store = await ctx.blob_store()

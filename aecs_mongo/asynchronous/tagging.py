@@ -47,9 +47,9 @@ class _Batch:
     """Messages of one statement: their keys, and where the target is a filter of ``messages``
     (a query of labels, threads and dates), the filter of the batch's index range."""
 
-    def __init__(self, keys: list[str], selector: dict[str, Any] | None = None) -> None:
+    def __init__(self, keys: list[str], selectors: list[dict[str, Any]] | None = None) -> None:
         self.keys = keys
-        self.selector = selector
+        self.selectors = selectors
 
 
 async def change(
@@ -97,12 +97,11 @@ async def _write(
     removed: tuple[str, ...],
     concern: Any,
 ) -> int:
-    """One batch's statement (durable: ``concern``); how many messages it modified. A batch of a
-    filter is one ``update_many`` over exactly the index range it read (by the range, not by
+    """One batch's statements (durable: ``concern``); how many messages they modified. A batch
+    of a filter is ``update_many`` over exactly the index range it read (by the range, not by
     ``_id``: a thousand ``_id``s in one filter cost some servers seconds); a batch of ids is one
-    bulk of single-message updates (or, where the driver has no bulk, one ``update_many`` by
-    ``_id``). Every statement is filtered to the messages it would change, so ``modified`` is
-    what changed."""
+    bulk of single-message updates filtered to the messages it would change (or, where the
+    driver has no bulk, one ``update_many`` by ``_id``). ``modified`` is what changed."""
     wants = needs_change(field, added, removed)
     messages = ctx.completing(ctx.messages, concern)
     if added and removed and not ctx.capabilities.array_pipelines:  # the unit tier: two statements
@@ -112,12 +111,32 @@ async def _write(
         await ctx.messages.update_many(ctx.by_ids(ids), tag_update(field, added, ()))
         return int(modified)
     update = tag_update(field, added, removed)
-    if batch.selector is not None:
-        return int((await messages.update_many(merged(batch.selector, wants), update)).modified_count)
+    if batch.selectors is not None:
+        # no "needs change" filter here: a second condition on the field would cost some
+        # planners the index (SecantusDB scans then); the server counts only real changes
+        modified = 0
+        for selector in batch.selectors:
+            modified += (await messages.update_many(selector, update)).modified_count
+        return int(modified)
     if not ctx.capabilities.bulk_writes:
         return int((await messages.update_many({**ctx.by_ids(ids), **wants}, update)).modified_count)
     done = await messages.bulk_write([UpdateOne({**ctx.by_id(i), **wants}, update) for i in ids], ordered=False)
     return int(done.modified_count)
+
+
+def _window(base: dict[str, Any], after: tuple[int, str] | None, last: tuple[int, str]) -> list[dict[str, Any]]:
+    """The filters of exactly the rows of one keyset page (newest first, after ``after``, down to
+    ``last``), each an equality or a range of the index's own keys (no ``$or``, which some
+    planners answer with a collection scan): the seconds strictly between, and each edge second
+    by message key."""
+    (low, low_key), (high, high_key) = last, after if after is not None else (None, None)
+    if high is not None and high == low:
+        return [merged(base, {"ts": low, "messageKey": {"$gte": low_key, "$lt": high_key}})]
+    middle: dict[str, Any] = {"$gt": low} if high is None else {"$gt": low, "$lt": high}
+    out = [merged(base, {"ts": middle}), merged(base, {"ts": low, "messageKey": {"$gte": low_key}})]
+    if high is not None:
+        out.append(merged(base, {"ts": high, "messageKey": {"$lt": high_key}}))
+    return out
 
 
 def merged(*clauses: dict[str, Any]) -> dict[str, Any]:
@@ -152,23 +171,30 @@ async def _target_batches(ctx: AsyncStoreContext, target: str | Iterable[str]) -
         base = merged({"mailboxId": ctx.mailbox_id}, flt)
         after: tuple[int, str] | None = None
         while True:
-            page = base
-            if after is not None:
-                ts, key = after
-                page = merged(base, {"$or": [{"ts": {"$lt": ts}}, {"ts": ts, "messageKey": {"$lt": key}}]})
-            found = ctx.messages.find(page, {"_id": 0, "ts": 1, "messageKey": 1})
-            rows = await to_list(found.sort([("ts", -1), ("messageKey", -1)]).limit(TAG_BATCH))
+            # the next page after ``after``: the rest of its second, then older seconds (two
+            # finds on the index's keys, no $or)
+            pages = (
+                [base]
+                if after is None
+                else [
+                    merged(base, {"ts": after[0], "messageKey": {"$lt": after[1]}}),
+                    merged(base, {"ts": {"$lt": after[0]}}),
+                ]
+            )
+            rows: list[dict[str, Any]] = []
+            for page in pages:
+                found = ctx.messages.find(page, {"_id": 0, "ts": 1, "messageKey": 1})
+                found = found.sort([("ts", -1), ("messageKey", -1)]).limit(TAG_BATCH - len(rows))
+                rows += await to_list(found)
+                if len(rows) >= TAG_BATCH:
+                    break
             if not rows:
                 return
-            first, last, last_key = int(rows[0]["ts"]), int(rows[-1]["ts"]), str(rows[-1]["messageKey"])
-            # exactly the rows read: the page's filter, down to the last row read (the plain ts
-            # range first, for the planner)
-            upto = {"$or": [{"ts": {"$gt": last}}, {"ts": last, "messageKey": {"$gte": last_key}}]}
-            window = merged({"ts": {"$gte": last, "$lte": first}}, page, upto)
-            yield _Batch([str(r["messageKey"]) for r in rows], window)
+            last = (int(rows[-1]["ts"]), str(rows[-1]["messageKey"]))
+            yield _Batch([str(r["messageKey"]) for r in rows], _window(base, after, last))
             if len(rows) < TAG_BATCH:
                 return
-            after = (last, str(rows[-1]["messageKey"]))
+            after = last
         return
     cursor: str | None = None
     while True:

@@ -71,9 +71,11 @@ __all__ = [
     "Word",
     "all_of",
     "any_of",
+    "ascii_folded",
     "columns_for",
     "date_range",
     "fold",
+    "has_not",
     "has_text",
     "leaves",
     "matches",
@@ -144,6 +146,30 @@ def fold(word: str) -> str:
     if word.isascii():
         return word.lower()
     return "".join(_fold_char(c) for c in word)
+
+
+@functools.cache
+def _ascii_folds() -> dict[int, str]:
+    """``str.translate``'s table for the scan's pre-check: every word character that folds to
+    an ASCII character (``É`` -> ``e``, ``K`` -> ``k``) or to nothing, mapped to its fold. Made
+    once, from the same folding as ``fold`` (the supplementary planes fold nothing into ASCII)."""
+    table: dict[int, str] = {}
+    for code in (*range(0x41, 0x5B), *range(0x80, 0x10000), *FOLD_EXCEPTIONS):
+        char = chr(code)
+        if not _WORD.fullmatch(char):
+            continue
+        found = FOLD_EXCEPTIONS.get(code)
+        folded = _default_fold(char) if found is None else found
+        if folded != char and folded.isascii():
+            table[code] = folded
+    return table
+
+
+def ascii_folded(text: str) -> str:
+    """``text`` with every character that folds into ASCII folded (the rest as it is): a word
+    of ``text`` whose fold is an ASCII word ``w`` is a substring equal to ``w`` here, so a text
+    where ``w`` is not a substring holds no such word (a cheap test before tokenizing)."""
+    return text.translate(_ascii_folds())
 
 
 def words(text: str | None) -> list[str]:
@@ -246,6 +272,13 @@ def any_of(items: Iterable[Node]) -> Node:
 def negation(item: Node) -> Node:
     """Not of ``item`` (NOT NOT x is x)."""
     return item.item if isinstance(item, Not) else Not(item)
+
+
+def has_not(node: Node) -> bool:
+    """Whether a NOT is in the tree (without one, more text in a message only adds matches)."""
+    if isinstance(node, Not):
+        return True
+    return isinstance(node, (And, Or)) and any(has_not(item) for item in node.items)
 
 
 def leaves(node: Node) -> Iterator[Word | Phrase | Date | Thread | Label]:
@@ -652,6 +685,17 @@ class _Record:
     def __init__(self, columns: Mapping[str, str | None]) -> None:
         self.columns = columns
         self.cache: dict[str, list[str]] = {}
+        self.folded: dict[str, str] = {}
+
+    def may_hold(self, column: str, wanted: Sequence[str]) -> bool:
+        """False where the column cannot hold the words ``wanted`` (ASCII words only: each
+        must be a substring of the column's ``ascii_folded`` text); tokenizing costs more."""
+        if not all(w.isascii() for w in wanted):
+            return True
+        text = self.folded.get(column)
+        if text is None:
+            text = self.folded[column] = ascii_folded(self.columns.get(column) or "")
+        return all(w in text for w in wanted)
 
     def tokens(self, column: str) -> list[str]:
         found = self.cache.get(column)
@@ -709,7 +753,10 @@ def matches(
             return key == message_key(n.value) if n.field == "id" else n.value in labels[n.field]
         wanted = [fold(n.text)] if isinstance(n, Word) else [fold(w) for w in n.words]
         columns_here = columns_for(n.field, shared_view=shared_view)
-        return any(_phrase_in(record.tokens(column), wanted, n.prefix) for column in columns_here)
+        return any(
+            record.may_hold(column, wanted) and _phrase_in(record.tokens(column), wanted, n.prefix)
+            for column in columns_here
+        )
 
     return test(node)
 

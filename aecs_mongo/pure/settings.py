@@ -142,6 +142,11 @@ class Capabilities:
     stops_at_limit: bool | None = None
     #: Atlas lists the vector index as queryable
     atlas_vectors: bool | None = None
+    #: the journal barrier must change a document (``indexes.BARRIER_COLLECTION``): SecantusDB
+    #: acknowledges a journaled write that changes nothing without flushing its log; mongod
+    #: (and Atlas) journals up to the latest write for it, so there a write matching nothing is
+    #: the barrier and no counter exists. Learned from ``buildInfo`` (``secantusVersion``)
+    barrier_counter: bool | None = None
 
     @classmethod
     def of_database(cls, db: object) -> Capabilities:

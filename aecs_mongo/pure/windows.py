@@ -78,6 +78,14 @@ _HINT_PROBE_ROWS = 4
 #: A first window is sized from the sample's density (``_hinted_width``) unless the nearest
 #: sampled message beyond the edge stands farther than this many sampling intervals (a gap).
 _HINT_GAP_SAMPLES = 4
+#: A descending first page reads the mail above the newest sampled match in one window where
+#: the sample stands for at most this many rows (a probe costs about what reading 20 rows does)
+_OPEN_TOP_ROWS = 64
+#: Else it starts this many sampling intervals above that match (``_top``)
+_TOP_REACH = 4
+#: A whole-range walk's first window holds about this many rows (a scan may stop at its first
+#: hits), the next ones twice as many each, up to its ``chunk`` (``_Walk.wanted``)
+_FIRST_CHUNK = 25
 #: Sample fractions tried in turn until the sample holds ``SAMPLE_ENOUGH`` messages.
 SAMPLE_FRACTIONS = (1 / 4096, 1 / 256, 1 / 16, 1.0)
 SAMPLE_ENOUGH = 8
@@ -234,9 +242,14 @@ class _Walk:
         self.chunk = chunk
         self.rows = 0
         self.density: float | None = None  # rows per second near the walk, where known
+        self.answers = 0  # answer windows that held rows
 
     def wanted(self) -> int:
-        return self.chunk if self.need is None else max(self.need - self.rows, 1)
+        """Rows the next window is sized for: what is still needed; for a whole-range walk
+        (a scan, which may stop at its first hits) a page first, doubling up to ``chunk``."""
+        if self.need is None:
+            return min(self.chunk, _FIRST_CHUNK << min(self.answers, 16))
+        return max(self.need - self.rows, 1)
 
     def done(self) -> bool:
         return self.need is not None and self.rows >= self.need
@@ -318,18 +331,24 @@ def _answer(state: _Walk, lo: int | None, hi: int | None, learn: bool = True) ->
         return False
     rows = yield Window(lo=clipped[0], hi=clipped[1])
     state.rows += rows
+    state.answers += rows > 0
     if learn and clipped[0] is not None and clipped[1] is not None:
         state.learn(rows, clipped[1] - clipped[0])
     return rows > 0
 
 
 def _start(state: _Walk) -> Generator[Window, int, int | None]:
-    """The first page: mail dated after ``now`` (+1 day), then find where the mail is below."""
+    """The first page. Descending: from the read's own newest mail where the sample shows some
+    (``_top``), else from the clock: mail dated after ``now`` (+1 day) first, then find where the
+    mail is below. Ascending: from the oldest mail (``_locate_oldest``)."""
     read = state.read
     if read.descending:
-        top = read.now + 86_400 if read.hi is None else read.hi
-        if read.hi is None:
-            yield from _answer(state, top, None)  # mail dated in the future comes first
+        top = _top(read)
+        if top is None:
+            top = read.now + 86_400 if read.hi is None else read.hi
+        if read.hi is None or top < read.hi:
+            # mail above the top (dated in the future; newer than what the sample saw): first
+            yield from _answer(state, top, read.hi, learn=False)
             if state.done():
                 return None
         return top
@@ -337,6 +356,30 @@ def _start(state: _Walk) -> Generator[Window, int, int | None]:
     if bottom is None:
         return None
     return bottom
+
+
+def _top(read: WindowedRead) -> int | None:
+    """Where a descending first page starts when the sample shows the read's mail (None: it
+    shows none, and the walk starts from the clock): an archive's newest mail may be years old,
+    and probes bisecting the years between the clock and it cost a statement each.
+
+    The read's mail above its newest sampled match is about ``1 / hint_fraction`` rows (each
+    is sampled with that probability): where that is few (``_OPEN_TOP_ROWS``), the first window
+    starts at that match (one statement reads them all); else at the distance the sample's
+    density there puts ``_TOP_REACH`` times that many rows (more mail above is improbable, and
+    the open window above the top still reads it), and the walk bisects the span below."""
+    if not read.hint or read.hint_fraction <= 0:
+        return None
+    found = _hinted_density(read, read.hint[-1] + 1 if read.hi is None else read.hi, -1)
+    if found is None:
+        return None
+    newest, density = found
+    if 1 / read.hint_fraction <= _OPEN_TOP_ROWS or density <= 0:
+        return newest
+    reach = newest + max(math.ceil(_TOP_REACH / (read.hint_fraction * density)), 1)
+    if read.now + 86_400 > newest:  # never above the clock's top: past it, only mail dated in the future
+        reach = min(reach, read.now + 86_400)
+    return reach if read.hi is None else min(reach, read.hi)
 
 
 def _rest_of_second(state: _Walk, second: int, key: str) -> Generator[Window, int, None]:

@@ -38,6 +38,8 @@ __all__ = [
     "to_list",
 ]
 
+#: an ``_id`` no message has (ids are ``<mailboxId>:<64 hex digits>``): the no-op barrier's filter
+_NO_MESSAGE = ":journal-barrier"
 T = TypeVar("T")
 
 
@@ -205,10 +207,16 @@ class StoreContext:
     def journal_barrier(self, concern: Any) -> None:
         """Make every write acknowledged so far durable when the batch's own last write was not
         journaled (it wrote nothing new): one journaled write under ``concern``, which the server
-        acknowledges once its log, sequential, holds everything before it. The write changes a
-        counter (``BARRIER_COLLECTION``): a write that matched nothing was acknowledged by
-        SecantusDB without a log flush, and a server kill then lost the batch's variants."""
+        acknowledges once its log, sequential, holds everything before it. Where the server
+        needs it (``capabilities.barrier_counter``: SecantusDB, which acknowledged a write that
+        matched nothing without a log flush, and a server kill then lost the batch's variants)
+        the write changes a counter (``BARRIER_COLLECTION``); elsewhere it is an update that
+        matches nothing (mongod journals up to its latest write for it): no collection, and no
+        document that every writer of a deployment increments."""
         if concern is None:
+            return
+        if self.capabilities.barrier_counter is False:  # learned with the concern (completion_concern)
+            self.completing(self.messages, concern).update_one({"_id": _NO_MESSAGE}, {"$set": {"_": 1}})
             return
         barrier = self.completing(self.barrier, concern)
         try:

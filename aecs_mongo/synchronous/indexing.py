@@ -60,6 +60,7 @@ __all__ = [
     "current",
     "html_text",
     "load_records",
+    "read_blobs",
     "rebuild",
 ]
 
@@ -131,7 +132,7 @@ def load_records(ctx: StoreContext, keys: Sequence[str]) -> tuple[list[Record], 
         bodies = {b["_id"]: b for b in ctx.bodies.find(ctx.by_ids(list(messages)), _BODY_FIELDS)}
         wanted = [m["blobPrefix"] + "body.html" for m in messages.values() if "body.html" in (m.get("blobs") or ())]
         wanted += [b["spill"] for b in bodies.values() if b.get("spill")]
-        data = _read_blobs(ctx, wanted)
+        data = read_blobs(ctx, wanted)
         for key, _id in zip(part, ids, strict=True):
             message = messages.get(_id)
             if message is None:
@@ -147,7 +148,7 @@ def load_records(ctx: StoreContext, keys: Sequence[str]) -> tuple[list[Record], 
     return records, gone
 
 
-def _read_blobs(ctx: StoreContext, keys: Sequence[str]) -> dict[str, bytes]:
+def read_blobs(ctx: StoreContext, keys: Sequence[str]) -> dict[str, bytes]:
     """Several blobs at once (GridFS: one ``files`` and one ``chunks`` read per hundred); an
     upload interrupted mid-way gives no text."""
     store = ctx.blob_store()

@@ -15,6 +15,7 @@ index entry of mail deleted since, is never returned).
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -110,11 +111,7 @@ def search(
     elif engine in ("text", "atlas"):
         results = _mongo(ctx, tree, engine, limit, sort, after, now)
     else:
-        if ctx.first_time("scan search"):
-            log.info(
-                "search in mailbox %r reads the messages newest first: no text index (not an index); said once",
-                ctx.mailbox_id,
-            )
+        _say_scan(ctx)
         results = _scan(ctx, tree, limit, after, now, progress)
     if sort == "date" and len(results) == limit and results.complete:
         results.next_cursor = queries.encode_cursor(keyset, {"ts": results[-1]["ts"], "messageKey": results.keys[-1]})
@@ -146,6 +143,7 @@ def count(ctx: StoreContext, query: str) -> int:
         stages = mongo_pipeline(first, post, sort="date", limit=None, after=None, score={"$literal": None})
         found = to_list(resolve(ctx.bodies.aggregate([*stages, {"$count": "n"}])))
         return int(found[0]["n"]) if found else 0
+    _say_scan(ctx)
     matched = 0
 
     def take(rows: list[tuple[dict[str, Any], dict[str, str]]]) -> bool:
@@ -332,6 +330,18 @@ def _mongo(
 # --- the scan ----------------------------------------------------------------------------------------
 
 
+def _say_scan(ctx: StoreContext) -> None:
+    """The warning of a store whose searches fall back to the scan (not one that asked for it):
+    what to do about it, once per store."""
+    if ctx.settings.search_engine == "auto" and ctx.first_time("scan search"):
+        log.warning(
+            "search in mailbox %r reads every message (the scan: this server has no text index and the store"
+            " no local index); for searches in milliseconds give the store a local full-text index:"
+            " MessageStore(db, search_index=PATH), PATH a file it keeps (the command line does this itself)",
+            ctx.mailbox_id,
+        )
+
+
 def _scan(
     ctx: StoreContext,
     tree: Node,
@@ -409,7 +419,9 @@ def _match_window(
     ctx: StoreContext, tree: Node, window: list[dict[str, Any]], now: _dt.datetime
 ) -> list[tuple[dict[str, Any], dict[str, str]]]:
     """The messages of one window that match, in the window's order, with their columns. The
-    HTML part is read only for messages that have one and whose answer it could change."""
+    HTML part (and a spilled body) is read only for messages that have one and whose answer it
+    could change: not where the message matched without it and the tree has no NOT (more text
+    only adds matches then); one read of its blobs, the message and body already in hand."""
     if not window:
         return []
     ids = [m["_id"] for m in window]
@@ -418,6 +430,7 @@ def _match_window(
         bodies.update({b["_id"]: b for b in ctx.bodies.find(selector, {"raw": 0, "forAI": 0})})
     shared = ctx.settings.shared_view
     reads_html = search_query.has_text(tree)
+    monotone = not search_query.has_not(tree)
 
     def test(message: dict[str, Any], columns: Mapping[str, str]) -> bool:
         return search_query.matches(
@@ -443,17 +456,22 @@ def _match_window(
             second.append(message)  # the text is in body.json: read with the HTML below
             continue
         columns = search_columns(message, body, None, indexing.html_text)
-        answers[message["_id"]] = (test(message, columns), columns)
-        if reads_html and "body.html" in (message.get("blobs") or ()):
+        matched = test(message, columns)
+        answers[message["_id"]] = (matched, columns)
+        if reads_html and "body.html" in (message.get("blobs") or ()) and not (matched and monotone):
             second.append(message)
     if second:
-        records, _gone = indexing.load_records(ctx, [m["messageKey"] for m in second])
-        by_key = {r.key: r for r in records}
+        html_keys = {m["_id"]: m["blobPrefix"] + "body.html" for m in second if "body.html" in (m.get("blobs") or ())}
+        spilled = {m["_id"]: bodies[m["_id"]]["spill"] for m in second if bodies[m["_id"]].get("spill")}
+        data = indexing.read_blobs(ctx, [*html_keys.values(), *spilled.values()])
         for message in second:
-            record = by_key.get(message["messageKey"])
-            if record is not None:
-                columns = dict(record.columns)
-                answers[message["_id"]] = (test(message, columns), columns)
+            body = dict(bodies[message["_id"]])
+            if spilled.get(message["_id"]) in data:
+                body.update(json.loads(data[spilled[message["_id"]]].decode("utf-8")))
+            raw_html = data.get(html_keys.get(message["_id"], ""))
+            html = None if raw_html is None else raw_html.decode("utf-8", "replace")
+            columns = search_columns(message, body, html, indexing.html_text)
+            answers[message["_id"]] = (test(message, columns), columns)
     out = []
     for message in window:
         found = answers.get(message["_id"])
