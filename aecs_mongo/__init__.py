@@ -12,9 +12,13 @@ from __future__ import annotations
 import importlib
 import sys
 import types
-from typing import TYPE_CHECKING, Any
 
+# ``typing`` is not imported at run time: the command line's thin client (aecs_mongo.warm.client)
+# imports this package first, and typing costs more than the rest of it (mypy knows the name)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .asynchronous.blobstores import AsyncBlobStore
     from .asynchronous.store import AsyncMessageStore
     from .errors import (

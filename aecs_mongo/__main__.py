@@ -1,8 +1,9 @@
-"""``python -m aecs_mongo``: the ``aecs-mongo`` command line (see ``aecs_mongo.cli``)."""
+"""``python -m aecs_mongo``: the ``aecs-mongo`` command line (see ``aecs_mongo.cli``), through
+the warm path's thin client (``aecs_mongo.warm.client``)."""
 
 from __future__ import annotations
 
-from .cli import run
+from .warm.client import run
 
 if __name__ == "__main__":
     run()

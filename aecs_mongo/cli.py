@@ -304,7 +304,7 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         "--verbose",
         action="store_true",
         default=default(False),
-        help=explain("show the normalizer's warnings about odd mail"),
+        help=explain("show the normalizer's warnings about odd mail, and the embedded server in use"),
     )
 
 
@@ -376,13 +376,19 @@ def _print(output: Output, as_json: bool, *, line: bool = False) -> int:
 # --- running --------------------------------------------------------------------------------------
 
 
+def embedded_notice(data_dir: Path) -> str:
+    """What a command says on stderr when it starts the embedded server (or with ``-v``)."""
+    return f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}"
+
+
 @contextlib.contextmanager
 def _server_uri(args: argparse.Namespace) -> Iterator[str]:
     """``--uri``, or the embedded server of the data directory: the shared one in the background
     (``aecs_mongo.embedded.background``), started if none runs; with ``--keep-server 0``, and for
     ``pop3 --delete-on-server`` (which wants ``--sync-on-commit``), one of the command's own
     unless a shared one is running already. Sets ``args.embedded_dir`` (None with ``--uri``):
-    a database error there that is a full disk is named as such."""
+    a database error there that is a full disk is named as such. The embedded server is named
+    on stderr once, by the command that starts it (and by every command with ``-v``)."""
     args.embedded_dir = None
     if args.uri:
         yield args.uri
@@ -400,14 +406,24 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
     args.embedded_dir = data_dir
     # pop3 --delete-on-server deletes the only other copy: every commit is synced to disk
     durable = bool(getattr(args, "delete_on_server", False))
-    note(f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}")
+    said = False
+
+    def notice() -> None:  # once, when this command starts the server, or with -v
+        nonlocal said
+        if not said:
+            said = True
+            note(embedded_notice(data_dir))
+
+    if args.verbose:
+        notice()
     with signals_as_interrupt(), contextlib.ExitStack() as stack:
         try:
             if args.keep_server > 0 and not durable:
-                uri = stack.enter_context(background.use(data_dir, args.keep_server))
+                uri = stack.enter_context(background.use(data_dir, args.keep_server, on_start=notice))
             else:
                 shared = stack.enter_context(background.attach(data_dir))
                 if shared is None:
+                    notice()
                     server = EmbeddedServer(data_dir=data_dir, sync_on_commit=durable)
                     stack.callback(server.stop)
                     server.start()
@@ -420,51 +436,6 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
                 raise CliError(f"the embedded server did not start: {disk_full_message(data_dir)}") from None
             raise
         yield uri
-
-
-def _search_index(args: argparse.Namespace, db: Any) -> Path | None:
-    """The local search index the command keeps (DESIGN: automatic for the embedded default, in
-    its data directory; for ``--uri`` without a text index, one per deployment and database in
-    the user's cache directory; ``--search-index`` names another file, or ``none``)."""
-    chosen = getattr(args, "search_index", None)
-    if chosen is not None:
-        return None if chosen == "none" else Path(chosen).expanduser().resolve()
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.db)
-    if not args.uri:
-        return Path(args.embedded_dir).resolve() / "search" / f"{name}.sqlite"
-    if "aecs_bodies_search" in {ix["name"] for ix in db.bodies.list_indexes()}:
-        return None  # the server's $text index serves search
-    import hashlib
-
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aecs-mongo" / "search"
-    where = hashlib.sha256(f"{_deployment(args.uri)}\n{args.db}".encode()).hexdigest()[:16]
-    return cache / f"{name}-{where}.sqlite"
-
-
-def _blobs(args: argparse.Namespace, db: Any) -> str:
-    """The blob store of the command: ``--blobs`` or ``$AECS_BLOBS``; else the one the database
-    records; else, for the embedded server, a directory in its data directory (``blobs``),
-    unless the database holds mail stored before locations were recorded (GridFS); else GridFS
-    (``--uri``, as the library's default)."""
-    from .pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION
-
-    given = getattr(args, "blobs", None)
-    if given:
-        return str(given)
-    recorded = db[SETTINGS_COLLECTION].find_one({"_id": BLOBS_SETTING})
-    if recorded is not None:
-        return str(recorded["url"])
-    if args.uri or db.messages.find_one({}, {"_id": 1}) is not None:
-        return "gridfs"
-    return "file://" + str(Path(args.embedded_dir).resolve() / "blobs")
-
-
-def _deployment(uri: str) -> str:
-    """The hosts of a MongoDB URI (its scheme and host list, without credentials or options):
-    the same deployment gives the same name whoever connects."""
-    scheme, _, rest = uri.partition("://")
-    hosts = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
-    return scheme + "://" + ",".join(sorted(hosts.lower().split(",")))
 
 
 def _start_failure(data_dir: Path, reason: str) -> str:
@@ -504,17 +475,19 @@ def _database_error(args: argparse.Namespace, exc: Exception) -> CliError:
     return CliError(database_error_text(exc, getattr(args, "embedded_dir", None)))
 
 
-def _run(args: argparse.Namespace) -> int:
-    command: Command = args.entry
-    if command.handlers is None:  # 'server': the embedded server itself, no store
-        from .commands.server import server
+#: How the warm command host (:mod:`aecs_mongo.warm.host`) runs a command on what it keeps
+#: open: for the parsed arguments, a context that yields an open ``MongoClient`` and the function
+#: that opens the command's store (:func:`aecs_mongo.commands.stores.open_store` or a cache of it).
+Connector = Callable[[argparse.Namespace], contextlib.AbstractContextManager[tuple[Any, Callable[..., Any]]]]
 
-        return _print(server(args), args.json)
 
+@contextlib.contextmanager
+def _connect(args: argparse.Namespace) -> Iterator[tuple[Any, Callable[..., Any]]]:
+    """A new client on the command's server (``--uri`` or the embedded one), closed at the end."""
     from pymongo import MongoClient
-    from pymongo.errors import ConfigurationError, PyMongoError, ServerSelectionTimeoutError
+    from pymongo.errors import ConfigurationError
 
-    from .synchronous.store import MessageStore
+    from .commands.stores import open_store
 
     with _server_uri(args) as uri:
         try:
@@ -524,15 +497,24 @@ def _run(args: argparse.Namespace) -> int:
         except ConfigurationError as exc:  # InvalidURI is one; so is an SRV name that does not resolve
             raise CliError(_uri_problem(uri, exc), EXIT_USAGE) from None
         try:
+            yield client, open_store
+        finally:
+            client.close()
+
+
+def _run(args: argparse.Namespace, connect: Connector | None = None) -> int:
+    command: Command = args.entry
+    if command.handlers is None:  # 'server': the embedded server itself, no store
+        from .commands.server import server
+
+        return _print(server(args), args.json)
+
+    from pymongo.errors import PyMongoError, ServerSelectionTimeoutError
+
+    with (connect or _connect)(args) as (client, open_store):
+        try:
             db = client[args.db]
-            store = MessageStore(
-                db,
-                mailbox_id=args.mailbox,
-                owner_addresses=getattr(args, "owner", None) or (),
-                durable=not getattr(args, "fast", False),
-                search_index=_search_index(args, db),
-                blobs=_blobs(args, db),
-            )
+            store = open_store(args, db)
             handler: Handler = command.handlers()[command.name]
             if command.indexes:
                 store.ensure_indexes()
@@ -549,8 +531,6 @@ def _run(args: argparse.Namespace) -> int:
             raise CliError(f"query: {exc}", EXIT_USAGE) from None
         except AecsMongoError as exc:
             raise CliError(str(exc)) from None
-        finally:
-            client.close()
 
 
 #: global options that take a value (the command is the first word that is not one of these)
@@ -584,9 +564,15 @@ def tag_changes(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``aecs-mongo`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
-    parser = build_parser()
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    parser: argparse.ArgumentParser | None = None,
+    connect: Connector | None = None,
+) -> int:
+    """Run ``aecs-mongo`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code.
+    The warm command host passes the ``parser`` it built once and its ``connect``."""
+    parser = parser or build_parser()
     try:
         args = parser.parse_args(tag_changes(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # --help, or a usage error argparse already printed
@@ -596,7 +582,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.verbose:
         normalizer_log.setLevel(logging.ERROR)
     try:
-        return _run(args)
+        code = _run(args, connect)
+        stdout().flush()  # a reader gone (| head) is seen here, not at exit
+        return code
     except CliError as exc:
         note(f"error: {exc}")
         return exc.code

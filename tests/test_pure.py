@@ -20,7 +20,7 @@ from aecs_mongo.pure.documents import (
 from aecs_mongo.pure.explain import plan_stages, sort_provided
 from aecs_mongo.pure.keys import blob_prefix, list_id_key, message_key, strip_message_id, subject_key
 from aecs_mongo.pure.lifecycle import byte_pages, recorded_size
-from aecs_mongo.pure.queries import decode_cursor, encode_cursor, inbox_query, participant_query
+from aecs_mongo.pure.queries import decode_cursor, encode_cursor, inbox_query, participant_query, threads_query
 
 from .helpers.factories import BASE_TS, email
 
@@ -135,6 +135,29 @@ def test_cursors_round_trip_and_bind_to_their_query() -> None:
     forged = encode_cursor(q, {"ts": BASE_TS, "messageKey": "not-hex"})
     with pytest.raises(errors.InvalidCursorError):
         decode_cursor(q, forged, "alice")
+
+
+def test_cursors_are_short_enough_for_an_80_column_line_and_old_ones_still_page() -> None:
+    """``next_cursor: <cursor>`` fits 80 columns (it took 147-156 before); a cursor of the older
+    JSON form is still accepted; a short one tampered with, cut or lengthened is refused."""
+    import base64
+    import json
+
+    q, threads = inbox_query("alice"), threads_query("a:b")
+    for ts in (0, -1, BASE_TS, 2**40, -(2**63), 2**63 - 1):
+        cursor = encode_cursor(q, {"ts": ts, "messageKey": "e" * 64})
+        assert decode_cursor(q, cursor, "alice") == (ts, "e" * 64)
+        thread_cursor = encode_cursor(threads, {"lastTs": ts, "_id": "a:b:" + "d" * 64})
+        assert decode_cursor(threads, thread_cursor, "a:b") == (ts, "a:b:" + "d" * 64)
+        if 0 <= ts < 2**34:  # today's epoch seconds and centuries around them
+            assert len(f"next_cursor: {cursor}") <= 80 and len(f"next_cursor: {thread_cursor}") <= 80
+    old = json.dumps([1, q.fingerprint, BASE_TS, "e" * 64], separators=(",", ":")).encode()
+    assert decode_cursor(q, base64.urlsafe_b64encode(old).decode().rstrip("="), "alice") == (BASE_TS, "e" * 64)
+    cursor = encode_cursor(q, {"ts": BASE_TS, "messageKey": "e" * 64})
+    raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    for bad in (raw[:-1], raw + b"\0", raw[:1] + bytes([raw[1] ^ 1]) + raw[2:], b"\3" + raw[1:]):
+        with pytest.raises(errors.InvalidCursorError):
+            decode_cursor(q, base64.urlsafe_b64encode(bad).decode().rstrip("="), "alice")
 
 
 def test_blob_prefix_range_is_exact() -> None:

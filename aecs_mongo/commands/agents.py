@@ -55,13 +55,14 @@ def mcp(ctx: Context) -> Output:
         missing = f"the MCP server needs the mcp extra ({exc.name} is missing): {INSTALL_HINT}"
         raise CliError(missing, EXIT_USAGE) from None
     from ..agents import MailTools
-    from ..synchronous.store import MessageStore
+    from .stores import open_store
 
     if args.print_token:
         token, _ = mcp_server.load_token(Path(args.data_dir).resolve())
         return Output({"token": token}, [token])
-    # a shared view: whoever reads the agent's answers is not assumed to be the owner (no bcc)
-    store = MessageStore(ctx.db, mailbox_id=args.mailbox, shared_view=True)
+    # a shared view: whoever reads the agent's answers is not assumed to be the owner (no bcc);
+    # the same engine and local index as the other commands (commands/stores.py decides them)
+    store = open_store(args, ctx.db, shared_view=True)
     if args.allow_writes:
         store.ensure_indexes()
     tools = MailTools(store, writable=args.allow_writes, embed=_embedder(args.embedder))

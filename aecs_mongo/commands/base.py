@@ -206,7 +206,8 @@ def terminal_width(default: int = 100) -> int:
         return int(columns)
     if not stdout().isatty():
         return default
-    return max(40, shutil.get_terminal_size((default, 24)).columns)
+    given = getattr(stdout(), "terminal_size", None)  # in the warm command host: the client's
+    return max(40, given[0] if given else shutil.get_terminal_size((default, 24)).columns)
 
 
 # --- where the data lives ------------------------------------------------------------------------

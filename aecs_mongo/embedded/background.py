@@ -35,7 +35,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,9 +50,12 @@ __all__ = [
     "KEEP_ENV",
     "ServerStatus",
     "attach",
+    "hold",
     "parse_duration",
+    "running",
     "start",
     "status",
+    "still_running",
     "stop",
     "use",
 ]
@@ -333,19 +336,27 @@ def _prepared(data_dir: Path, standalone: bool) -> tuple[EmbeddedServer, Credent
 
 
 @contextlib.contextmanager
-def use(data_dir: Path, keep_seconds: float, *, standalone: bool = False) -> Iterator[str]:
+def use(
+    data_dir: Path, keep_seconds: float, *, standalone: bool = False, on_start: Callable[[], None] | None = None
+) -> Iterator[str]:
     """The URI of the data directory's shared server, started if none runs, for as long as the
-    block runs (it holds ``server.clients``); ``keep_seconds`` becomes the server's idle time."""
+    block runs (it holds ``server.clients``); ``keep_seconds`` becomes the server's idle time.
+    ``on_start`` is called when this call starts the server (the command line's notice)."""
     data_dir = Path(data_dir).absolute()
     make_private(data_dir)  # first: the lock files go into it
     with _locked(data_dir / START_LOCK):  # then the credentials: one first start provisions them
         server, credentials = _prepared(data_dir, standalone)
         live = _live(server, credentials, server.startup_timeout)
         if live is None:
+            if on_start is not None:
+                on_start()
             live = _spawn(server, credentials, keep_seconds)
         elif live.record.get("idleSeconds") != keep_seconds:
             live.record["idleSeconds"] = keep_seconds
             write_record(data_dir / RECORD, live.record)
+        from ..warm import spawn  # the warm command host serves the reads that follow (aecs_mongo.warm)
+
+        spawn.start(data_dir)
         with contextlib.ExitStack() as held:
             held.enter_context(_locked(data_dir / CLIENTS_LOCK, exclusive=False))
             _touch(data_dir / USED)
@@ -382,6 +393,41 @@ def attach(data_dir: Path) -> Iterator[str | None]:
     with clients:
         try:
             yield live.uri
+        finally:
+            _touch(data_dir / USED)
+
+
+def running(data_dir: Path) -> tuple[dict[str, Any], str] | None:
+    """The record and the URI of the data directory's shared server when its record names a
+    live server of ours, else None. Only looks: a stale record is left for the next command
+    that starts a server (the warm command host calls this, and connects to check)."""
+    data_dir = Path(data_dir).absolute()
+    with _locked(data_dir / START_LOCK):
+        record = read_record(data_dir / RECORD)
+        if record is None or not _is_ours(record, data_dir):
+            return None
+        _, credentials = _prepared(data_dir, False)
+    return record, _uri(str(record.get("host", "127.0.0.1")), int(record["port"]), credentials)
+
+
+def still_running(data_dir: Path, pid: int) -> dict[str, Any] | None:
+    """The data directory's record while it still names the server ``pid`` and that process
+    runs (a zombie is gone), else None; a quick look (the warm command host's, per command)."""
+    record = read_record(Path(data_dir) / RECORD)
+    if record is None or record.get("pid") != pid or not _alive(pid):
+        return None
+    return record
+
+
+@contextlib.contextmanager
+def hold(data_dir: Path) -> Iterator[None]:
+    """Count as a command using the shared server while the block runs (the warm command host
+    runs each command in one): ``server.clients`` held, ``server.used`` touched at both ends."""
+    data_dir = Path(data_dir).absolute()
+    with _locked(data_dir / CLIENTS_LOCK, exclusive=False):
+        _touch(data_dir / USED)
+        try:
+            yield
         finally:
             _touch(data_dir / USED)
 

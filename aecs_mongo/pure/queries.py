@@ -80,7 +80,9 @@ THREAD_CONTEXT_PROJECTION: dict[str, int] = {
 }
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_CURSOR_VERSION = 1
+_HEX16 = re.compile(r"^[0-9a-f]{16}$")
+_CURSOR_VERSION = 2  # the short binary form
+_JSON_CURSOR_VERSION = 1  # the older JSON form, still read
 
 
 @dataclass(frozen=True)
@@ -204,29 +206,80 @@ def keyset_filter(query: KeysetQuery, after: tuple[int, str] | None) -> dict[str
 
 
 def encode_cursor(query: KeysetQuery, last: Mapping[str, Any]) -> str:
-    """An opaque cursor for the page after the row ``last``."""
-    payload = [_CURSOR_VERSION, query.fingerprint, int(last[query.ts_field]), str(last[query.key_field])]
-    raw = json.dumps(payload, separators=(",", ":")).encode("utf-8")
+    """An opaque cursor for the page after the row ``last``: 62 characters (URL-safe base64 of
+    a version byte, the query's fingerprint, the sort time as a zigzag varint and the row's key
+    as 32 bytes), so ``next_cursor: <cursor>`` fits an 80-column terminal. A key that is not a
+    stored one's shape (64 hex digits, after ``<mailbox>:`` for threads) keeps the older form."""
+    ts, key = int(last[query.ts_field]), str(last[query.key_field])
+    digits = key.rpartition(":")[2] if query.key_field == "_id" else key
+    if _HEX64.match(digits) and _HEX16.match(query.fingerprint) and -(2**63) <= ts < 2**63:
+        raw = bytes([_CURSOR_VERSION]) + bytes.fromhex(query.fingerprint) + _varint(ts) + bytes.fromhex(digits)
+    else:
+        raw = json.dumps([_JSON_CURSOR_VERSION, query.fingerprint, ts, key], separators=(",", ":")).encode("utf-8")
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
+def _varint(value: int) -> bytes:
+    """``value`` (an int64 of any sign) as a zigzag LEB128 varint: 5 bytes for today's epoch
+    seconds."""
+    n = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _read_varint(raw: bytes, at: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        if at >= len(raw) or shift > 70:
+            raise InvalidCursorError("malformed cursor")
+        byte = raw[at]
+        n |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if not byte & 0x80:
+            return (n >> 1) ^ -(n & 1), at
+
+
+def _cursor_payload(text: str) -> tuple[str, int, str, bool]:
+    """``(fingerprint, ts, key, short)`` of a cursor, in its short form or the older JSON one
+    (``short``: the key is 64 hex digits without the threads' ``<mailbox>:``)."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        raise InvalidCursorError("malformed cursor") from None
+    if raw[:1] == bytes([_CURSOR_VERSION]) and len(raw) > 9 + 32:
+        ts, at = _read_varint(raw, 9)
+        if len(raw) - at != 32:
+            raise InvalidCursorError("malformed cursor")
+        return raw[1:9].hex(), ts, raw[at:].hex(), True
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidCursorError("malformed cursor") from None
+    if not (isinstance(payload, list) and len(payload) == 4 and payload[0] == _JSON_CURSOR_VERSION):
+        raise InvalidCursorError("malformed cursor")
+    _, fingerprint, ts, key = payload
+    if isinstance(ts, bool) or not isinstance(ts, int) or not isinstance(key, str):
+        raise InvalidCursorError("malformed cursor")
+    return str(fingerprint), ts, key, False
+
+
 def decode_cursor(query: KeysetQuery, cursor: object, mailbox_id: str) -> tuple[int, str] | None:
-    """Validate a cursor from a caller; ``InvalidCursorError`` unless it was made for this query."""
+    """Validate a cursor from a caller; ``InvalidCursorError`` unless it was made for this query.
+    Cursors of the older, longer form (up to 0.1.0 and until issue 43) are still accepted."""
     if cursor is None:
         return None
     text = check_str(cursor, "cursor")
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        payload = json.loads(raw.decode("utf-8"))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise InvalidCursorError("malformed cursor") from None
-    if not (isinstance(payload, list) and len(payload) == 4 and payload[0] == _CURSOR_VERSION):
-        raise InvalidCursorError("malformed cursor")
-    _, fingerprint, ts, key = payload
+    fingerprint, ts, key, short = _cursor_payload(text)
     if fingerprint != query.fingerprint:
         raise InvalidCursorError("cursor belongs to another mailbox or query")
-    if isinstance(ts, bool) or not isinstance(ts, int) or not isinstance(key, str):
-        raise InvalidCursorError("malformed cursor")
+    if short and query.key_field == "_id":
+        key = f"{mailbox_id}:{key}"
     if query.key_field == "messageKey" and not _HEX64.match(key):
         raise InvalidCursorError("malformed cursor")
     if query.key_field == "_id" and not key.startswith(mailbox_id + ":"):
