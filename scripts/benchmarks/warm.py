@@ -177,7 +177,7 @@ def bench_warm(size: int, rounds: int, word: str) -> list[Doc]:
                 ("search xylophonist (rare)", ("search", "xylophonist"), ["search", "--limit=20", "xylophonist"]),
                 (f"count {word}", ("count", word), ["count", word]),
                 (
-                    f"thread ID ({biggest['messageCount']} messages)",
+                    f"thread ID ({biggest['messageCount']} message{'' if biggest['messageCount'] == 1 else 's'})",
                     ("thread", biggest["threadId"]),
                     ["show", "--format=text", thread],
                 ),
