@@ -109,10 +109,17 @@ def test_file_store_keeps_a_mailbox_whole_life(make_store: Callable[..., Any], d
     assert db["aecs.files"].count_documents({}) == 0 and db["aecs.chunks"].count_documents({}) == 0
     assert db.aecs_settings.find_one({"_id": "blobs"})["url"] == url
     alice_root = root / mailbox_blob_root("alice")
-    n0 = alice_root / message_key("n0@example.com")
-    assert sorted(p.name for p in n0.iterdir()) == ["att", "body.html", "raw.eml"]
-    assert (n0 / "raw.eml").read_bytes()[:4] == b"\x28\xb5\x2f\xfd"  # a zstd frame
-    assert (n0 / "raw.eml").stat().st_size < len(mailbox_mail(1)[0])
+
+    def files_of(n: int) -> list[Path]:
+        key = message_key(f"n{n}@example.com")
+        return sorted((alice_root / key[:2]).glob(f"{key}.*"))
+
+    key0 = message_key("n0@example.com")
+    assert [p.name for p in files_of(0)] == [f"{key0}.att.0", f"{key0}.body.html", f"{key0}.raw.eml"]
+    raw0 = alice_root / key0[:2] / f"{key0}.raw.eml"
+    assert raw0.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"  # a zstd frame
+    assert raw0.stat().st_size < len(mailbox_mail(1)[0])
+    assert len(BlobStore.from_url(url).list_keys(blob_prefix("alice", key0))) == 3
     assert oct(root.stat().st_mode & 0o777) == "0o700"
     assert store.get_raw("n0@example.com") == mailbox_mail(1)[0]
     assert store.get_html("n0@example.com") == "<p>html 0</p>"
@@ -129,9 +136,9 @@ def test_file_store_keeps_a_mailbox_whole_life(make_store: Callable[..., Any], d
     report = store.expire(START + dt.timedelta(days=4), batch_size=2)
     assert report.messages == 4 and report.blobs >= 4 * 2
     for n in range(4):
-        assert not (alice_root / message_key(f"n{n}@example.com")).exists()
+        assert files_of(n) == []
     assert stored_threads(db, "alice") == recomputed_threads(db, "alice")
-    assert store.delete("n5@example.com") and not (alice_root / message_key("n5@example.com")).exists()
+    assert files_of(5) and store.delete("n5@example.com") and files_of(5) == []
     erased = store.erase_mailbox()
     assert erased.messages == 4 and erased.blobs > 0 and erased.remaining == 0
     assert not alice_root.exists() or files_under(alice_root) == []
@@ -166,9 +173,10 @@ def test_a_blob_gone_from_under_its_row_is_a_typed_error(make_store: Callable[..
     root = tmp_path / "blobs"
     store = make_store("alice", blobs=f"file://{root}")
     store.store(mailbox_mail(1)[0])
-    directory = root / blob_prefix("alice", message_key("n0@example.com"))
-    (directory / "raw.eml").unlink()
-    (directory / "body.html").unlink()
+    key = message_key("n0@example.com")
+    directory = root / mailbox_blob_root("alice") / key[:2]
+    (directory / f"{key}.raw.eml").unlink()
+    (directory / f"{key}.body.html").unlink()
     with pytest.raises(BlobMissingError) as missing:
         store.get_raw("n0@example.com")
     assert missing.value.message_id == "n0@example.com" and missing.value.key.endswith("/raw.eml")
@@ -190,23 +198,24 @@ def test_what_a_crash_left_is_reused_or_swept(make_store: Callable[..., Any], db
     store = make_store("alice", blobs=f"file://{root}")
     store.store(mailbox_mail(1)[0])  # records the location
     mail = mailbox_mail(3)
-    prefixes = {n: root / blob_prefix("alice", message_key(f"n{n}@example.com")) for n in (1, 2)}
+    keys = {n: message_key(f"n{n}@example.com") for n in (1, 2)}
     blobs = BlobStore.from_url(f"file://{root}")
-    for n, directory in prefixes.items():  # what a worker killed after its raw.eml left
-        key = blob_prefix("alice", message_key(f"n{n}@example.com")) + "raw.eml"
-        blobs.put([(Blob(key, mail[n], "message/rfc822"), message_key(f"n{n}@example.com"))])
-        (directory / ".body.html.0123.tmp").write_bytes(b"half a blob")
+
+    def files_of(n: int) -> list[Path]:
+        return sorted((root / mailbox_blob_root("alice") / keys[n][:2]).glob(f"*{keys[n]}.*"))
+
+    for n, mkey in keys.items():  # what a worker killed after its raw.eml left
+        blobs.put([(Blob(blob_prefix("alice", mkey) + "raw.eml", mail[n], "message/rfc822"), mkey)])
+        (root / mailbox_blob_root("alice") / mkey[:2] / f".{mkey}.body.html.0123.tmp").write_bytes(b"half")
     assert store.get_message("n1@example.com") is None  # no row: no message
     assert store.store(mail[1]).inserted  # a re-delivery completes it
     assert store.get_raw("n1@example.com") == mail[1] and store.get_html("n1@example.com") == "<p>html 1</p>"
     assert store.sweep_blobs() == 0  # n2's blob is young: it may be a row about to commit
     old = time.time() - 7200
-    for path in prefixes[2].rglob("*"):
-        os.utime(path, (old, old))
-    for path in prefixes[1].rglob("*"):
+    for path in files_of(1) + files_of(2):
         os.utime(path, (old, old))
     assert store.sweep_blobs() == 1  # n2's, never n1's (its row is there)
-    assert not prefixes[2].exists() and store.get_raw("n1@example.com") == mail[1]
+    assert files_of(2) == [] and store.get_raw("n1@example.com") == mail[1]
     assert store.sweep_blobs(older_than=dt.timedelta(0)) == 0
     with pytest.raises(TypeError):
         store.sweep_blobs(older_than=3600)
@@ -396,3 +405,36 @@ def test_migrate_gridfs_to_s3_to_a_directory(db: Any, s3_server: str, bucket: st
     final = MessageStore(db, mailbox_id="alice", blobs=target)
     assert {c.message_id: c.data for c in exported(final, variants=True)} == before
     assert MessageStore(db, mailbox_id="bob", blobs=target).get_raw("n1@example.com") == mailbox_mail(2)[1]
+
+
+# --- the command line -------------------------------------------------------------------------------
+
+
+@pytest.mark.one_server
+def test_cli_blobs_show_migrate_and_the_blobs_option(
+    cli: Any, db: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--uri`` keeps GridFS by default; ``blobs migrate --to file://...`` moves the blobs and
+    later commands find them where the database records them (no option needed); ``--blobs``
+    naming another location is refused with the way out; ``$AECS_BLOBS`` is ``--blobs``."""
+    from .helpers.paths import ROOT
+
+    samples = ROOT / "samples" / "mailbox"
+    assert cli("ingest", str(samples)).code == 0
+    shown = cli("--json", "blobs", "show").json()
+    assert shown["url"] == "gridfs://aecs" and shown["recorded"]
+    first = db.messages.find_one({}, sort=[("_id", 1)])
+    raw = cli("show", "--raw", first["messageId"]).stdout
+    target = f"file://{tmp_path / 'blobs'}"
+    moved = cli("--json", "blobs", "migrate", "--to", target).json()
+    assert moved["switched"] and moved["copied"] > 0 and moved["removed"] == moved["copied"]
+    assert db["aecs.files"].count_documents({}) == 0
+    assert cli("show", "--raw", first["messageId"]).stdout == raw  # found where the database says
+    assert cli("blobs", "show").out.startswith(f"blobs: {target}")
+    refused = cli("--blobs", "gridfs", "show", "--raw", first["messageId"])
+    assert refused.code == 1 and "blobs migrate --to gridfs://aecs" in refused.err
+    monkeypatch.setenv("AECS_BLOBS", "gridfs")
+    from aecs_mongo.cli import build_parser
+
+    assert build_parser().parse_args(["inbox"]).blobs == "gridfs"
+    assert cli("blobs", "migrate").code == 2  # no --to

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from email.message import Message
 from email.parser import BytesParser
+from email.policy import compat32, default
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "eml"
 
 def _tree(message: Message) -> dict[str, Any]:
     """Everything the parser sets on a message, children included."""
-    skipped = ("_payload", "defects", "policy", "_field_index")  # the index caches _headers
+    skipped = ("_payload", "defects", "policy", "_field_index", "_derived")  # caches of _headers
     fields = {key: value for key, value in vars(message).items() if key not in skipped}
     fields["class"] = type(message).__name__
     fields["defects"] = [(type(defect).__name__, str(defect)) for defect in message.defects]
@@ -205,3 +206,16 @@ def test_line_soups_build_the_feed_parsers_tree(start: str, lines: list[tuple[st
     if not last_newline and lines:
         text = text[: -len(lines[-1][1])]
     _same_as_feed_parser(text.encode())
+
+
+@pytest.mark.parametrize("policy", [compat32, default], ids=["compat32", "default"])
+def test_other_policies_get_the_feed_parsers_tree(policy: Any) -> None:
+    """With the stock compat32 fields written out, and with another policy's own field parsing."""
+    for name, text in CASES.items():
+        raw = text.encode("latin-1")
+        expected = _tree(BytesParser(policy=policy).parsebytes(raw))
+        try:
+            got = parse_tree(raw, policy)
+        except Fallback:
+            continue
+        assert _tree(got) == expected, name

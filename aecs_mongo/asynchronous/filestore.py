@@ -1,4 +1,10 @@
-"""The file store (``file:///DIR``): one zstd-compressed file per blob, at ``DIR/<blob key>``.
+"""The file store (``file:///DIR``): one zstd-compressed file per blob.
+
+The blob ``aecs/<mailbox hash>/<messageKey>/<name>`` is the file
+``DIR/aecs/<mailbox hash>/<messageKey[:2]>/<messageKey>.<name with / as .>`` (``raw.eml``,
+``body.html``, ``att.0``, ``variants.<sha256>.eml``, ``body.json``): no directory per message,
+whose blocks (4 KiB each, two per message with attachments) weighed more than the compressed
+mail; 256 directories per mailbox instead.
 
 A batch is made durable before ``put`` returns, in this order: every file is written to a
 temporary name beside its final one (``.<name>.<random>.tmp``) and synced; each is then linked to
@@ -67,7 +73,30 @@ class FileBackend:
         self.root = location.path
 
     def _path(self, key: str) -> str:
-        return os.path.join(self.root, *key.split("/"))
+        parts = key.split("/")
+        if len(parts) < 4:  # a prefix's directory: aecs/, aecs/<mailbox>/
+            return os.path.join(self.root, *parts)
+        top, mailbox, mkey, name = parts[0], parts[1], parts[2], ".".join(parts[3:])
+        return os.path.join(self.root, top, mailbox, mkey[:2], f"{mkey}.{name}")
+
+    def _key(self, path: str) -> str:
+        """The blob key of a file's path (``_path`` reversed)."""
+        top, mailbox, _, filename = os.path.relpath(path, self.root).split(os.sep)
+        mkey, _, name = filename.partition(".")
+        kind, _, rest = name.partition(".")
+        if kind in ("att", "variants"):
+            name = f"{kind}/{rest}"
+        return f"{top}/{mailbox}/{mkey}/{name}"
+
+    def _message_files(self, prefix: str) -> list[str]:
+        """The files of one message's prefix (``aecs/<mailbox>/<messageKey>/``), temporary ones too."""
+        top, mailbox, mkey = prefix.rstrip("/").split("/")
+        directory = os.path.join(self.root, top, mailbox, mkey[:2])
+        try:
+            names = os.listdir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [os.path.join(directory, n) for n in names if n.startswith((mkey + ".", f".{mkey}."))]
 
     def _failed(self, exc: OSError, what: str) -> BlobStoreError:
         reason = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
@@ -147,7 +176,6 @@ class FileBackend:
 
     def delete(self, keys: Sequence[str]) -> int:
         removed = 0
-        directories: set[str] = set()
         for key in keys:
             path = self._path(key)
             try:
@@ -157,13 +185,20 @@ class FileBackend:
             except OSError as exc:
                 raise self._failed(exc, f"remove {key}") from None
             removed += 1
-            directories.add(os.path.dirname(path))
-        for directory in directories:  # a message's directory left empty goes too
-            with contextlib.suppress(OSError):
-                os.rmdir(directory)
         return removed
 
     def delete_prefix(self, prefix: str, dry_run: bool) -> int:
+        if prefix.count("/") == 3:  # one message's files, in its mailbox's directory
+            files = self._message_files(prefix)
+            count = sum(1 for f in files if not _is_temporary(os.path.basename(f)))
+            if not dry_run:
+                try:
+                    for path in files:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(path)
+                except OSError as exc:
+                    raise self._failed(exc, f"remove {prefix}") from None
+            return count
         top = self._path(prefix.rstrip("/"))
         count = sum(1 for _ in self._walk(top))
         if dry_run or not os.path.isdir(top):
@@ -191,6 +226,9 @@ class FileBackend:
                 yield path, modified
 
     def list_keys(self, prefix: str) -> list[tuple[str, float]]:
-        top = self._path(prefix.rstrip("/"))
-        found = [(os.path.relpath(path, self.root).replace(os.sep, "/"), mtime) for path, mtime in self._walk(top)]
+        if prefix.count("/") == 3:
+            paths = [p for p in self._message_files(prefix) if not _is_temporary(os.path.basename(p))]
+            found = [(self._key(p), os.stat(p).st_mtime) for p in paths if os.path.exists(p)]
+        else:
+            found = [(self._key(path), mtime) for path, mtime in self._walk(self._path(prefix.rstrip("/")))]
         return sorted(found)

@@ -108,6 +108,8 @@ class AsyncMessageStore:
                 blobs = open_external(location)
         elif blobs is not None and not isinstance(blobs, AsyncBlobStore):
             raise TypeError(f"blobs must be a URL or an AsyncBlobStore, not {type(blobs).__name__}")
+        elif blobs is not None and blobs.gridfs:  # another store's GridFS: this store's own, same bucket
+            bucket_name, blobs = blobs.location.bucket, None
         settings = StoreSettings.checked(
             mailbox_id,
             owner_addresses,

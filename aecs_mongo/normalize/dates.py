@@ -79,8 +79,24 @@ _TOKEN_SPLIT_RE = re.compile(r"[\s,]+")
 
 def format_utc(timestamp: int) -> str:
     """Epoch seconds -> ``YYYY-MM-DDTHH:MM:SSZ`` (works before 1970 too)."""
-    moment = _EPOCH + timedelta(seconds=timestamp)
-    return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z"  # noqa: E501
+    if type(timestamp) is not int or not _MIN_TS <= timestamp <= _MAX_TS:
+        moment = _EPOCH + timedelta(seconds=timestamp)  # raises where datetime cannot hold it
+        return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment:%H:%M:%S}Z"
+    # the proleptic Gregorian date of a day number, by integer arithmetic (H. Hinnant's
+    # civil_from_days): what datetime computes, without building one
+    days, seconds = divmod(timestamp, 86400)
+    shifted = days + 719468  # days since 0000-03-01
+    era = shifted // 146097
+    day_of_era = shifted - era * 146097
+    year_of_era = (day_of_era - day_of_era // 1460 + day_of_era // 36524 - day_of_era // 146096) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    month_index = (5 * day_of_year + 2) // 153  # March is 0
+    day = day_of_year - (153 * month_index + 2) // 5 + 1
+    month = month_index + 3 if month_index < 10 else month_index - 9
+    year = year_of_era + era * 400 + (month <= 2)
+    hour, rest = divmod(seconds, 3600)
+    minute, second = divmod(rest, 60)
+    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
 
 
 def _result(

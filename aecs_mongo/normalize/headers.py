@@ -42,6 +42,8 @@ def unfold(value: str) -> str:
 
 def _surrogates_to_text(value: str, hint_charset: str | None, defects: list[str] | None) -> str:
     """Recover raw 8-bit header octets (RFC 6532 UTF-8, or legacy bytes) as text."""
+    if value.isascii():
+        return value  # no surrogate escape: nothing to recover
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -156,7 +158,8 @@ def parse_addresses(
         entries = _simple_entries(text)
         for name, addr, bracketed in _address_entries(text) if entries is None else entries:
             email = _surrogates_to_text(addr, hint_charset, defects).strip().lower()
-            email = _CONTROL_RE.sub("", _WS_RE.sub("", email))
+            if " " in email or not email.isprintable():  # every other blank or control is unprintable
+                email = _CONTROL_RE.sub("", _WS_RE.sub("", email))
             usable = (
                 len(email) >= 3
                 and not email.startswith("@")

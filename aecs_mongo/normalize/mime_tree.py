@@ -76,6 +76,10 @@ class _Reader:
         self.factory: Any = Message if factory is None else factory
         if getattr(self.factory, "get_content_maintype", None) is not Message.get_content_maintype:
             raise Fallback("the message factory reads the main type its own way")
+        self.stock_fields = (
+            getattr(self.factory, "set_raw", None) is Message.set_raw
+            and type(policy).header_source_parse is Compat32.header_source_parse
+        )
         self.eofstack: list[_Boundary] = []
         self.msgstack: list[Message] = []
         self.cur: Message | None = None
@@ -165,11 +169,27 @@ class _Reader:
         self.cur = self.msgstack[-1] if self.msgstack else None
         return retval
 
+    def _field_adder(self, cur: Message) -> Any:
+        """``cur.set_raw(*policy.header_source_parse(lines))``, written out where both are the
+        stock ones (compat32's: the name before the first colon; the value with the blanks after
+        the colon dropped, the continuation lines joined, the last line break removed)."""
+        if not self.stock_fields:
+            return lambda lines: cur.set_raw(*self.policy.header_source_parse(lines))
+        fields = cur._headers  # type: ignore[attr-defined]
+
+        def add(lines: list[str]) -> None:
+            name, value = lines[0].split(":", 1)
+            value = value.lstrip(" \t") + "".join(lines[1:])
+            fields.append((name, value.rstrip("\r\n")))
+
+        return add
+
     def parse_headers(self, lines: list[str]) -> None:
         cur = self.cur
         assert cur is not None
         lastheader = ""
         lastvalue: list[str] = []
+        add = self._field_adder(cur)
         for lineno, line in enumerate(lines):
             if line[0] in " \t":
                 if not lastheader:
@@ -178,7 +198,7 @@ class _Reader:
                 lastvalue.append(line)
                 continue
             if lastheader:
-                cur.set_raw(*self.policy.header_source_parse(lastvalue))
+                add(lastvalue)
                 lastheader, lastvalue = "", []
             if line.startswith("From "):
                 if lineno == 0:
@@ -197,7 +217,7 @@ class _Reader:
             lastheader = line[:i]
             lastvalue = [line]
         if lastheader:
-            cur.set_raw(*self.policy.header_source_parse(lastvalue))
+            add(lastvalue)
 
     def parsegen(self, depth: int, in_digest: bool = False) -> None:
         if depth > MAX_DEPTH:

@@ -113,9 +113,31 @@ class _OpaqueMessagePart(Message):
     shown inline is parsed from its decoded bytes.
     """
 
+    def _memo(self) -> dict[str, Any]:
+        """Values derived from the fields and the default type, kept while those stay the same."""
+        state = (len(self._headers), self._default_type)  # type: ignore[attr-defined]
+        memo: tuple[tuple[int, str], dict[str, Any]] | None = self.__dict__.get("_derived")
+        if memo is None or memo[0] != state:
+            memo = (state, {})
+            self.__dict__["_derived"] = memo
+        return memo[1]
+
+    def declared_type(self) -> str:
+        """``Message.get_content_type``: the part's own type, ``message/*`` included."""
+        memo = self._memo()
+        if "type" not in memo:
+            memo["type"] = Message.get_content_type(self)
+        return memo["type"]  # type: ignore[no-any-return]
+
     def get_content_type(self) -> str:
-        ctype = super().get_content_type()
+        ctype = self.declared_type()
         return _OPAQUE_TYPE if ctype.startswith("message/") else ctype
+
+    def get_content_charset(self, failobj: Any = None) -> Any:
+        memo = self._memo()
+        if "charset" not in memo:
+            memo["charset"] = Message.get_content_charset(self)  # None when there is none
+        return failobj if memo["charset"] is None else memo["charset"]
 
     def get(self, name: str, failobj: Any = None) -> Any:
         """``Message.get`` (the first field of that name) through an index of the fields by
@@ -294,6 +316,8 @@ def _payload_bytes(part: Message, where: str, defects: list[str]) -> bytes:
 
 def _declared_type(part: Message) -> str:
     """The part's own content type (``message/*`` included), as the stdlib reads it."""
+    if isinstance(part, _OpaqueMessagePart):
+        return part.declared_type()
     return Message.get_content_type(part)
 
 

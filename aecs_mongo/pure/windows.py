@@ -374,8 +374,10 @@ def _top(read: WindowedRead) -> int | None:
     if found is None:
         return None
     newest, density = found
-    if 1 / read.hint_fraction <= _OPEN_TOP_ROWS or density <= 0:
+    if 1 / read.hint_fraction <= _OPEN_TOP_ROWS:
         return newest
+    if density <= 0:  # one sampled match: no density to place the top by (the clock's start)
+        return None
     reach = newest + max(math.ceil(_TOP_REACH / (read.hint_fraction * density)), 1)
     if read.now + 86_400 > newest:  # never above the clock's top: past it, only mail dated in the future
         reach = min(reach, read.now + 86_400)

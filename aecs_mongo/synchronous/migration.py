@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from time import monotonic
 from typing import Any
 
+from pymongo import WriteConcern
+
 from ..errors import BlobLocationError, BlobStoreError
 from ..pure import lifecycle
 from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION, BlobLocation, parse_blob_url, settings_document
@@ -104,7 +106,7 @@ def migrate_blobs(
     bucket ``aecs``, as for mail stored before locations were recorded)."""
     started = monotonic()
     target = parse_blob_url(to)
-    settings = db[SETTINGS_COLLECTION]
+    settings = _durable(db, db[SETTINGS_COLLECTION])
     recorded = settings.find_one({"_id": BLOBS_SETTING})
     if recorded is None:
         current = parse_blob_url(source or "gridfs")
@@ -149,6 +151,17 @@ def migrate_blobs(
     return report
 
 
+def _durable(db: Any, collection: Any) -> Any:
+    """``collection`` writing with the journal (and a majority on a replica set): the switch
+    must be on disk before the source's blobs are removed, or a restart could give back a
+    settings document that names the emptied source."""
+    if not Capabilities.of_database(db).write_concerns or not db.write_concern.is_server_default:
+        return collection
+    hello = db.command("hello")
+    concern = WriteConcern(w="majority", j=True) if hello.get("setName") else WriteConcern(j=True)
+    return collection.with_options(write_concern=concern)
+
+
 def _copy_batch(
     batch: list[Mapping[str, Any]], sources: _Stores, targets: _Stores, report: MigrationReport
 ) -> None:
@@ -189,4 +202,4 @@ def _remove_source(db: Any, origin: BlobLocation, report: MigrationReport) -> No
     """Step 3: every blob under ``aecs/`` in the old location, then ``removing`` unset."""
     stores = _Stores(db, origin)
     report.removed += stores.of("migration").delete_prefix("aecs/")
-    db[SETTINGS_COLLECTION].update_one({"_id": BLOBS_SETTING}, {"$unset": {"removing": ""}})
+    (_durable(db, db[SETTINGS_COLLECTION])).update_one({"_id": BLOBS_SETTING}, {"$unset": {"removing": ""}})

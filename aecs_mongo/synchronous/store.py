@@ -110,6 +110,8 @@ class MessageStore:
                 blobs = open_external(location)
         elif blobs is not None and not isinstance(blobs, BlobStore):
             raise TypeError(f"blobs must be a URL or an BlobStore, not {type(blobs).__name__}")
+        elif blobs is not None and blobs.gridfs:  # another store's GridFS: this store's own, same bucket
+            bucket_name, blobs = blobs.location.bucket, None
         settings = StoreSettings.checked(
             mailbox_id,
             owner_addresses,
