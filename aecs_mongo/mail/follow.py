@@ -208,6 +208,11 @@ class _Source:
         return self.full if self.is_file else os.path.join(self.full, path)
 
 
+def _stat_numbers(st: os.stat_result) -> tuple[int, int, int]:
+    """A file's inode, size and mtime as its record stores them (each fits a signed 64-bit int)."""
+    return fr.int64(st.st_ino), fr.int64(st.st_size), fr.int64(st.st_mtime_ns)
+
+
 def _is_maildir(path: str) -> bool:
     return os.path.isdir(os.path.join(path, "cur")) and os.path.isdir(os.path.join(path, "new"))
 
@@ -250,17 +255,19 @@ class _Walker:
             self.s.complete = False
             self.s.unreadable.add(rel)
             return
-        trusted = mtime if fr.mtime_trusted(mtime, self.now_ns) else None
+        trusted = fr.int64(mtime) if fr.mtime_trusted(mtime, self.now_ns) else None
         record = self.s.dir_records.get(rel)
-        if record is not None and not self.rescan and record.get("mtimeNs") == mtime:
-            self.s.seen_dirs[rel] = (mtime, False)
+        if record is not None and not self.rescan and record.get("mtimeNs") == fr.int64(mtime):
+            self.s.seen_dirs[rel] = (fr.int64(mtime), False)
             self.s.counts[rel] = int(record.get("files") or 0)
             return
         entries = self._scandir(rel)
         if entries is None:
             return
         self.s.seen_dirs[rel] = (trusted, True)
-        listing = [(e.name, e.inode(), self.s.next()) for e in entries if not e.name.startswith(".") and e.is_file()]
+        listing = [
+            (e.name, fr.int64(e.inode()), self.s.next()) for e in entries if not e.name.startswith(".") and e.is_file()
+        ]
         self.s.listings[rel] = listing
         self.s.counts[rel] = len(listing)
 
@@ -283,7 +290,7 @@ class _Walker:
                 continue
             if not stat.S_ISREG(st.st_mode):
                 continue
-            listed = Listed("file", child, child, rel, st.st_ino, st.st_size, st.st_mtime_ns, self.s.next())
+            listed = Listed("file", child, child, rel, *_stat_numbers(st), self.s.next())
             self.s.plain.append((listed, st))
 
 
@@ -363,7 +370,7 @@ class _Sync:
             except OSError as exc:
                 source.fail(Skipped(Origin(source.full), f"cannot read: {exc.strerror or exc}"))
                 return _SourcePlan(source, fr.Plan(), [])
-            source.plain.append((Listed("file", "", "", "", st.st_ino, st.st_size, st.st_mtime_ns), st))
+            source.plain.append((Listed("file", "", "", "", *_stat_numbers(st)), st))
             read_dirs.add("")
         else:
             # the names snapshots are read only for the directories that changed
@@ -569,7 +576,7 @@ class _Sync:
             yield Skipped(Origin(path), f"cannot read: {exc.strerror or exc}")
             return
         if listed.size is None:  # a Maildir file: stat'ed only now that it is read
-            listed = Listed(listed.kind, listed.key, listed.path, listed.dir, st.st_ino, st.st_size, st.st_mtime_ns)
+            listed = Listed(listed.kind, listed.key, listed.path, listed.dir, *_stat_numbers(st))
         unit = _Unit(source, listed, sha256=hashlib.sha256(data).hexdigest(), fresh=fresh)
         problem = not_mail(data)
         if problem is not None:
@@ -592,11 +599,7 @@ class _Sync:
         record, st = mbox.record, mbox.st
         if record is None:
             self.report.new += 1
-        elif not self.rescan and (record.get("size"), record.get("mtimeNs"), record.get("inode")) == (
-            st.st_size,
-            st.st_mtime_ns,
-            st.st_ino,
-        ):
+        elif not self.rescan and (record.get("inode"), record.get("size"), record.get("mtimeNs")) == _stat_numbers(st):
             self.report.unchanged += 1
             return
         else:
@@ -712,9 +715,9 @@ class _Sync:
                 source.root,
                 mbox.path,
                 mbox.dir,
-                size=mbox.st.st_size if mbox.complete else None,
-                mtime_ns=mbox.st.st_mtime_ns if mbox.complete else None,
-                inode=mbox.st.st_ino,
+                size=fr.int64(mbox.st.st_size) if mbox.complete else None,
+                mtime_ns=fr.int64(mbox.st.st_mtime_ns) if mbox.complete else None,
+                inode=fr.int64(mbox.st.st_ino),
                 offset=mbox.confirmed,
                 head_hash=head,
                 tail_hash=tail,
