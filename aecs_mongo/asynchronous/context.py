@@ -23,7 +23,16 @@ from ..pure.settings import Capabilities, StoreSettings
 from ..search_index import SearchIndex
 from .blobstores import AsyncBlobStore
 from .gridfsblobs import AsyncGridFSBlobs
-from .statements import MAX_REWRITES, errmsg, insert_ignoring_duplicates, log, only_duplicates, resolve, to_list
+from .statements import (
+    MAX_REWRITES,
+    errmsg,
+    holds_mail,
+    insert_ignoring_duplicates,
+    log,
+    only_duplicates,
+    resolve,
+    to_list,
+)
 
 __all__ = [
     "AsyncStoreContext",
@@ -106,15 +115,16 @@ class AsyncStoreContext:
             location = self.blobs.location
             settings = self.db[SETTINGS_COLLECTION]
             recorded = await settings.find_one({"_id": BLOBS_SETTING})
-            has_mail = recorded is None and await self.messages.find_one({}, {"_id": 1}) is not None
+            has_mail = recorded is None and await holds_mail(self.messages, not self.capabilities.unit_tier)
             if location_verdict(recorded, has_mail, location) == "record":
                 # journaled before any blob or row depends on it: a server that restarts after
                 # the first batch must not have the rows without the record (the kill test
                 # lost an acknowledged, unjournaled record and then refused the file store)
                 if self.capabilities.write_concerns and self.db.write_concern.is_server_default:
-                    durable = (
-                        WriteConcern(w="majority", j=True) if self.capabilities.replica_set else WriteConcern(j=True)
-                    )
+                    from . import capabilities
+
+                    rs = await capabilities.replica_set(self)  # learned here if no write taught it yet
+                    durable = WriteConcern(w="majority", j=True) if rs else WriteConcern(j=True)
                     settings = settings.with_options(write_concern=durable)
                 try:
                     await settings.insert_one(settings_document(location))
