@@ -66,8 +66,9 @@ def blobs_for(args: argparse.Namespace, db: Database[dict[str, Any]]) -> str:
     args.blobs_recorded = None
     recorded = db[SETTINGS_COLLECTION].find_one({"_id": BLOBS_SETTING})  # by _id: one indexed read
     if recorded is not None:
-        args.blobs_recorded = str(recorded["url"])  # open_store: the store need not read it again
-        return args.blobs_recorded
+        url = str(recorded["url"])
+        args.blobs_recorded = url  # open_store: the store need not read it again
+        return url
     if args.uri:
         return "gridfs"
     from ..synchronous.statements import holds_mail
