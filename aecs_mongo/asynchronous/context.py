@@ -121,9 +121,7 @@ class AsyncStoreContext:
                 # the first batch must not have the rows without the record (the kill test
                 # lost an acknowledged, unjournaled record and then refused the file store)
                 if self.capabilities.write_concerns and self.db.write_concern.is_server_default:
-                    from . import capabilities
-
-                    rs = await capabilities.replica_set(self)  # learned here if no write taught it yet
+                    rs = await self.replica_set()  # learned here if no write taught it yet
                     durable = WriteConcern(w="majority", j=True) if rs else WriteConcern(j=True)
                     settings = settings.with_options(write_concern=durable)
                 try:
@@ -219,6 +217,18 @@ class AsyncStoreContext:
             log.debug("the server restarted while %s: again (%s -> %s)", what, before, after)
             before = after
             await again()
+
+    async def replica_set(self) -> bool:
+        """A replica set or a sharded cluster (``hello``), as opposed to a standalone server;
+        learned once (``capabilities.replica_set``)."""
+        caps = self.capabilities
+        if caps.replica_set is None:
+            if not caps.server_commands:
+                caps.replica_set = False
+            else:
+                hello = await self.db.client.admin.command("hello")
+                caps.replica_set = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
+        return caps.replica_set
 
     async def journal_barrier(self, concern: Any) -> None:
         """Make every write acknowledged so far durable when the batch's own last write was not
