@@ -763,6 +763,17 @@ def _write(collection: Any, writes: list[Any]) -> None:
         collection.bulk_write([ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in again], ordered=False)
 
 
+def _journal(store: MessageStore) -> None:
+    """A durable store's run ends on a journaled write (DESIGN: ``j: true`` on the write that
+    completes a batch): the records written after the last batch of messages (positions,
+    directory mtimes, gone marks) went out unjournaled, so one barrier under the completion
+    concern makes them durable with the run's return. Nothing where the store is not durable."""
+    from ..synchronous import capabilities
+
+    ctx = store._context
+    ctx.journal_barrier(capabilities.completion_concern(ctx))
+
+
 def _named_mbox(path: str) -> bool:
     if path.lower().endswith(".eml"):
         return False
@@ -841,5 +852,6 @@ def sync_files(
     if sync.exhausted:
         sync.remove_lost()
         sync.finish(plans)
+    _journal(store)
     tally.seconds = time.monotonic() - started
     return report
