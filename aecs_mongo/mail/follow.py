@@ -788,6 +788,22 @@ def _mbox_dir(path: str) -> Any:
     return fr.dump_name(f"mbox:{path}")
 
 
+def _to_read(plans: list[_SourcePlan]) -> tuple[int | None, int]:
+    """How many messages the plans read, and their bytes (see ``sync_files``' ``on_survey``)."""
+    count, size, counted, sized = 0, 0, True, True
+    for plan in plans:
+        source = plan.source
+        listed = [*(item for _, item in plan.result.changed), *plan.result.reread, *plan.result.new]
+        count += len(source.failures) + len(listed)
+        counted = counted and not source.mboxes
+        for item in listed:
+            if item.kind == "file" and not source.is_file and not item.path.lower().endswith(".eml"):
+                counted = False  # sniffed when read: an mbox, a message or not mail
+            sized = sized and item.size is not None
+            size += item.size or 0
+    return (count if counted else None), (size if sized else 0)
+
+
 def sync_files(
     store: MessageStore,
     paths: Iterable[str | os.PathLike[str]],
@@ -798,6 +814,7 @@ def sync_files(
     items_filter: Callable[[Iterator[RawMessage | Skipped]], Iterator[RawMessage | Skipped]] | None = None,
     report: FileSyncReport | None = None,
     tags: Iterable[str] = (),
+    on_survey: Callable[[int | None, int], None] | None = None,
 ) -> FileSyncReport:
     """Store what is new or changed under ``paths`` (Maildir folders, directories, mbox and
     message files) since the last run into this mailbox, and follow renames, moves and
@@ -808,7 +825,10 @@ def sync_files(
     rewritten; what was stored is found ``present``). ``items_filter`` wraps the stream of
     messages handed to the store (the command line's progress and stop request). ``report``:
     tallied into as the run goes, so a caller that catches an interrupt has what was done.
-    ``tags``: set on every message stored new (``store_iter``'s ``tags``).
+    ``tags``: set on every message stored new (``store_iter``'s ``tags``). ``on_survey``: called
+    once the sources are listed, before anything is read, with how many messages are to be read
+    (None where an mbox or a file of a kind still to be sniffed is among them) and their bytes
+    (0 where a size is not known: a Maildir file is stat'ed only when read): a progress line's totals.
 
     The store's errors propagate, after the records of what was stored are written; a run
     interrupted anywhere is continued by the next one.
@@ -831,6 +851,8 @@ def sync_files(
         report.unchanged += sum(source.counts[d] for d, (_, listed) in source.seen_dirs.items() if not listed)
         sync.apply_moves(plan)
         sync.drop_gone(plan)
+    if on_survey is not None:
+        on_survey(*_to_read(plans))
     items: Iterator[RawMessage | Skipped] = sync.units(plans)
     if items_filter is not None:
         items = items_filter(items)
