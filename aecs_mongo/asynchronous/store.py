@@ -25,6 +25,7 @@ from ..results import MessagePage, SearchResults, StoreResult, TagReport, Thread
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, SourcedMessage
 from . import blobstore, deletion, embeddings, export, lookups, maintenance, reading, search, stats, tagging, writing
 from .blobstores import AsyncBlobStore, open_external
+from .capabilities import completion_concern
 from .context import AsyncStoreContext, Setting
 from .workers import AsyncFeed
 
@@ -432,6 +433,13 @@ class AsyncMessageStore:
         if not isinstance(older_than, _dt.timedelta):
             raise TypeError(f"older_than must be a timedelta, not {type(older_than).__name__}")
         return await blobstore.sweep_blobs(self._context, older_than.total_seconds())
+
+    async def wait_durable(self) -> None:
+        """Return once every write acknowledged so far is in the server's journal, where this
+        store is durable (one journaled write; nothing where it is not): for records a caller
+        wrote beside the store's own writes and acknowledges with them, as ``sync_files`` does
+        with its file records."""
+        await self._context.journal_barrier(await completion_concern(self._context))
 
     async def reindex(self) -> dict[str, int]:
         """Rebuild every derived document from the primary ``messages`` documents (seed 003):

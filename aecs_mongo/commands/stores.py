@@ -63,11 +63,9 @@ def blobs_for(args: argparse.Namespace, db: Database[dict[str, Any]]) -> str:
     given = getattr(args, "blobs", None)
     if given:
         return str(given)
-    args.blobs_recorded = None
     recorded = db[SETTINGS_COLLECTION].find_one({"_id": BLOBS_SETTING})  # by _id: one indexed read
     if recorded is not None:
         url = str(recorded["url"])
-        args.blobs_recorded = url  # open_store: the store need not read it again
         return url
     if args.uri:
         return "gridfs"
@@ -99,8 +97,4 @@ def open_store(
         search_index=search_index_for(args, db),
         blobs=blobs,
     )
-    if getattr(args, "blobs_recorded", None) == blobs:
-        # the settings document was just read and names this store: its first use need not
-        # read it again (one settings read per command)
-        store._context._blob_check["done"] = True
     return store

@@ -768,10 +768,7 @@ def _journal(store: MessageStore) -> None:
     completes a batch): the records written after the last batch of messages (positions,
     directory mtimes, gone marks) went out unjournaled, so one barrier under the completion
     concern makes them durable with the run's return. Nothing where the store is not durable."""
-    from ..synchronous import capabilities
-
-    ctx = store._context
-    ctx.journal_barrier(capabilities.completion_concern(ctx))
+    store.wait_durable()
 
 
 def _named_mbox(path: str) -> bool:

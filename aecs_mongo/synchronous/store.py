@@ -27,6 +27,7 @@ from ..results import MessagePage, SearchResults, StoreResult, TagReport, Thread
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, SourcedMessage
 from . import blobstore, deletion, embeddings, export, lookups, maintenance, reading, search, stats, tagging, writing
 from .blobstores import BlobStore, open_external
+from .capabilities import completion_concern
 from .context import StoreContext, Setting
 from .workers import Feed
 
@@ -434,6 +435,13 @@ class MessageStore:
         if not isinstance(older_than, _dt.timedelta):
             raise TypeError(f"older_than must be a timedelta, not {type(older_than).__name__}")
         return blobstore.sweep_blobs(self._context, older_than.total_seconds())
+
+    def wait_durable(self) -> None:
+        """Return once every write acknowledged so far is in the server's journal, where this
+        store is durable (one journaled write; nothing where it is not): for records a caller
+        wrote beside the store's own writes and acknowledges with them, as ``sync_files`` does
+        with its file records."""
+        self._context.journal_barrier(completion_concern(self._context))
 
     def reindex(self) -> dict[str, int]:
         """Rebuild every derived document from the primary ``messages`` documents (seed 003):
