@@ -232,7 +232,11 @@ def test_broken_inputs_are_listed_with_reasons(cli: Cli, tmp_path: Path) -> None
     assert "cannot read" in failed[str(folder / "dangling.eml")]
     assert "no such file" in failed[str(missing)]
     assert any(line.startswith(f"skipped: {folder / 'notes.txt'}: not mail") for line in lines)
-    summary = cli("ingest", str(folder), "--json").json()
+    # the file record: a file read before (mail or not) is not read again; the unreadable one is tried again
+    again = cli("ingest", str(folder), "--json").json()
+    assert (again["stored"], again["present"], again["failed"], again["unchanged"]) == (0, 0, 1, SAMPLE_COUNT + 3)
+    assert [f["input"] for f in again["failures"]] == [str(folder / "dangling.eml")]
+    summary = cli("ingest", str(folder), "--rescan", "--json").json()
     assert (summary["stored"], summary["present"], summary["failed"]) == (0, SAMPLE_COUNT, 3)
     assert all(f["reason"] and f["input"] for f in summary["failures"])
     assert summary["ignored"] == [str(folder / "notes.txt")]
@@ -376,6 +380,7 @@ def test_text_output_of_the_reads(cli: Cli) -> None:
 def test_stats_counts_every_registry_collection(make_store: Callable[..., Any], db: Any, backend: str) -> None:
     """``store.stats()`` (what the ``stats`` command prints) lists every collection of the deletion
     core's registry and counts the mailbox's documents in each, apart from another mailbox's."""
+    from aecs_mongo.pure import file_records
     from aecs_mongo.pure.feed import checkpoint_document
     from aecs_mongo.pure.imap_records import folder_document, source_document
     from aecs_mongo.pure.vectors import block_id
@@ -386,11 +391,13 @@ def test_stats_counts_every_registry_collection(make_store: Callable[..., Any], 
     alice.add("uidl-1", raws[4])  # a message and its UIDL record
     alice.set_embedding(first.message_id, [0.1, 0.2, 0.3])
     bob.store(raws[1])
-    for mailbox in ("alice", "bob"):  # the records of the feed, the IMAP import and the vector blocks
+    for mailbox in ("alice", "bob"):  # the records of the feed, the IMAP import, the vector blocks and the file ingest
         db.feed_checkpoints.insert_one(checkpoint_document(mailbox, "cli", {}))
         db.imap_sources.insert_one(source_document(mailbox, "a@host", "INBOX", 7, 1, "m@x", "k"))
         db.imap_folders.insert_one(folder_document(mailbox, "a@host", "INBOX", 7))
         db.vector_blocks.insert_one({"_id": block_id(mailbox, 0), "mailboxId": mailbox})
+        listed = file_records.Listed("file", "a.eml", "a.eml", "", 7, 10, 1_700_000_000_000_000_000)
+        db.file_sources.insert_one(file_records.file_document(mailbox, "/mail", listed))
 
     stats = alice.stats()
     names = [c.for_bucket("aecs").name for c in DATA_COLLECTIONS]

@@ -417,3 +417,34 @@ def test_remove_missing_keeps_a_message_the_imap_sync_holds(mstore: MessageStore
     report = sync_files(mstore, [box], remove_missing=True)
     assert (report.gone, report.removed) == (2, 1)
     assert ids(mstore) == {"m1@follow.example"}  # an IMAP folder still has it
+
+
+def test_stat_numbers_over_the_signed_64_bit_range_are_stored_and_compared(
+    mstore: MessageStore, tmp_path: Path
+) -> None:
+    """A file dated after 2262 has an mtime in nanoseconds over 2**63 - 1 (an exported message with
+    such a Date:, the way an overlay file system's inode can be over it): BSON holds no such int,
+    so the record keeps the two's complement, and the next run finds the file unchanged."""
+    future = 2**63 + 10**18  # 2293: ext4 and tmpfs keep it
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "one.eml").write_bytes(message(1))
+    (plain / "box.mbox").write_bytes(mboxrd([2, 3]))
+    box = maildir(tmp_path / "Maildir")
+    deliver(box, 4, "cur", "S")
+    paths = [plain / "one.eml", plain / "box.mbox", *(box / "cur").iterdir(), box / "cur"]
+    for path in paths:
+        os.utime(path, ns=(future, future))
+    if os.stat(plain / "one.eml").st_mtime_ns != future:
+        pytest.skip("this file system cannot keep an mtime after 2262")
+    first = sync_files(mstore, [plain, box])
+    assert first.messages.failures == [] and first.messages.aborted is None
+    assert (first.new, first.messages.stored) == (3, 4)
+    stored = {doc["mtimeNs"] for doc in mstore.db[fr.COLLECTION].find({"mailboxId": "alice", "mtimeNs": {"$ne": None}})}
+    assert future - 2**64 in stored and all(-(2**63) <= v < 2**63 for v in stored)
+    again = sync_files(mstore, [plain, box])
+    assert (again.new, again.changed, again.unchanged, again.messages.processed) == (0, 0, 3, 0)
+
+
+def test_int64_keeps_a_stat_number_as_bson_can_hold_it() -> None:
+    assert [fr.int64(v) for v in (0, 5, 2**63 - 1, 2**63, 2**64 - 1, -3)] == [0, 5, 2**63 - 1, -(2**63), -1, -3]

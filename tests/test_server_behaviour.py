@@ -114,8 +114,9 @@ def test_interrupted_upload_is_completed_by_a_retry(store: MessageStore, db: Any
     raw = b"x" * (600 * 1024)  # three chunks, written by one insert
     e = email(1)
     e["attachments"] = [{"id": None, "filename": "x", "contentType": "text/plain", "size": len(raw), "cid": None}]
-    # the first insert (the chunks) succeeds, the second (the files document) fails
-    failpoint(failpoints, mode={"skip": 1, "times": 1}, data={"failCommands": ["insert"], "errorCode": 2})
+    # the store's first use records its blob location (the settings document, an insert), then
+    # the chunks' insert succeeds and the third insert (the files document) fails
+    failpoint(failpoints, mode={"skip": 2, "times": 1}, data={"failCommands": ["insert"], "errorCode": 2})
     with pytest.raises(PyMongoError):
         store.store(e, attachments=[raw])
     key = blob_prefix("alice", message_key("m1@example.com")) + "att/0"

@@ -31,14 +31,7 @@ __all__ = [
 
 async def replica_set(ctx: AsyncStoreContext) -> bool:
     """A replica set or a sharded cluster (``hello``), as opposed to a standalone server."""
-    caps = ctx.capabilities
-    if caps.replica_set is None:
-        if not caps.server_commands:
-            caps.replica_set = False
-        else:
-            hello = await ctx.db.client.admin.command("hello")
-            caps.replica_set = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
-    return caps.replica_set
+    return await ctx.replica_set()
 
 
 async def change_streams(ctx: AsyncStoreContext) -> bool:

@@ -23,7 +23,16 @@ from ..pure.settings import Capabilities, StoreSettings
 from ..search_index import SearchIndex
 from .blobstores import AsyncBlobStore
 from .gridfsblobs import AsyncGridFSBlobs
-from .statements import MAX_REWRITES, errmsg, insert_ignoring_duplicates, log, only_duplicates, resolve, to_list
+from .statements import (
+    MAX_REWRITES,
+    errmsg,
+    holds_mail,
+    insert_ignoring_duplicates,
+    log,
+    only_duplicates,
+    resolve,
+    to_list,
+)
 
 __all__ = [
     "AsyncStoreContext",
@@ -106,15 +115,14 @@ class AsyncStoreContext:
             location = self.blobs.location
             settings = self.db[SETTINGS_COLLECTION]
             recorded = await settings.find_one({"_id": BLOBS_SETTING})
-            has_mail = recorded is None and await self.messages.find_one({}, {"_id": 1}) is not None
+            has_mail = recorded is None and await holds_mail(self.messages, not self.capabilities.unit_tier)
             if location_verdict(recorded, has_mail, location) == "record":
                 # journaled before any blob or row depends on it: a server that restarts after
                 # the first batch must not have the rows without the record (the kill test
                 # lost an acknowledged, unjournaled record and then refused the file store)
                 if self.capabilities.write_concerns and self.db.write_concern.is_server_default:
-                    durable = (
-                        WriteConcern(w="majority", j=True) if self.capabilities.replica_set else WriteConcern(j=True)
-                    )
+                    rs = await self.replica_set()  # learned here if no write taught it yet
+                    durable = WriteConcern(w="majority", j=True) if rs else WriteConcern(j=True)
                     settings = settings.with_options(write_concern=durable)
                 try:
                     await settings.insert_one(settings_document(location))
@@ -209,6 +217,18 @@ class AsyncStoreContext:
             log.debug("the server restarted while %s: again (%s -> %s)", what, before, after)
             before = after
             await again()
+
+    async def replica_set(self) -> bool:
+        """A replica set or a sharded cluster (``hello``), as opposed to a standalone server;
+        learned once (``capabilities.replica_set``)."""
+        caps = self.capabilities
+        if caps.replica_set is None:
+            if not caps.server_commands:
+                caps.replica_set = False
+            else:
+                hello = await self.db.client.admin.command("hello")
+                caps.replica_set = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
+        return caps.replica_set
 
     async def journal_barrier(self, concern: Any) -> None:
         """Make every write acknowledged so far durable when the batch's own last write was not

@@ -127,10 +127,12 @@ class FileBackend:
                 directory, name = os.path.split(final)
                 self._makedirs(directory, made)
                 temp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
-                with open(temp, "xb") as out:
-                    out.write(compress(data))
-                os.chmod(temp, 0o600)
+                # private from its creation, and removed by the finally below if the write fails
+                # (a full disk): never a leftover that other users can read
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 temporary.append((temp, final))
+                with open(fd, "wb") as out:
+                    out.write(compress(data))
             if durable:
                 _each(_fsync_path, [temp for temp, _ in temporary])
             directories = set(made)

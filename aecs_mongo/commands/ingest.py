@@ -45,12 +45,18 @@ class Progress(StatusLine):
         self.total_bytes = total_bytes
         self.bytes_done = 0
 
+    def set_totals(self, total_messages: int | None, total_bytes: int) -> None:
+        """The totals, once known (the file ingest's survey)."""
+        self.total_messages, self.total_bytes = total_messages, total_bytes
+
     def update(self, report: IngestReport, *, force: bool = False) -> None:
         if not self.due(force=force):
             return
         parts = []
         if self.total_bytes:
             parts.append(f"{min(100, 100 * self.bytes_done // self.total_bytes):3d}%")
+        elif self.total_messages:
+            parts.append(f"{min(100, 100 * report.processed // self.total_messages):3d}%")
         count = f"{report.processed}" + (f"/{self.total_messages}" if self.total_messages is not None else "")
         parts.append(f"{count} messages")
         parts.append(f"{report.stored} stored, {report.present} present, {len(report.failures)} failed")
@@ -135,6 +141,7 @@ def _follow(ctx: Context) -> Output:
                 items_filter=items_filter,
                 report=result,
                 tags=check_tags(getattr(args, "tag", []), "--tag"),
+                on_survey=progress.set_totals,
             )
         report.interrupted = stop.requested
     except KeyboardInterrupt:

@@ -63,10 +63,17 @@ def blobs_for(args: argparse.Namespace, db: Database[dict[str, Any]]) -> str:
     given = getattr(args, "blobs", None)
     if given:
         return str(given)
-    recorded = db[SETTINGS_COLLECTION].find_one({"_id": BLOBS_SETTING})
+    args.blobs_recorded = None
+    recorded = db[SETTINGS_COLLECTION].find_one({"_id": BLOBS_SETTING})  # by _id: one indexed read
     if recorded is not None:
-        return str(recorded["url"])
-    if args.uri or db.messages.find_one({}, {"_id": 1}) is not None:
+        url = str(recorded["url"])
+        args.blobs_recorded = url  # open_store: the store need not read it again
+        return url
+    if args.uri:
+        return "gridfs"
+    from ..synchronous.statements import holds_mail
+
+    if holds_mail(db.messages):  # only for a data directory's first store: on the _id index
         return "gridfs"
     return "file://" + str(Path(args.embedded_dir).resolve() / "blobs")
 
@@ -82,12 +89,18 @@ def open_store(
     ``shared_view``: what the store reads is seen by others (the MCP server): bcc is never shown."""
     from ..synchronous.store import MessageStore
 
-    return MessageStore(
+    blobs = blobs_for(args, db)
+    store = MessageStore(
         db,
         mailbox_id=args.mailbox,
         owner_addresses=getattr(args, "owner", None) or (),
         durable=not getattr(args, "fast", False),
         shared_view=shared_view,
         search_index=search_index_for(args, db),
-        blobs=blobs_for(args, db),
+        blobs=blobs,
     )
+    if getattr(args, "blobs_recorded", None) == blobs:
+        # the settings document was just read and names this store: its first use need not
+        # read it again (one settings read per command)
+        store._context._blob_check["done"] = True
+    return store

@@ -208,6 +208,11 @@ class _Source:
         return self.full if self.is_file else os.path.join(self.full, path)
 
 
+def _stat_numbers(st: os.stat_result) -> tuple[int, int, int]:
+    """A file's inode, size and mtime as its record stores them (each fits a signed 64-bit int)."""
+    return fr.int64(st.st_ino), fr.int64(st.st_size), fr.int64(st.st_mtime_ns)
+
+
 def _is_maildir(path: str) -> bool:
     return os.path.isdir(os.path.join(path, "cur")) and os.path.isdir(os.path.join(path, "new"))
 
@@ -250,17 +255,19 @@ class _Walker:
             self.s.complete = False
             self.s.unreadable.add(rel)
             return
-        trusted = mtime if fr.mtime_trusted(mtime, self.now_ns) else None
+        trusted = fr.int64(mtime) if fr.mtime_trusted(mtime, self.now_ns) else None
         record = self.s.dir_records.get(rel)
-        if record is not None and not self.rescan and record.get("mtimeNs") == mtime:
-            self.s.seen_dirs[rel] = (mtime, False)
+        if record is not None and not self.rescan and record.get("mtimeNs") == fr.int64(mtime):
+            self.s.seen_dirs[rel] = (fr.int64(mtime), False)
             self.s.counts[rel] = int(record.get("files") or 0)
             return
         entries = self._scandir(rel)
         if entries is None:
             return
         self.s.seen_dirs[rel] = (trusted, True)
-        listing = [(e.name, e.inode(), self.s.next()) for e in entries if not e.name.startswith(".") and e.is_file()]
+        listing = [
+            (e.name, fr.int64(e.inode()), self.s.next()) for e in entries if not e.name.startswith(".") and e.is_file()
+        ]
         self.s.listings[rel] = listing
         self.s.counts[rel] = len(listing)
 
@@ -283,7 +290,7 @@ class _Walker:
                 continue
             if not stat.S_ISREG(st.st_mode):
                 continue
-            listed = Listed("file", child, child, rel, st.st_ino, st.st_size, st.st_mtime_ns, self.s.next())
+            listed = Listed("file", child, child, rel, *_stat_numbers(st), self.s.next())
             self.s.plain.append((listed, st))
 
 
@@ -363,7 +370,7 @@ class _Sync:
             except OSError as exc:
                 source.fail(Skipped(Origin(source.full), f"cannot read: {exc.strerror or exc}"))
                 return _SourcePlan(source, fr.Plan(), [])
-            source.plain.append((Listed("file", "", "", "", st.st_ino, st.st_size, st.st_mtime_ns), st))
+            source.plain.append((Listed("file", "", "", "", *_stat_numbers(st)), st))
             read_dirs.add("")
         else:
             # the names snapshots are read only for the directories that changed
@@ -569,7 +576,7 @@ class _Sync:
             yield Skipped(Origin(path), f"cannot read: {exc.strerror or exc}")
             return
         if listed.size is None:  # a Maildir file: stat'ed only now that it is read
-            listed = Listed(listed.kind, listed.key, listed.path, listed.dir, st.st_ino, st.st_size, st.st_mtime_ns)
+            listed = Listed(listed.kind, listed.key, listed.path, listed.dir, *_stat_numbers(st))
         unit = _Unit(source, listed, sha256=hashlib.sha256(data).hexdigest(), fresh=fresh)
         problem = not_mail(data)
         if problem is not None:
@@ -592,11 +599,7 @@ class _Sync:
         record, st = mbox.record, mbox.st
         if record is None:
             self.report.new += 1
-        elif not self.rescan and (record.get("size"), record.get("mtimeNs"), record.get("inode")) == (
-            st.st_size,
-            st.st_mtime_ns,
-            st.st_ino,
-        ):
+        elif not self.rescan and (record.get("inode"), record.get("size"), record.get("mtimeNs")) == _stat_numbers(st):
             self.report.unchanged += 1
             return
         else:
@@ -712,9 +715,9 @@ class _Sync:
                 source.root,
                 mbox.path,
                 mbox.dir,
-                size=mbox.st.st_size if mbox.complete else None,
-                mtime_ns=mbox.st.st_mtime_ns if mbox.complete else None,
-                inode=mbox.st.st_ino,
+                size=fr.int64(mbox.st.st_size) if mbox.complete else None,
+                mtime_ns=fr.int64(mbox.st.st_mtime_ns) if mbox.complete else None,
+                inode=fr.int64(mbox.st.st_ino),
                 offset=mbox.confirmed,
                 head_hash=head,
                 tail_hash=tail,
@@ -760,6 +763,17 @@ def _write(collection: Any, writes: list[Any]) -> None:
         collection.bulk_write([ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in again], ordered=False)
 
 
+def _journal(store: MessageStore) -> None:
+    """A durable store's run ends on a journaled write (DESIGN: ``j: true`` on the write that
+    completes a batch): the records written after the last batch of messages (positions,
+    directory mtimes, gone marks) went out unjournaled, so one barrier under the completion
+    concern makes them durable with the run's return. Nothing where the store is not durable."""
+    from ..synchronous import capabilities
+
+    ctx = store._context
+    ctx.journal_barrier(capabilities.completion_concern(ctx))
+
+
 def _named_mbox(path: str) -> bool:
     if path.lower().endswith(".eml"):
         return False
@@ -774,6 +788,22 @@ def _mbox_dir(path: str) -> Any:
     return fr.dump_name(f"mbox:{path}")
 
 
+def _to_read(plans: list[_SourcePlan]) -> tuple[int | None, int]:
+    """How many messages the plans read, and their bytes (see ``sync_files``' ``on_survey``)."""
+    count, size, counted, sized = 0, 0, True, True
+    for plan in plans:
+        source = plan.source
+        listed = [*(item for _, item in plan.result.changed), *plan.result.reread, *plan.result.new]
+        count += len(source.failures) + len(listed)
+        counted = counted and not source.mboxes
+        for item in listed:
+            if item.kind == "file" and not source.is_file and not item.path.lower().endswith(".eml"):
+                counted = False  # sniffed when read: an mbox, a message or not mail
+            sized = sized and item.size is not None
+            size += item.size or 0
+    return (count if counted else None), (size if sized else 0)
+
+
 def sync_files(
     store: MessageStore,
     paths: Iterable[str | os.PathLike[str]],
@@ -784,6 +814,7 @@ def sync_files(
     items_filter: Callable[[Iterator[RawMessage | Skipped]], Iterator[RawMessage | Skipped]] | None = None,
     report: FileSyncReport | None = None,
     tags: Iterable[str] = (),
+    on_survey: Callable[[int | None, int], None] | None = None,
 ) -> FileSyncReport:
     """Store what is new or changed under ``paths`` (Maildir folders, directories, mbox and
     message files) since the last run into this mailbox, and follow renames, moves and
@@ -794,7 +825,10 @@ def sync_files(
     rewritten; what was stored is found ``present``). ``items_filter`` wraps the stream of
     messages handed to the store (the command line's progress and stop request). ``report``:
     tallied into as the run goes, so a caller that catches an interrupt has what was done.
-    ``tags``: set on every message stored new (``store_iter``'s ``tags``).
+    ``tags``: set on every message stored new (``store_iter``'s ``tags``). ``on_survey``: called
+    once the sources are listed, before anything is read, with how many messages are to be read
+    (None where an mbox or a file of a kind still to be sniffed is among them) and their bytes
+    (0 where a size is not known: a Maildir file is stat'ed only when read): a progress line's totals.
 
     The store's errors propagate, after the records of what was stored are written; a run
     interrupted anywhere is continued by the next one.
@@ -817,6 +851,8 @@ def sync_files(
         report.unchanged += sum(source.counts[d] for d, (_, listed) in source.seen_dirs.items() if not listed)
         sync.apply_moves(plan)
         sync.drop_gone(plan)
+    if on_survey is not None:
+        on_survey(*_to_read(plans))
     items: Iterator[RawMessage | Skipped] = sync.units(plans)
     if items_filter is not None:
         items = items_filter(items)
@@ -838,5 +874,6 @@ def sync_files(
     if sync.exhausted:
         sync.remove_lost()
         sync.finish(plans)
+    _journal(store)
     tally.seconds = time.monotonic() - started
     return report

@@ -94,6 +94,14 @@ def mtime_trusted(mtime_ns: int, now_ns: int) -> bool:
     return now_ns - mtime_ns > (MTIME_TRUST_COARSE_NS if whole_seconds else MTIME_TRUST_NS)
 
 
+def int64(value: int) -> int:
+    """A stat number as BSON can hold it (a signed 64-bit int): an unsigned 64-bit value over
+    2**63 - 1 (an overlay or network file system's inode, a far-future mtime in nanoseconds)
+    becomes its two's complement, so that it is stored and compared as the same number each run."""
+    value &= 0xFFFF_FFFF_FFFF_FFFF
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
 Kind = Literal["maildir", "file", "mbox", "mboxmsg", "dir", "gone"]
 
 

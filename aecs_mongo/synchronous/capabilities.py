@@ -33,14 +33,7 @@ __all__ = [
 
 def replica_set(ctx: StoreContext) -> bool:
     """A replica set or a sharded cluster (``hello``), as opposed to a standalone server."""
-    caps = ctx.capabilities
-    if caps.replica_set is None:
-        if not caps.server_commands:
-            caps.replica_set = False
-        else:
-            hello = ctx.db.client.admin.command("hello")
-            caps.replica_set = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
-    return caps.replica_set
+    return ctx.replica_set()
 
 
 def change_streams(ctx: StoreContext) -> bool:

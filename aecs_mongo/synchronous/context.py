@@ -25,7 +25,16 @@ from ..pure.settings import Capabilities, StoreSettings
 from ..search_index import SearchIndex
 from .blobstores import BlobStore
 from .gridfsblobs import GridFSBlobs
-from .statements import MAX_REWRITES, errmsg, insert_ignoring_duplicates, log, only_duplicates, resolve, to_list
+from .statements import (
+    MAX_REWRITES,
+    errmsg,
+    holds_mail,
+    insert_ignoring_duplicates,
+    log,
+    only_duplicates,
+    resolve,
+    to_list,
+)
 
 __all__ = [
     "StoreContext",
@@ -108,15 +117,14 @@ class StoreContext:
             location = self.blobs.location
             settings = self.db[SETTINGS_COLLECTION]
             recorded = settings.find_one({"_id": BLOBS_SETTING})
-            has_mail = recorded is None and self.messages.find_one({}, {"_id": 1}) is not None
+            has_mail = recorded is None and holds_mail(self.messages, not self.capabilities.unit_tier)
             if location_verdict(recorded, has_mail, location) == "record":
                 # journaled before any blob or row depends on it: a server that restarts after
                 # the first batch must not have the rows without the record (the kill test
                 # lost an acknowledged, unjournaled record and then refused the file store)
                 if self.capabilities.write_concerns and self.db.write_concern.is_server_default:
-                    durable = (
-                        WriteConcern(w="majority", j=True) if self.capabilities.replica_set else WriteConcern(j=True)
-                    )
+                    rs = self.replica_set()  # learned here if no write taught it yet
+                    durable = WriteConcern(w="majority", j=True) if rs else WriteConcern(j=True)
                     settings = settings.with_options(write_concern=durable)
                 try:
                     settings.insert_one(settings_document(location))
@@ -211,6 +219,18 @@ class StoreContext:
             log.debug("the server restarted while %s: again (%s -> %s)", what, before, after)
             before = after
             again()
+
+    def replica_set(self) -> bool:
+        """A replica set or a sharded cluster (``hello``), as opposed to a standalone server;
+        learned once (``capabilities.replica_set``)."""
+        caps = self.capabilities
+        if caps.replica_set is None:
+            if not caps.server_commands:
+                caps.replica_set = False
+            else:
+                hello = self.db.client.admin.command("hello")
+                caps.replica_set = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
+        return caps.replica_set
 
     def journal_barrier(self, concern: Any) -> None:
         """Make every write acknowledged so far durable when the batch's own last write was not

@@ -63,3 +63,11 @@ def insert_ignoring_duplicates(collection: Any, documents: Sequence[Mapping[str,
             raise
         return {e["index"] for e in exc.details["writeErrors"]}
     return set()
+
+
+def holds_mail(messages: Any, hinted: bool = True) -> bool:
+    """Whether ``messages`` holds any document: one statement on the ``_id`` index (hinted:
+    without it the empty filter is a collection scan, however short). ``hinted=False`` for the
+    unit tier (mongomock refuses ``hint``)."""
+    options: dict[str, Any] = {"hint": [("_id", 1)]} if hinted else {}
+    return messages.find_one({}, {"_id": 1}, **options) is not None
