@@ -176,6 +176,16 @@ def real_mail(count: int, skip: int = 0) -> list[bytes]:
     return out
 
 
+def identified_mail(count: int) -> list[bytes]:
+    """``count`` distinct real messages that carry their own Message-ID, for tests that look a
+    message up by ``normalize(raw)["messageId"]``. A message without one gets a synthetic id, a
+    hash of its bytes; Dovecot serves CRLF line ends where the file had LF, so the id the sync
+    stores would differ from the one computed here (the corpus's flanker__attached-pdf.eml)."""
+    mail = [m for m in real_mail(count + 40) if not normalize(m)["messageId"].startswith("generated-")]
+    assert len(mail) >= count, "not enough real mail with a Message-ID"
+    return mail[:count]
+
+
 def populate(server: DovecotServer) -> dict[str, int]:
     """Real mail in INBOX, Work and Entwürfe, the first INBOX message in Work too, and
     Archive.2024 whose parent Archive holds nothing (\\Noselect). Returns messages per folder."""
@@ -459,7 +469,7 @@ def store_flags(server: DovecotServer, folder: str, changes: list[tuple[int, str
 
 
 def test_flags_and_folders_are_stored_with_each_message(flag_server: DovecotServer, mstore: MessageStore) -> None:
-    mail = real_mail(4)
+    mail = identified_mail(4)
     ids = [normalize(raw)["messageId"] for raw in mail]
     append(flag_server, "INBOX", mail[0], "(\\Seen \\Answered $Forwarded)")
     append(flag_server, "INBOX", mail[1], "(\\Flagged \\Draft $Junk Work)")
@@ -481,7 +491,7 @@ def test_flags_and_folders_are_stored_with_each_message(flag_server: DovecotServ
 
 def test_flag_changes_on_the_server_reach_the_store(flag_server: DovecotServer, mstore: MessageStore) -> None:
     condstore = flag_server.capabilities is None
-    mail = real_mail(5)
+    mail = identified_mail(5)
     ids = [normalize(raw)["messageId"] for raw in mail]
     for raw in mail[:4]:
         append(flag_server, "INBOX", raw)
@@ -546,7 +556,7 @@ def test_dovecots_own_maildir_ingested_reads_as_the_sync_does(dovecot: DovecotSe
     same tags and folders, message for message (a folder without a dot in its name). Messages
     with a Message-ID: Dovecot keeps LF line ends on disk and serves CRLF, so a synthetic id
     (a hash of the bytes) differs between the two."""
-    mail = [m for m in real_mail(20) if not normalize(m)["messageId"].startswith("generated-")][:6]
+    mail = identified_mail(6)
     append(dovecot, "INBOX", mail[0], "(\\Seen \\Answered $Forwarded)")
     append(dovecot, "INBOX", mail[1], "(\\Flagged $Junk Work)")
     append(dovecot, "INBOX", mail[2], "(\\Deleted \\Draft)")
@@ -584,7 +594,7 @@ def test_a_flag_update_cut_short_is_finished_by_the_next_run(
         pytest.skip("MONGODB_URI deployments need enableTestCommands (set AECS_URI_HAS_FAILPOINTS=1)")
     from pymongo.errors import PyMongoError
 
-    mail = real_mail(3)
+    mail = identified_mail(3)
     for raw in mail:
         append(dovecot, "INBOX", raw)
     run_sync(dovecot, mstore)

@@ -53,6 +53,7 @@ def test_every_read_uses_an_index(recorded: tuple[MessageStore, Recorder], db: A
         store.store(
             email(n, thread=f"t{n % 3}@x", in_reply_to=f"m{n - 1}@example.com", references=[f"m{n - 1}@example.com"])
         )
+    store.tag(["m4@example.com"], add=["work"])  # a tagged message: list_threads reads thread tags
     recorder.commands.clear()
     store.get_message("m3@example.com")
     store.get_thread("t1@x")
@@ -61,7 +62,7 @@ def test_every_read_uses_an_index(recorded: tuple[MessageStore, Recorder], db: A
     store.list_messages(cursor=page.next_cursor, limit=5)
     store.list_messages(sender="bob@example.com", limit=5)
     store.list_messages(thread_id="t2@x", limit=5)
-    store.list_threads(limit=2)
+    assert {t["threadId"]: t["tags"] for t in store.list_threads(limit=3).threads}["t1@x"] == ["work"]
     store.with_participant("alice@example.com", limit=5)
     store.replies_to("m4@example.com")
     store.stale("1.0")

@@ -12,15 +12,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from ..pure import queries, windows
+from ..pure import tags as tag_reads
 from ..pure.documents import context_entry, message_summary, to_normalized_email
 from ..pure.keys import check_str, strip_message_id, thread_key
 from ..pure.settings import check_limit
-from ..pure.tags import thread_tags_pipeline
 from ..results import MessagePage, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, ThreadSummary
 from . import capabilities, paging
 from .blobstore import named_blob
-from .context import AsyncStoreContext, resolve, to_list
+from .context import AsyncStoreContext, to_list
 from .writing import parse_raw
 
 __all__ = [
@@ -166,11 +166,17 @@ async def list_threads(ctx: AsyncStoreContext, cursor: str | None, limit: int) -
 
 
 async def thread_tags(ctx: AsyncStoreContext, keys: Sequence[str]) -> dict[str, list[str]]:
-    """The union of each thread's messages' tags (computed for the page read: one aggregation
-    over the page's threads, on the thread index, reading only their tagged messages)."""
-    pipeline = thread_tags_pipeline(ctx.mailbox_id, keys)
-    rows = await to_list(await resolve(ctx.messages.aggregate(pipeline)))
-    return {str(r["_id"]): sorted(str(t) for t in r["tags"]) for r in rows}
+    """The union of each thread's messages' tags, for the page read: nothing is read but one key
+    of ``aecs_messages_tags`` when the mailbox holds no tagged message; else one find on the
+    thread index over the page's threads (their tagged messages' ``threadKey`` and ``tags``),
+    the union made here."""
+    if not keys:
+        return {}
+    probe = ctx.messages.find(tag_reads.tagged_probe(ctx.mailbox_id), {"_id": 1}, limit=1)
+    if not await to_list(probe.hint(tag_reads.TAGGED_PROBE_HINT)):
+        return {}
+    found = ctx.messages.find(tag_reads.thread_tags_filter(ctx.mailbox_id, keys), tag_reads.THREAD_TAGS_PROJECTION)
+    return tag_reads.thread_tags_union(await to_list(found.hint(tag_reads.THREAD_TAGS_HINT)))
 
 
 async def replies_to(ctx: AsyncStoreContext, message_id: str) -> list[MessageSummary]:

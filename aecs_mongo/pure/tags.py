@@ -32,6 +32,9 @@ __all__ = [
     "MAX_FOLDER_CHARS",
     "MAX_TAGS_PER_CHANGE",
     "SYSTEM_FLAGS",
+    "TAGGED_PROBE_HINT",
+    "THREAD_TAGS_HINT",
+    "THREAD_TAGS_PROJECTION",
     "check_folder",
     "check_folders",
     "check_tag",
@@ -39,7 +42,9 @@ __all__ = [
     "needs_change",
     "row_tags",
     "tag_update",
-    "thread_tags_pipeline",
+    "tagged_probe",
+    "thread_tags_filter",
+    "thread_tags_union",
 ]
 
 #: JMAP's system keywords (RFC 8621): unread is the absence of ``$seen``.
@@ -151,12 +156,32 @@ def row_tags(message: Mapping[str, Any], field: str = "tags") -> list[str]:
     return sorted(str(v) for v in values) if isinstance(values, list) else []
 
 
-def thread_tags_pipeline(mailbox_id: str, thread_keys: Iterable[str]) -> list[dict[str, Any]]:
-    """The union of the tags of each of these threads' messages (``_id``: the thread key): on the
-    thread index, reading only the tagged messages of the page's threads."""
-    return [
-        {"$match": {"mailboxId": mailbox_id, "threadKey": {"$in": list(thread_keys)}, "tags": {"$type": "string"}}},
-        {"$project": {"_id": 0, "threadKey": 1, "tags": 1}},
-        {"$unwind": "$tags"},
-        {"$group": {"_id": "$threadKey", "tags": {"$addToSet": "$tags"}}},
-    ]
+TAGGED_PROBE_HINT = "aecs_messages_tags"
+THREAD_TAGS_HINT = "aecs_messages_thread"
+THREAD_TAGS_PROJECTION: dict[str, Any] = {"_id": 0, "threadKey": 1, "tags": 1}
+
+
+def tagged_probe(mailbox_id: str) -> dict[str, Any]:
+    """The filter of "does this mailbox hold a tagged message at all" (read with ``limit 1`` on
+    ``aecs_messages_tags``, hint ``TAGGED_PROBE_HINT``): one index key when it does, an empty
+    index range when it does not; a thread listing skips its tag read then."""
+    return {"mailboxId": mailbox_id, "tags": {"$type": "string"}}
+
+
+def thread_tags_filter(mailbox_id: str, thread_keys: Iterable[str]) -> dict[str, Any]:
+    """The tagged messages of these threads: a find on the thread index (hint
+    ``THREAD_TAGS_HINT``, projection ``THREAD_TAGS_PROJECTION``), the ``threadKey $in`` being
+    its index bounds; ``thread_tags_union`` folds the rows. (An aggregation with ``$unwind`` and
+    ``$group`` was planned as a collection scan by SecantusDB.)"""
+    return {"mailboxId": mailbox_id, "threadKey": {"$in": list(thread_keys)}, "tags": {"$type": "string"}}
+
+
+def thread_tags_union(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """The union of the tags of each thread's messages (thread key -> sorted tags) from the rows
+    of ``thread_tags_filter``."""
+    union: dict[str, set[str]] = {}
+    for row in rows:
+        values = row.get("tags")
+        if isinstance(values, list) and values:
+            union.setdefault(str(row["threadKey"]), set()).update(str(v) for v in values)
+    return {key: sorted(values) for key, values in union.items()}
