@@ -54,14 +54,12 @@ from ..pure import flags
 from ..pure.file_records import Listed
 from ..pure.imap_records import SOURCES as IMAP_SOURCES
 from ..results import StoreResult
-from .sources import _HEADER_LINE, IngestReport, Origin, RawMessage, Skipped, iter_mbox, not_mail
+from .sources import IngestReport, Origin, RawMessage, Skipped, iter_mbox, not_mail, sniff
 
 if TYPE_CHECKING:
     from ..synchronous.store import MessageStore
 
 __all__ = ["FileSyncReport", "sync_files"]
-
-_SNIFF_BYTES = 8192
 
 
 def _maildir_tags(directory: str, name: str, keywords: Mapping[str, str] | None) -> frozenset[str]:
@@ -292,21 +290,6 @@ class _Walker:
                 continue
             listed = Listed("file", child, child, rel, *_stat_numbers(st), self.s.next())
             self.s.plain.append((listed, st))
-
-
-def _sniff(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(_SNIFF_BYTES)
-    except OSError as exc:
-        return f"cannot read: {exc.strerror or exc}"
-    if head.startswith(b"From "):
-        return "mbox"
-    if not head.strip():
-        return "empty file"
-    if _HEADER_LINE.match(head.split(b"\n", 1)[0]):
-        return "eml"
-    return "not mail: its first line is not a header field nor an mbox 'From ' line"
 
 
 def _block_hashes(path: str, offset: int) -> tuple[str, str]:
@@ -556,7 +539,7 @@ class _Sync:
     def _read_file(self, source: _Source, listed: Listed, fresh: bool = False) -> Iterator[RawMessage | Skipped]:
         path = source.abs(listed.path)
         if listed.kind == "file" and not path.lower().endswith(".eml") and not source.is_file:
-            kind = _sniff(path)
+            kind = sniff(path)
             if kind == "mbox":
                 self.report.new -= 1  # counted as an mbox
                 yield from self._read_mbox(

@@ -77,6 +77,7 @@ __all__ = [
     "not_mail",
     "read_inputs",
     "read_messages",
+    "sniff",
 ]
 
 _HEADER_LINE = re.compile(rb"^[\x21-\x39\x3b-\x7e]+[ \t]*:")
@@ -172,7 +173,7 @@ def _sniff_mbox(path: Path) -> bool:
         return False  # read as a single message, which reports the error
 
 
-def _sniff(path: Path) -> Literal["eml", "mbox"] | str:
+def sniff(path: str | os.PathLike[str]) -> Literal["eml", "mbox"] | str:
     """What a file in a directory holds, by its first bytes: ``mbox`` (starts with ``From ``),
     ``eml`` (starts with a header field), else why it is not mail."""
     try:
@@ -247,7 +248,7 @@ def _directory(folder: Path, relative: str | None = None) -> Iterator[InputFile 
         elif suffix in (".eml", ".mbox"):
             yield InputFile("eml" if suffix == ".eml" else "mbox", path, _file_size(path))
         else:
-            kind = _sniff(path)
+            kind = sniff(path)
             if kind in ("eml", "mbox"):
                 yield InputFile("mbox" if kind == "mbox" else "eml", path, _file_size(path))
             else:
