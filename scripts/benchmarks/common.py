@@ -241,3 +241,17 @@ def table(rows: list[Doc], columns: list[str]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
     lines += ["  ".join(fmt(r.get(c)).ljust(w) for c, w in zip(columns, widths, strict=True)) for r in rows]
     return "\n".join(lines)
+
+
+#: one message whose word nothing else in the bench mail holds: the rare-word searches of the
+#: search, scan and warm sections look for it
+RARE = b"""From: Archivist <archivist@old.example>
+To: owner@example.com
+Subject: The oldest note
+Date: Fri, 02 Jan 1998 09:00:00 +0000
+Message-ID: <oldest-note@old.example>
+MIME-Version: 1.0
+Content-Type: text/plain; charset=utf-8
+
+Only this message mentions the xylophonist from the orchestra.
+"""

@@ -35,18 +35,7 @@ import gen_mbox
 from pymongo import MongoClient
 
 from aecs_mongo import MessageStore
-from benchmarks.common import Context, Doc, corpus_source, table_of
-
-RARE = b"""From: Archivist <archivist@old.example>
-To: owner@example.com
-Subject: The oldest note
-Date: Fri, 02 Jan 1998 09:00:00 +0000
-Message-ID: <oldest-note@old.example>
-MIME-Version: 1.0
-Content-Type: text/plain; charset=utf-8
-
-Only this message mentions the xylophonist from the orchestra.
-"""
+from benchmarks.common import RARE, Context, Doc, corpus_source, table_of
 
 #: (label, our query, notmuch's query, count?)
 QUERIES = [

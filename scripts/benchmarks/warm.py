@@ -33,18 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Context, Doc, real_mail, table_of
-
-RARE = b"""From: Archivist <archivist@old.example>
-To: owner@example.com
-Subject: The oldest note
-Date: Fri, 02 Jan 1998 09:00:00 +0000
-Message-ID: <oldest-note@old.example>
-MIME-Version: 1.0
-Content-Type: text/plain; charset=utf-8
-
-Only this message mentions the xylophonist from the orchestra.
-"""
+from benchmarks.common import RARE, ROOT, Context, Doc, real_mail, table_of
 
 NAME = "warm"
 DEFAULT = False
