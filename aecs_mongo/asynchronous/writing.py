@@ -22,6 +22,7 @@ from pymongo import ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
 from ..errors import AecsMongoError
+from ..pure.blob_location import check_key
 from ..pure.documents import (
     Blob,
     MessageDocuments,
@@ -137,8 +138,21 @@ async def store_iter(
     workers = worker_count()  # where the machine has cores to spare (parse_pool.py)
     pool: ParsePool | None = None
     batches = 0
+    # a file store writes and syncs the next batch's blobs while this one is written (durable
+    # stores only; once a batch checked the blob location: filestore.py, "Staged ahead")
+    stager = ctx.blobs.stager() if ctx.settings.durable else None
+    staged: list[list[tuple[str, bytes]]] = []
+    checked = False
 
     def build_next() -> Built | None:
+        built = build_batch()
+        if built is not None and stager is not None and checked:
+            items = _blob_items(built[0])
+            staged.append(items)
+            stager.stage(items)
+        return built
+
+    def build_batch() -> Built | None:
         nonlocal batches, pool
         batches += 1
         if workers and batches > 1:  # from the second batch on: one batch never pays for them
@@ -171,12 +185,28 @@ async def store_iter(
                 assert on_error is not None
                 on_error(*error)
             if batch:
-                for result in await write_batch(ctx, batch):
+                results = await write_batch(ctx, batch)
+                checked = True
+                if stager is not None:
+                    stager.unstage(_blob_items(batch))  # of messages stored before
+                for result in results:
                     yield result
     finally:
         prefetch.close()
         if pool is not None:
             pool.close()
+        if stager is not None:
+            for items in staged:
+                stager.unstage(items)
+
+
+def _blob_items(batch: Sequence[MessageDocuments]) -> list[tuple[str, bytes]]:
+    """``(key, bytes)`` of each blob of a batch, the first of each key (as ``write_once`` puts)."""
+    items: dict[str, bytes] = {}
+    for docs in batch:
+        for blob in docs.blobs:
+            items.setdefault(check_key(blob.key), blob.data)
+    return list(items.items())
 
 
 def _build_in_workers(
@@ -231,6 +261,7 @@ _STORED_FIELDS = {
     "blobPrefix": 1,
     "blobs": 1,
     "messageKey": 1,
+    "folders": 1,
 }
 
 
@@ -315,7 +346,7 @@ async def write_once(
         created.discard(docs.message["_id"])  # a repeat within the batch is "already stored"
     # a repeat within the batch, and every copy of a stored message, may be other bytes
     copies = [d for d, new in zip(batch, fresh, strict=True) if not new]
-    foldered = await _add_folders(ctx, copies)
+    foldered = await _add_folders(ctx, copies, stored)
     variants, wrote = await _keep_variants(ctx, copies, stored, concern, repair=repair)
     if not wrote and (not journaled or foldered):
         await ctx.journal_barrier(concern)
@@ -327,14 +358,21 @@ async def write_once(
     ]
 
 
-async def _add_folders(ctx: AsyncStoreContext, copies: Sequence[MessageDocuments]) -> list[str]:
+async def _add_folders(
+    ctx: AsyncStoreContext, copies: Sequence[MessageDocuments], stored: Mapping[str, Mapping[str, Any]]
+) -> list[str]:
     """A re-delivery found in another folder: the folder joins the stored message's
     (``$addToSet``, one update per message that lacks one; never an upsert, so a message deleted
     meanwhile stays deleted). Tags are never touched by a re-delivery. Returns the keys of the
-    messages changed."""
+    messages changed. ``stored``: the messages as the batch found or inserted them: one that
+    holds every folder of its copies already is not sent a statement (a re-delivery from the
+    same folder, the common case, costs the server nothing)."""
     wanted: dict[str, tuple[str, list[str]]] = {}
     for docs in copies:
         folders = docs.message.get("folders")
+        known = stored.get(docs.message["_id"])
+        if folders and known is not None:
+            folders = [f for f in folders if f not in (known.get("folders") or ())]
         if folders:
             key, have = wanted.setdefault(docs.message["_id"], (docs.message_key, []))
             have.extend(f for f in folders if f not in have)
