@@ -167,7 +167,9 @@ def run_ours(
     cli = [python or sys.executable, "-m", "aecs_mongo", "--data-dir", str(data)]
     if blobs is not None:
         cli += ["--blobs", blobs]
-    env = {k: v for k, v in _env().items() if k != "AECS_BLOBS"}
+    # another checkout's python imports its own package, never one this process was pointed at
+    leave_out = ("AECS_BLOBS", "PYTHONPATH") if python else ("AECS_BLOBS",)
+    env = {k: v for k, v in _env().items() if k not in leave_out}
     try:
         start = _timed([*cli, "server", "start"], env, work)
         seconds = _timed([*cli, "ingest", "--no-progress", str(maildir)], env, work)
@@ -300,7 +302,8 @@ def bench_mail_tools(sizes: list[int], rounds: int, baseline: str | None = None,
         compiled = (
             "import aecs_mongo, compileall, os; compileall.compile_dir(os.path.dirname(aecs_mongo.__file__), quiet=1)"
         )
-        subprocess.run([baseline, "-c", compiled], check=True, env=_env())
+        env = {k: v for k, v in _env().items() if k != "PYTHONPATH"}
+        subprocess.run([baseline, "-c", compiled], check=True, env=env, cwd=tempfile.gettempdir())
     rows: list[Doc] = []
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix="aecs-bench-ingest-") as tmp:
