@@ -14,8 +14,9 @@ keyset (``ts``, ``messageKey``) on its index (``aecs_messages_tags`` for ``tag:`
 the tag the query names does not move the next batch; the last batch's statement is the rest
 of the query itself (one ``update_many`` on the index where the change fits one batch). A query
 with words pages through the store's search engine the same way. Each batch is durable before
-the next (one journaled wait per batch: its last statement's ``j: true``); the local search index follows each batch (``indexing.after_labels``); the change stream
-carries each change to feed consumers (``store.watch(..., tags=True)``).
+the next (one journaled wait per batch: its last statement's ``j: true``); the local search
+index follows each batch (``indexing.after_labels``); the change stream carries each change to
+feed consumers (``store.watch(..., tags=True)``).
 """
 
 from __future__ import annotations
