@@ -30,6 +30,7 @@ from ..pure.search_compile import (
     mongo_pipeline,
     post_match,
     search_columns,
+    search_haystacks,
     search_keyset,
     text_search,
 )
@@ -446,6 +447,22 @@ def _match_window(
             key=str(message.get("messageKey")),
         )
 
+    def may(message: dict[str, Any], haystacks: Mapping[str, str | None]) -> bool:
+        return search_query.may_match(
+            tree,
+            haystacks,
+            ts=int(message["ts"]),
+            thread_key=str(message.get("threadKey")),
+            now=now,
+            shared_view=shared,
+            thread_key_of=_thread_key_of,
+            tags=row_tags(message),
+            folders=row_tags(message, "folders"),
+            key=str(message.get("messageKey")),
+        )
+
+    # may_match first (a substring test on the fields): the columns are built and tokenized,
+    # and an HTML part turned into text, only for a message that may match
     answers: dict[str, tuple[bool, dict[str, str]]] = {}
     second: list[dict[str, Any]] = []
     for message in window:
@@ -455,10 +472,16 @@ def _match_window(
         if body.get("spill"):
             second.append(message)  # the text is in body.json: read with the HTML below
             continue
-        columns = search_columns(message, body, None, indexing.html_text)
-        matched = test(message, columns)
-        answers[message["_id"]] = (matched, columns)
-        if reads_html and "body.html" in (message.get("blobs") or ()) and not (matched and monotone):
+        html_unread = reads_html and "body.html" in (message.get("blobs") or ())
+        haystacks = search_haystacks(message, body, "")
+        if html_unread and not may(message, {**haystacks, "html": None}):
+            continue  # no match whatever the HTML part holds
+        matched = False
+        if may(message, haystacks):
+            columns = search_columns(message, body, None, indexing.html_text)
+            matched = test(message, columns)
+            answers[message["_id"]] = (matched, columns)
+        if html_unread and not (matched and monotone):
             second.append(message)
     if second:
         html_keys = {m["_id"]: m["blobPrefix"] + "body.html" for m in second if "body.html" in (m.get("blobs") or ())}
@@ -470,6 +493,9 @@ def _match_window(
                 body.update(json.loads(data[spilled[message["_id"]]].decode("utf-8")))
             raw_html = data.get(html_keys.get(message["_id"], ""))
             html = None if raw_html is None else raw_html.decode("utf-8", "replace")
+            if not body.get("spill") and not may(message, search_haystacks(message, body, indexing.html_pieces(html))):
+                answers.pop(message["_id"], None)
+                continue
             columns = search_columns(message, body, html, indexing.html_text)
             answers[message["_id"]] = (test(message, columns), columns)
     out = []
