@@ -50,6 +50,10 @@ _HIT_FIELDS = {"messageId": 1, "threadId": 1, "subject": 1, "ts": 1, "messageKey
 _SCAN_MESSAGE_FIELDS = {**queries.SEARCH_WINDOW_PROJECTION, "threadId": 1, "threadKey": 1, "from": 1}
 _SCAN_MESSAGE_FIELDS |= {"tags": 1, "folders": 1}
 _SCAN_MESSAGE_FIELDS |= {"attachments": 1, "blobs": 1, "blobPrefix": 1}
+#: The ids of one read of the scan's bodies and blobs: SecantusDB tests each document it
+#: fetches against the whole ``$in`` list (in Python), so a list of 100 cost 0.67-1.0 ms a
+#: body and one of 50 0.47-0.62 ms (measured at 20,000 messages); mongod does not care.
+_SCAN_IN = 50
 
 
 def _thread_key_of(thread_id: str) -> str:
@@ -425,7 +429,7 @@ async def _match_window(
         return []
     ids = [m["_id"] for m in window]
     bodies: dict[str, dict[str, Any]] = {}
-    for selector in queries.split_in(ctx.by_ids(ids)):
+    for selector in queries.split_in(ctx.by_ids(ids), _SCAN_IN):
         bodies.update({b["_id"]: b async for b in ctx.bodies.find(selector, {"raw": 0, "forAI": 0})})
     shared = ctx.settings.shared_view
     reads_html = search_query.has_text(tree)
@@ -484,7 +488,10 @@ async def _match_window(
     if second:
         html_keys = {m["_id"]: m["blobPrefix"] + "body.html" for m in second if "body.html" in (m.get("blobs") or ())}
         spilled = {m["_id"]: bodies[m["_id"]]["spill"] for m in second if bodies[m["_id"]].get("spill")}
-        data = await indexing.read_blobs(ctx, [*html_keys.values(), *spilled.values()])
+        keys = [*html_keys.values(), *spilled.values()]
+        data: dict[str, bytes] = {}
+        for i in range(0, len(keys), _SCAN_IN):
+            data.update(await indexing.read_blobs(ctx, keys[i : i + _SCAN_IN]))
         for message in second:
             body = dict(bodies[message["_id"]])
             if spilled.get(message["_id"]) in data:

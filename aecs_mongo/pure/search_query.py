@@ -166,14 +166,26 @@ def _ascii_folds() -> dict[int, str]:
     return table
 
 
+@functools.cache
+def _ascii_folds_re() -> re.Pattern[str]:
+    """The characters beyond ASCII of ``_ascii_folds`` (one character class)."""
+    return re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(_ascii_folds()) if c >= 0x80) + "]")
+
+
+def _fold_found(match: re.Match[str]) -> str:
+    return _ascii_folds()[ord(match[0])]
+
+
 def ascii_folded(text: str) -> str:
-    """``text`` with every character that folds into ASCII folded (the rest as it is): a word
+    """``text`` with every character that folds into ASCII folded, the rest lowercased: a word
     of ``text`` whose fold is an ASCII word ``w`` is a substring equal to ``w`` here, so a text
-    where ``w`` is not a substring holds no such word (a cheap test before tokenizing). ASCII
-    text (most mail) is only lowercased: the table maps no other ASCII character."""
+    where ``w`` is not a substring holds no such word (a cheap test before tokenizing). The
+    folding characters beyond ASCII are replaced by one regex pass, then ``str.lower`` (no
+    character outside the table lowercases into ASCII: the ASCII characters are those of a
+    translation by the table, at a tenth of its cost on a long text)."""
     if text.isascii():
         return text.lower()
-    return text.translate(_ascii_folds())
+    return _ascii_folds_re().sub(_fold_found, text).lower()
 
 
 def words(text: str | None) -> list[str]:
@@ -760,8 +772,9 @@ def matches(
     return test(node)
 
 
-def _wanted(n: Word | Phrase) -> list[str]:
-    return [fold(n.text)] if isinstance(n, Word) else [fold(w) for w in n.words]
+@functools.lru_cache(maxsize=1024)
+def _wanted(n: Word | Phrase) -> tuple[str, ...]:
+    return (fold(n.text),) if isinstance(n, Word) else tuple(fold(w) for w in n.words)
 
 
 def _message_leaf(
