@@ -168,24 +168,17 @@ def _ascii_folds() -> dict[int, str]:
 
 @functools.cache
 def _ascii_folds_re() -> re.Pattern[str]:
-    """The characters beyond ASCII of ``_ascii_folds`` (one character class)."""
     return re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(_ascii_folds()) if c >= 0x80) + "]")
-
-
-def _fold_found(match: re.Match[str]) -> str:
-    return _ascii_folds()[ord(match[0])]
 
 
 def ascii_folded(text: str) -> str:
     """``text`` with every character that folds into ASCII folded, the rest lowercased: a word
-    of ``text`` whose fold is an ASCII word ``w`` is a substring equal to ``w`` here, so a text
-    where ``w`` is not a substring holds no such word (a cheap test before tokenizing). The
-    folding characters beyond ASCII are replaced by one regex pass, then ``str.lower`` (no
-    character outside the table lowercases into ASCII: the ASCII characters are those of a
-    translation by the table, at a tenth of its cost on a long text)."""
+    of ``text`` whose fold is an ASCII word ``w`` is a substring equal to ``w`` here (a cheap
+    test before tokenizing). One regex pass over the folding characters beyond ASCII, then
+    ``str.lower`` (which lowercases nothing else into ASCII): a tenth of ``str.translate``."""
     if text.isascii():
         return text.lower()
-    return _ascii_folds_re().sub(_fold_found, text).lower()
+    return _ascii_folds_re().sub(lambda m: _ascii_folds()[ord(m[0])], text).lower()
 
 
 def words(text: str | None) -> list[str]:
@@ -763,10 +756,9 @@ def matches(
         if isinstance(n, (Date, Thread, Label)):
             return _message_leaf(n, ts, thread_key, now, thread_key_of, labels, key)
         wanted = _wanted(n)
-        columns_here = columns_for(n.field, shared_view=shared_view)
         return any(
             record.may_hold(column, wanted) and _phrase_in(record.tokens(column), wanted, n.prefix)
-            for column in columns_here
+            for column in columns_for(n.field, shared_view=shared_view)
         )
 
     return test(node)
@@ -807,21 +799,16 @@ def may_match(
     folders: Iterable[str] = (),
     key: str = "",
 ) -> bool:
-    """A cheap test before :func:`matches` (the scan's): False only where ``matches`` is False.
-    ``haystacks`` holds, for each column, a text every word of the column is a substring of
-    (the fields it is made from, before any is left out; None: not known yet, it may hold
-    anything). A word or phrase whose folded words are ASCII holds only where each is a
-    substring of the ``ascii_folded`` haystack (other words may always hold), a NOT may always
-    hold; dates, threads and labels are tested as ``matches`` tests them. No tokenizing, no
-    column building: one ``str.translate`` per group of columns a query's words look in."""
-    labels = {"tag": set(tags), "folder": set(folders)}
-    folded: dict[tuple[str, ...], str | None] = {}
+    """The scan's cheap test before :func:`matches`, False only where it is: ``haystacks`` per
+    column, a text each word of it is a substring of (None: unread). An ASCII-folded word holds
+    where it is a substring of the ``ascii_folded`` haystack; other words and NOT may always
+    hold; dates, threads and labels are tested as ``matches`` does. No tokens, no columns."""
+    labels, folded = {"tag": set(tags), "folder": set(folders)}, dict[tuple[str, ...], str | None]()
 
     def hay(columns: tuple[str, ...]) -> str | None:
         if columns not in folded:
             parts = [haystacks.get(c) for c in columns]
-            # one text for the group: a word holds no newline, so it is a substring of the
-            # joined text exactly where it is one of a part
+            # a word holds no newline: a substring of the joined text where it is one of a part
             folded[columns] = None if None in parts else ascii_folded("\n".join(p for p in parts if p))
         return folded[columns]
 
