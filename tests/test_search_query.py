@@ -152,6 +152,46 @@ def test_snippets_are_cut_around_the_first_matched_word() -> None:
     assert sq.snippet(["ab", "cd budgets"], [Word("budg", prefix=True)]) == "cd budgets"
 
 
+def _snippet_from_the_start(texts: list[str | None], terms: list[Word], width: int) -> str:
+    """``snippet`` as it was: every text tokenized from its first character."""
+    wanted = [(sq.fold(t.text), t.prefix) for t in terms]
+    first = ""
+    for text in texts:
+        if not text:
+            continue
+        flat = " ".join(text.split())
+        first = first or flat
+        for start, _end, word in sq.token_spans(flat):
+            if any(word == w or (prefix and word.startswith(w)) for w, prefix in wanted):
+                return sq._cut(flat, max(start - width // 3, 0), width)
+    return sq._cut(first, 0, width) if first else ""
+
+
+_snippet_chars = st.sampled_from(list("ab meEtinG x-_.,'KößéİÅǄ…\u0301\u212a\n\t12")) | st.characters()
+
+
+@given(
+    st.lists(st.none() | st.text(_snippet_chars, max_size=60), max_size=3),
+    st.lists(
+        st.builds(
+            Word,
+            st.sampled_from(["meeting", "mee", "a", "ab", "koln", "köln", "12", "e", "k", "ss", "dz", "ø"]),
+            prefix=st.booleans(),
+        ),
+        min_size=1,
+        max_size=2,
+    ),
+    st.integers(1, 40),
+)
+@settings(max_examples=SEARCH_EXAMPLES, deadline=None)
+def test_a_snippet_starts_where_tokenizing_from_the_start_finds_its_word(
+    texts: list[str | None], terms: list[Word], width: int
+) -> None:
+    """The snippet skips the text before the first place a query word can be (and a text with
+    none): the same snippet as tokenizing every text from its first character."""
+    assert sq.snippet(texts, terms, width) == _snippet_from_the_start(texts, terms, width)
+
+
 # --- print and parse round trip ------------------------------------------------------------------
 
 _word_chars = st.characters(categories=["Lu", "Ll", "Lo", "Nd"])
