@@ -16,11 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aecs_mongo import AecsMongoError, SearchQueryError
+from aecs_mongo.normalize.html_text import html_text_pieces, html_to_text
 from aecs_mongo.pure import search_query as sq
 from aecs_mongo.pure.search_query import And, Date, Not, Or, Phrase, Thread, Word, parse, to_text
 
 from .helpers.paths import ROOT
-from .helpers.search import SEARCH_EXAMPLES, corpus_columns
+from .helpers.search import SEARCH_EXAMPLES, corpus_columns, corpus_haystacks
 
 # --- what queries mean ---------------------------------------------------------------------------
 
@@ -322,3 +323,41 @@ def test_the_scan_s_pre_check_changes_no_answer() -> None:
 
     assert hit("cafe") and hit("koln") and hit("kelvin") and hit("caf*") and hit('"cafe de koln"')
     assert hit("xylo") and hit("phone") and not hit("xylophone") and not hit("cafes") and not hit('"de cafe"')
+
+
+def test_may_match_is_false_only_where_matches_is_false_on_the_corpus() -> None:
+    """The scan tests ``may_match`` on a message's fields before building its columns: on every
+    corpus message and every word of its columns (and queries of every kind), a match is never
+    rejected, and a word the message does not hold is (so the test can fail both ways)."""
+    now = dt.datetime.now(dt.UTC)
+    common = {"ts": 0, "thread_key": "", "now": now, "shared_view": False, "thread_key_of": str}
+    queries = ["xylophonist", "subject:re", "from:example.com", "attachment:pdf", '"thank you"', "pars*", "html"]
+    queries += ["NOT the", "fouche", "to:example body:message", "(html OR text) NOT subject:re", "коллекция"]
+    rejected = checked = 0
+    for columns, haystacks in zip(corpus_columns(), corpus_haystacks(), strict=True):
+        words = {w for text in columns.values() for w in sq.words(text)}
+        for query in [*queries, *sorted(words)[::7]]:
+            tree = parse(query)
+            assert tree is not None
+            may = sq.may_match(tree, haystacks, **common)
+            if sq.matches(tree, columns, **common):
+                checked += 1
+                assert may, (query, columns)
+            rejected += not may
+        assert sq.may_match(parse("xylophonist"), {**haystacks, "html": None}, **common)  # not read: may hold
+    assert checked > 3_000 and rejected > 3_000, (checked, rejected)
+
+
+_HTML_BITS = ["<p>", "</p>", "<b>", "</b>", "<br>", "<!--", "-->", "<style>", "</style>", "<script a=1>", "</script>"]
+_HTML_BITS += ["&amp;", "&eacute;", "&#120;", "&", "<", ">", "<td>", "<blockquote>", "<pre>", "\ue000", " ", "\n"]
+
+
+@given(st.lists(st.sampled_from(_HTML_BITS) | st.text(alphabet="xyloAÉ é-", max_size=6), max_size=25).map("".join))
+@settings(max_examples=SEARCH_EXAMPLES, deadline=None)
+def test_every_word_of_an_html_part_is_a_substring_of_its_cheap_text(markup: str) -> None:
+    """The scan's test of an HTML part (``html_text_pieces``, no layout) never hides a word that
+    ``html_to_text`` gives: each ASCII-folded word is a substring of its ASCII fold."""
+    folded = sq.ascii_folded(html_text_pieces(markup))
+    for word in sq.words(html_to_text(markup)):
+        if word.isascii():
+            assert word in folded, (markup, word, folded)
