@@ -132,11 +132,9 @@ def count(ctx: StoreContext, query: str) -> int:
         assert flt is not None
         hint = label_hint(flt)
         selector = {"mailboxId": ctx.mailbox_id, **flt}
-        return int(
-            (
-                ctx.messages.count_documents(selector, hint=hint) if hint else ctx.messages.count_documents(selector)
-            )
-        )
+        if hint is not None:  # tag:/folder: on their index (``label_hint``)
+            return int(ctx.messages.count_documents(selector, hint=hint))
+        return int(ctx.messages.count_documents(selector))
     if engine == "local":
         index = indexing.current(ctx)
         return index.count(_plan(ctx, index, tree, now))
