@@ -249,8 +249,14 @@ def _summaries(cli: Cli, mailbox: str) -> dict[str, tuple[Any, ...]]:
 
 @pytest.mark.server
 @pytest.mark.ci_every_server
-@pytest.mark.parametrize("fmt", ["mbox", "maildir"])
-def test_export_and_reimport_of_the_corpus_keeps_every_thread_summary(cli: Cli, tmp_path: Path, fmt: str) -> None:
+@pytest.mark.parametrize(("fmt", "blobs"), [("mbox", "gridfs"), ("maildir", "gridfs"), ("maildir", "file")])
+def test_export_and_reimport_of_the_corpus_keeps_every_thread_summary(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, blobs: str
+) -> None:
+    """Every thread summary survives export and re-import; on GridFS and on the file store (the
+    embedded default's), whose blobs the export reads back byte for byte."""
+    if blobs == "file":
+        monkeypatch.setenv("AECS_BLOBS", f"file://{tmp_path / 'blobs'}")
     assert cli("ingest", str(require_corpus()), "--mailbox", "first").code in (0, 1)
     before = _summaries(cli, "first")
     out = tmp_path / ("out.mbox" if fmt == "mbox" else "Maildir")
@@ -259,6 +265,8 @@ def test_export_and_reimport_of_the_corpus_keeps_every_thread_summary(cli: Cli, 
     assert cli("ingest", str(out), "--mailbox", "second").code == 0
     after = _summaries(cli, "second")
     assert len(before) > 250 and after == before  # firstTs/lastTs moved for undated mail before
+    if blobs == "file":
+        assert any((tmp_path / "blobs").rglob("*.raw.eml")), "the blobs went to the file store"
 
 
 @pytest.mark.server

@@ -11,10 +11,12 @@ the server), never an upsert (a message deleted or erased meanwhile stays gone),
 interrupted half-way is finished by running it again (what is done already is matched, not
 changed). A query of tags, flags, folders, ids, threads and dates is read from ``messages`` by
 keyset (``ts``, ``messageKey``) on its index (``aecs_messages_tags`` for ``tag:``), so removing
-the tag the query names does not move the next batch; a query with words pages through the
-store's search engine the same way. Each batch's update is durable (``j: true``) before the
-next; the local search index follows each batch (``indexing.after_labels``); the change stream
-carries each change to feed consumers (``store.watch(..., tags=True)``).
+the tag the query names does not move the next batch; the last batch's statement is the rest
+of the query itself (one ``update_many`` on the index where the change fits one batch). A query
+with words pages through the store's search engine the same way. Each batch is durable before
+the next (one journaled wait per batch: its last statement's ``j: true``); the local search
+index follows each batch (``indexing.after_labels``); the change stream carries each change to
+feed consumers (``store.watch(..., tags=True)``).
 """
 
 from __future__ import annotations
@@ -89,14 +91,17 @@ async def change(
     async for batch in _target_batches(ctx, target):
         ids = [doc_id(ctx.mailbox_id, k) for k in batch.keys]
         # a query names stored messages; a listed Message-ID may not be stored (not matched)
-        matched += len(ids) if isinstance(target, str) else await ctx.messages.count_documents(ctx.by_ids(ids))
-        if dry_run:
-            changed += await ctx.messages.count_documents({**ctx.by_ids(ids), **wants})
-            continue
-        if not (added or removed):
+        found = len(ids) if isinstance(target, str) else await ctx.messages.count_documents(ctx.by_ids(ids))
+        if dry_run or not (added or removed):
+            matched += found
+            if dry_run:
+                changed += await ctx.messages.count_documents({**ctx.by_ids(ids), **wants})
             continue
         threads = await _batch_threads(ctx, field, batch, ids)
         modified = await _write(ctx, field, batch, ids, added, removed, concern)
+        # a batch's last statement takes the rest of the query: a message that came meanwhile
+        # and was changed is matched too
+        matched += max(found, modified)
         changed += modified
         # also where nothing changed: a run that stopped between a batch and its threads
         # is finished by running it again
@@ -116,10 +121,11 @@ async def _write(
     concern: Any,
 ) -> int:
     """One batch's statements (durable: ``concern``); how many messages they modified. A batch
-    of a filter is ``update_many`` over exactly the index range it read (by the range, not by
-    ``_id``: a thousand ``_id``s in one filter cost some servers seconds); a batch of ids is one
-    bulk of single-message updates filtered to the messages it would change (or, where the
-    driver has no bulk, one ``update_many`` by ``_id``). ``modified`` is what changed."""
+    of a filter is ``update_many`` over exactly the index range it read, the last batch over the
+    rest of the query (by the range, not by ``_id``: a thousand ``_id``s in one filter cost some
+    servers seconds); a batch of ids is one bulk of single-message updates filtered to the
+    messages it would change (or, where the driver has no bulk, one ``update_many`` by ``_id``).
+    ``modified`` is what changed."""
     wants = needs_change(field, added, removed)
     messages = ctx.completing(ctx.messages, concern)
     if added and removed and not ctx.capabilities.array_pipelines:  # the unit tier: two statements
@@ -131,11 +137,17 @@ async def _write(
     update = tag_update(field, added, removed)
     if batch.selectors is not None:
         # no "needs change" filter here: a second condition on the field would cost some
-        # planners the index (SecantusDB scans then); the server counts only real changes
-        modified = 0
-        for selector in batch.selectors:
-            modified += (await messages.update_many(selector, update)).modified_count
-        return int(modified)
+        # planners the index (SecantusDB scans then); the server counts only real changes. One
+        # durable wait per batch: the last statement carries the concern (the journal is
+        # sequential), or where it changed nothing, a barrier write does
+        modified = last = 0
+        for n, selector in enumerate(batch.selectors):
+            writer = messages if n == len(batch.selectors) - 1 else ctx.messages
+            last = int((await writer.update_many(selector, update)).modified_count)
+            modified += last
+        if modified and not last:
+            await ctx.journal_barrier(concern)
+        return modified
     if not ctx.capabilities.bulk_writes:
         return int((await messages.update_many({**ctx.by_ids(ids), **wants}, update)).modified_count)
     done = await messages.bulk_write([UpdateOne({**ctx.by_id(i), **wants}, update) for i in ids], ordered=False)
@@ -266,10 +278,14 @@ async def _target_batches(ctx: AsyncStoreContext, target: str | Iterable[str]) -
                     break
             if not rows:
                 return
-            last = (int(rows[-1]["ts"]), str(rows[-1]["messageKey"]))
-            yield _Batch([str(r["messageKey"]) for r in rows], _window(base, after, last))
+            keys = [str(r["messageKey"]) for r in rows]
             if len(rows) < TAG_BATCH:
+                # the last page: its statements are the pages' own filters (no lower edge), one
+                # statement where the change fits one batch
+                yield _Batch(keys, pages)
                 return
+            last = (int(rows[-1]["ts"]), str(rows[-1]["messageKey"]))
+            yield _Batch(keys, _window(base, after, last))
             after = last
         return
     cursor: str | None = None

@@ -14,8 +14,10 @@ anything failed, 130 when interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..mail.follow import FileSyncReport, sync_files
 from ..mail.sources import STDIN, IngestReport, InputFile, RawMessage, Skipped, find_inputs, read_inputs
@@ -31,7 +33,7 @@ from .base import (
     database_error_text,
     on_terminal,
 )
-from .interrupts import finish_in_hand_on_interrupt, until
+from .interrupts import StopRequest, finish_in_hand_on_interrupt, until
 
 __all__ = ["HANDLERS", "Progress"]
 
@@ -79,7 +81,6 @@ def ingest(ctx: Context) -> Output:
     tags = check_tags(getattr(args, "tag", []), "--tag")  # a bad tag: a usage error before any read
     started = time.monotonic()
     report = IngestReport()
-    aborted_by: Exception | None = None
     inputs = list(find_inputs(args.paths))  # listed first: the progress line shows totals
     files = [i for i in inputs if isinstance(i, InputFile)]
     total = (
@@ -90,31 +91,16 @@ def ingest(ctx: Context) -> Output:
     progress = Progress(total, sum(f.size for f in files), enabled=on_terminal(args.no_progress))
     items = report.track(_with_progress(read_inputs(inputs), report, progress))
     before = _mailbox_count(ctx)
-    try:
-        with finish_in_hand_on_interrupt() as stop:
-            stored = ctx.store.store_iter(until(items, stop), args.batch_size, report.refused, tags=tags)
-            for result in stored:
-                report.count(result)
-                progress.update(report)
-        report.interrupted = stop.requested
-    except KeyboardInterrupt:
-        report.interrupted = True
-    except Exception as exc:  # a database error: report what was done, then fail
-        report.aborted = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-        aborted_by = exc
-    finally:
-        items.close()
-        progress.update(report, force=True)
-        progress.close()
+    run = _Run(report, progress)
+    with run.guarded(cleanup=items.close) as stop:
+        stored = ctx.store.store_iter(until(items, stop), args.batch_size, report.refused, tags=tags)
+        for result in stored:
+            report.count(result)
+            progress.update(report)
     if report.interrupted or report.aborted:
         _reconcile(ctx, report, before)
     report.seconds = time.monotonic() - started
-    failed = report.failures or report.aborted
-    code = EXIT_INTERRUPTED if report.interrupted else EXIT_FAILED if failed else EXIT_OK
-    notes: tuple[str, ...] = ()
-    if aborted_by is not None:  # the one line on stderr, also with --json (a full disk named as such)
-        notes = (f"error: {database_error_text(aborted_by, getattr(args, 'embedded_dir', None))}",)
-    return Output(report.as_dict(), report.lines(), code, notes=notes)
+    return run.output(ctx, report.as_dict(), report.lines())
 
 
 def _follow(ctx: Context) -> Output:
@@ -124,40 +110,64 @@ def _follow(ctx: Context) -> Output:
     args = ctx.args
     result = FileSyncReport()
     report = result.messages
-    aborted_by: Exception | None = None
     progress = Progress(None, 0, enabled=on_terminal(args.no_progress))
-    try:
-        with finish_in_hand_on_interrupt() as stop:
+    run = _Run(report, progress)
+    with run.guarded() as stop:
 
-            def items_filter(items: Iterator[RawMessage | Skipped]) -> Iterator[RawMessage | Skipped]:
-                return until(_with_progress(items, report, progress), stop)
+        def items_filter(items: Iterator[RawMessage | Skipped]) -> Iterator[RawMessage | Skipped]:
+            return until(_with_progress(items, report, progress), stop)
 
-            sync_files(
-                ctx.store,
-                args.paths,
-                remove_missing=args.remove_missing,
-                rescan=args.rescan,
-                batch_size=args.batch_size,
-                items_filter=items_filter,
-                report=result,
-                tags=check_tags(getattr(args, "tag", []), "--tag"),
-                on_survey=progress.set_totals,
-            )
-        report.interrupted = stop.requested
-    except KeyboardInterrupt:
-        report.interrupted = True
-    except Exception as exc:  # a database error: report what was done, then fail
-        report.aborted = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-        aborted_by = exc
-    finally:
-        progress.update(report, force=True)
-        progress.close()
-    failed = report.failures or report.aborted
-    code = EXIT_INTERRUPTED if report.interrupted else EXIT_FAILED if failed else EXIT_OK
-    notes: tuple[str, ...] = ()
-    if aborted_by is not None:
-        notes = (f"error: {database_error_text(aborted_by, getattr(args, 'embedded_dir', None))}",)
-    return Output(result.as_dict(), result.lines(), code, notes=notes)
+        sync_files(
+            ctx.store,
+            args.paths,
+            remove_missing=args.remove_missing,
+            rescan=args.rescan,
+            batch_size=args.batch_size,
+            items_filter=items_filter,
+            report=result,
+            tags=check_tags(getattr(args, "tag", []), "--tag"),
+            on_survey=progress.set_totals,
+        )
+    return run.output(ctx, result.as_dict(), result.lines())
+
+
+class _Run:
+    """How one ingest ends, the same for files and for standard input: the first Ctrl-C finishes
+    the messages in hand (a second stops at once): interrupted, exit 130; a database error ends
+    the run with what was done reported and its one line on stderr (also with ``--json``; a full
+    disk named as such): exit 1, as for any failed message."""
+
+    def __init__(self, report: IngestReport, progress: Progress) -> None:
+        self.report = report
+        self.progress = progress
+        self.error: Exception | None = None
+
+    @contextlib.contextmanager
+    def guarded(self, cleanup: Callable[[], object] | None = None) -> Iterator[StopRequest]:
+        report = self.report
+        try:
+            with finish_in_hand_on_interrupt() as stop:
+                yield stop
+            report.interrupted = stop.requested
+        except KeyboardInterrupt:
+            report.interrupted = True
+        except Exception as exc:  # a database error: report what was done, then fail
+            report.aborted = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            self.error = exc
+        finally:
+            if cleanup is not None:
+                cleanup()
+            self.progress.update(report, force=True)
+            self.progress.close()
+
+    def output(self, ctx: Context, payload: dict[str, Any], lines: list[str]) -> Output:
+        report = self.report
+        failed = report.failures or report.aborted
+        code = EXIT_INTERRUPTED if report.interrupted else EXIT_FAILED if failed else EXIT_OK
+        notes: tuple[str, ...] = ()
+        if self.error is not None:
+            notes = (f"error: {database_error_text(self.error, getattr(ctx.args, 'embedded_dir', None))}",)
+        return Output(payload, lines, code, notes=notes)
 
 
 def _mailbox_count(ctx: Context) -> int | None:

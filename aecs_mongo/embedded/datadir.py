@@ -2,7 +2,7 @@
 
 A mail store is as private as a Maildir (700) or ``~/.gnupg``: the data directory is created
 0700 and everything in it is created without group or other bits (the server runs with umask
-077). A directory that is open to others is tightened once, with a warning naming it; one that
+077). A directory that is open to others is tightened once, whole, with a warning naming it; one that
 belongs to another user, or that cannot be tightened, is refused (``DataDirError``): it is not
 ours to change, and a server must not write mail into it.
 
@@ -65,7 +65,12 @@ def make_private(directory: Path) -> None:
     """Create ``directory`` 0700, or make an existing one private: no group/other bits on it or
     anything below it (said once, with a warning: the mail was readable by other users until
     now). Raises ``DataDirError`` for a directory of another user, a path that is not a
-    directory, or modes that cannot be changed."""
+    directory, or modes that cannot be changed.
+
+    Every command calls this, so it costs one ``lstat`` when the directory is private already:
+    nobody else can reach anything below a 0700 directory, so what is below is walked (and
+    tightened) only when the directory itself was open. The walk is as long as the mail (a
+    file per blob in ``blobs/``): 4.5 s a command at 20,000 messages when it ran every time."""
     try:
         directory.mkdir(mode=0o700, parents=True)
         return  # mkdir applies the umask, which can only remove bits from 0700
@@ -84,6 +89,8 @@ def make_private(directory: Path) -> None:
             f"the data directory {directory} belongs to another user (uid {info.st_uid}): "
             "refusing to keep mail in it; use a directory of your own (--data-dir)"
         )
+    if not info.st_mode & _OPEN_BITS:
+        return
     opened = _tighten(directory)
     if opened:
         log.warning(

@@ -14,8 +14,8 @@ object under its key is complete. The uploads of a batch run at once (16 at a ti
 ``put`` returns once every one was acknowledged. Objects are stored as they are (not
 compressed): other tools read them, and object storage is priced for it.
 
-S3 (moto's server in the tests) is tested; ``gs://`` and ``az://`` go through the same calls and
-are untested here.
+S3 (moto's server in the tests) and Azure (Azurite, the emulator) are tested; ``gs://`` goes
+through the same calls and is untested here (no GCS emulator speaks the XML API obstore uses).
 """
 
 from __future__ import annotations
