@@ -192,15 +192,15 @@ async def _stored_thread_tags(ctx: AsyncStoreContext, rows: Sequence[Mapping[str
 async def thread_tags(ctx: AsyncStoreContext, keys: Sequence[str]) -> dict[str, list[str]]:
     """The union of each thread's messages' tags, from the messages: nothing is read but one key
     of ``aecs_messages_tags`` when the mailbox holds no tagged message; else one find on the
-    thread index over the threads (their tagged messages' ``threadKey`` and ``tags``), the union
-    made here."""
+    thread index over the threads (their messages' ``threadKey`` and ``tags``), the union made
+    here."""
     if not keys:
         return {}
     probe = ctx.messages.find(tag_reads.tagged_probe(ctx.mailbox_id), {"_id": 1}, limit=1)
     if not await to_list(probe.hint(tag_reads.TAGGED_PROBE_HINT)):
         return {}
     found = ctx.messages.find(tag_reads.thread_tags_filter(ctx.mailbox_id, keys), tag_reads.THREAD_TAGS_PROJECTION)
-    return tag_reads.thread_tags_union(await to_list(found.hint(tag_reads.THREAD_TAGS_HINT)))
+    return tag_reads.thread_tags_union(await to_list(found))
 
 
 async def replies_to(ctx: AsyncStoreContext, message_id: str) -> list[MessageSummary]:

@@ -32,7 +32,6 @@ from ..pure import queries, search_query
 from ..pure.keys import check_str, doc_id, message_key, thread_key
 from ..pure.search_compile import message_filter
 from ..pure.tags import (
-    THREAD_TAGS_HINT,
     THREAD_TAGS_PROJECTION,
     check_folders,
     check_tags,
@@ -172,8 +171,8 @@ async def _thread_tags_after(
 ) -> None:
     """The summaries of a batch's threads follow its tag change (``pure/tags.py``): what it added,
     in one update; what it removed, pulled from each thread where no message still carries it
-    (one read of the summaries that hold it, one of the messages that still carry it on the
-    thread index, one bulk of ``$pull`` filtered on the ``tagsRev`` read; again where a
+    (one read of the summaries that hold it, one of those threads' messages on the thread
+    index, one bulk of ``$pull`` filtered on the ``tagsRev`` read; again where a
     concurrent writer changed the token meanwhile)."""
     if not keys:
         return
@@ -193,11 +192,8 @@ async def _thread_tags_after(
         if not holding:
             return
         still: list[dict[str, Any]] = []
-        for selector in queries.split_in(
-            thread_tags_filter(ctx.mailbox_id, [t["threadKey"] for t in holding], removed)
-        ):
-            found = ctx.messages.find(selector, THREAD_TAGS_PROJECTION).hint(THREAD_TAGS_HINT)
-            still += await to_list(found)
+        for selector in queries.split_in(thread_tags_filter(ctx.mailbox_id, [t["threadKey"] for t in holding])):
+            still += await to_list(ctx.messages.find(selector, THREAD_TAGS_PROJECTION))
         pulls = thread_tags_to_pull(holding, still, removed)
         if not pulls:
             return

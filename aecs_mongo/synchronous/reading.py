@@ -194,15 +194,15 @@ def _stored_thread_tags(ctx: StoreContext, rows: Sequence[Mapping[str, Any]]) ->
 def thread_tags(ctx: StoreContext, keys: Sequence[str]) -> dict[str, list[str]]:
     """The union of each thread's messages' tags, from the messages: nothing is read but one key
     of ``aecs_messages_tags`` when the mailbox holds no tagged message; else one find on the
-    thread index over the threads (their tagged messages' ``threadKey`` and ``tags``), the union
-    made here."""
+    thread index over the threads (their messages' ``threadKey`` and ``tags``), the union made
+    here."""
     if not keys:
         return {}
     probe = ctx.messages.find(tag_reads.tagged_probe(ctx.mailbox_id), {"_id": 1}, limit=1)
     if not to_list(probe.hint(tag_reads.TAGGED_PROBE_HINT)):
         return {}
     found = ctx.messages.find(tag_reads.thread_tags_filter(ctx.mailbox_id, keys), tag_reads.THREAD_TAGS_PROJECTION)
-    return tag_reads.thread_tags_union(to_list(found.hint(tag_reads.THREAD_TAGS_HINT)))
+    return tag_reads.thread_tags_union(to_list(found))
 
 
 def replies_to(ctx: StoreContext, message_id: str) -> list[MessageSummary]:
