@@ -273,8 +273,9 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         default=default(os.environ.get("AECS_KEEP_SERVER") or "5m"),
         metavar="DURATION",
         help=explain(
-            "keep the embedded server running in the background this long after the last command"
-            " (90s, 5m, 1h; 0: stop it with the command; default: $AECS_KEEP_SERVER or 5m)"
+            "keep the embedded server (with --uri: the URI's warm command host) running in the background"
+            " this long after the last command (90s, 5m, 1h; 0: stop it with the command; default:"
+            " $AECS_KEEP_SERVER or 5m)"
         ),
     )
     group.add_argument(

@@ -16,7 +16,8 @@ they check does not depend on the deployment) on the first server backend reques
 
 Commands run by the tests (``aecs-mongo`` subprocesses and ``main()``) get ``AECS_KEEP_SERVER=0``
 (set for the session below): the embedded server stops with each command, as before the shared
-background server existed, so no test leaves a server running; and ``XDG_CACHE_HOME`` names a
+background server existed, so no test leaves a server running (nor a ``--uri`` read a warm
+command host: tests/test_warm.py asks for them); and ``XDG_CACHE_HOME`` names a
 temporary directory, where the command line keeps the local search index of a ``--uri`` server.
 Tests of the shared server (tests/test_background.py) ask for one explicitly and stop it themselves. The ``cli`` fixture
 runs the command line in this process on the test's database (tests/helpers/cli.py).

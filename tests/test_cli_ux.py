@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aecs_mongo.cli import main
 
@@ -566,3 +568,40 @@ def test_a_consumer_that_fell_out_of_the_oplog_continues_by_backfill(caplog: pyt
         store.store(_message(99, date="Mon, 02 Nov 2026 10:00:00 +0000"))
         with store.watch("w", max_await_ms=200) as feed:  # and then it follows the stream again
             assert [i.message_id for i in feed.next_batch(10)] == ["n99@example.com"]
+
+
+def _cells_one_by_one(text: str) -> int:
+    from aecs_mongo.commands.base import _char_cells
+
+    return sum(_char_cells(c) for c in text)
+
+
+def _one_line_one_by_one(text: str, width: int) -> str:
+    from aecs_mongo.commands.base import _char_cells
+
+    flat = " ".join(text.split())
+    if _cells_one_by_one(flat) <= width:
+        return flat
+    kept, used = [], 0
+    for char in flat:
+        if used + _char_cells(char) > width - 1:
+            break
+        kept.append(char)
+        used += _char_cells(char)
+    return "".join(kept) + "…"
+
+
+_LINE_CHARS = st.sampled_from(list("ab c\u0301日本語\u200b…é\tx\x07")) | st.characters()
+
+
+@given(st.text(_LINE_CHARS, max_size=40), st.integers(0, 30))
+@settings(max_examples=300, deadline=None)
+def test_a_line_is_measured_and_cut_as_cell_by_cell(text: str, width: int) -> None:
+    """``one_line``/``column`` measure ASCII text by its length and other text by each distinct
+    character once: the same cells, the same cut, as counting character by character."""
+    from aecs_mongo.commands.base import _cells, column, one_line
+
+    assert _cells(text) == _cells_one_by_one(text)
+    line = one_line(text, width)
+    assert line == _one_line_one_by_one(text, width)
+    assert column(text, width) == line + " " * (width - _cells_one_by_one(line))

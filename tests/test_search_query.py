@@ -16,11 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aecs_mongo import AecsMongoError, SearchQueryError
+from aecs_mongo.normalize.html_text import html_text_pieces, html_to_text
 from aecs_mongo.pure import search_query as sq
 from aecs_mongo.pure.search_query import And, Date, Not, Or, Phrase, Thread, Word, parse, to_text
 
 from .helpers.paths import ROOT
-from .helpers.search import SEARCH_EXAMPLES, corpus_columns
+from .helpers.search import SEARCH_EXAMPLES, corpus_columns, corpus_haystacks
 
 # --- what queries mean ---------------------------------------------------------------------------
 
@@ -150,6 +151,46 @@ def test_snippets_are_cut_around_the_first_matched_word() -> None:
     assert found.startswith("…") and found.endswith("…") and "Zürich office" in found
     assert sq.snippet(["nothing here"], [Word("absent")]) == "nothing here"
     assert sq.snippet(["ab", "cd budgets"], [Word("budg", prefix=True)]) == "cd budgets"
+
+
+def _snippet_from_the_start(texts: list[str | None], terms: list[Word], width: int) -> str:
+    """``snippet`` as it was: every text tokenized from its first character."""
+    wanted = [(sq.fold(t.text), t.prefix) for t in terms]
+    first = ""
+    for text in texts:
+        if not text:
+            continue
+        flat = " ".join(text.split())
+        first = first or flat
+        for start, _end, word in sq.token_spans(flat):
+            if any(word == w or (prefix and word.startswith(w)) for w, prefix in wanted):
+                return sq._cut(flat, max(start - width // 3, 0), width)
+    return sq._cut(first, 0, width) if first else ""
+
+
+_snippet_chars = st.sampled_from(list("ab meEtinG x-_.,'KößéİÅǄ…\u0301\u212a\n\t12")) | st.characters()
+
+
+@given(
+    st.lists(st.none() | st.text(_snippet_chars, max_size=60), max_size=3),
+    st.lists(
+        st.builds(
+            Word,
+            st.sampled_from(["meeting", "mee", "a", "ab", "koln", "köln", "12", "e", "k", "ss", "dz", "ø"]),
+            prefix=st.booleans(),
+        ),
+        min_size=1,
+        max_size=2,
+    ),
+    st.integers(1, 40),
+)
+@settings(max_examples=SEARCH_EXAMPLES, deadline=None)
+def test_a_snippet_starts_where_tokenizing_from_the_start_finds_its_word(
+    texts: list[str | None], terms: list[Word], width: int
+) -> None:
+    """The snippet skips the text before the first place a query word can be (and a text with
+    none): the same snippet as tokenizing every text from its first character."""
+    assert sq.snippet(texts, terms, width) == _snippet_from_the_start(texts, terms, width)
 
 
 # --- print and parse round trip ------------------------------------------------------------------
@@ -282,3 +323,41 @@ def test_the_scan_s_pre_check_changes_no_answer() -> None:
 
     assert hit("cafe") and hit("koln") and hit("kelvin") and hit("caf*") and hit('"cafe de koln"')
     assert hit("xylo") and hit("phone") and not hit("xylophone") and not hit("cafes") and not hit('"de cafe"')
+
+
+def test_may_match_is_false_only_where_matches_is_false_on_the_corpus() -> None:
+    """The scan tests ``may_match`` on a message's fields before building its columns: on every
+    corpus message and every word of its columns (and queries of every kind), a match is never
+    rejected, and a word the message does not hold is (so the test can fail both ways)."""
+    now = dt.datetime.now(dt.UTC)
+    common = {"ts": 0, "thread_key": "", "now": now, "shared_view": False, "thread_key_of": str}
+    queries = ["xylophonist", "subject:re", "from:example.com", "attachment:pdf", '"thank you"', "pars*", "html"]
+    queries += ["NOT the", "fouche", "to:example body:message", "(html OR text) NOT subject:re", "коллекция"]
+    rejected = checked = 0
+    for columns, haystacks in zip(corpus_columns(), corpus_haystacks(), strict=True):
+        words = {w for text in columns.values() for w in sq.words(text)}
+        for query in [*queries, *sorted(words)[::7]]:
+            tree = parse(query)
+            assert tree is not None
+            may = sq.may_match(tree, haystacks, **common)
+            if sq.matches(tree, columns, **common):
+                checked += 1
+                assert may, (query, columns)
+            rejected += not may
+        assert sq.may_match(parse("xylophonist"), {**haystacks, "html": None}, **common)  # not read: may hold
+    assert checked > 3_000 and rejected > 3_000, (checked, rejected)
+
+
+_HTML_BITS = ["<p>", "</p>", "<b>", "</b>", "<br>", "<!--", "-->", "<style>", "</style>", "<script a=1>", "</script>"]
+_HTML_BITS += ["&amp;", "&eacute;", "&#120;", "&", "<", ">", "<td>", "<blockquote>", "<pre>", "\ue000", " ", "\n"]
+
+
+@given(st.lists(st.sampled_from(_HTML_BITS) | st.text(alphabet="xyloAÉ é-", max_size=6), max_size=25).map("".join))
+@settings(max_examples=SEARCH_EXAMPLES, deadline=None)
+def test_every_word_of_an_html_part_is_a_substring_of_its_cheap_text(markup: str) -> None:
+    """The scan's test of an HTML part (``html_text_pieces``, no layout) never hides a word that
+    ``html_to_text`` gives: each ASCII-folded word is a substring of its ASCII fold."""
+    folded = sq.ascii_folded(html_text_pieces(markup))
+    for word in sq.words(html_to_text(markup)):
+        if word.isascii():
+            assert word in folded, (markup, word, folded)

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pymongo import monitoring
 
 from aecs_mongo import InvalidTagError, MessageStore, SearchQueryError, TagReport
 from aecs_mongo.pure import tags as tag_rules
+from aecs_mongo.pure.explain import plan_stages
 from aecs_mongo.pure.search_compile import message_filter, post_match, split_message_terms, text_search
 from aecs_mongo.pure.search_query import Label, Not, parse, to_text
 
@@ -380,3 +382,37 @@ def test_a_tag_change_racing_deletes_never_brings_a_message_back(make_store: Any
     left = {row["messageId"] for row in db.messages.find({"mailboxId": "alice"}, {"messageId": 1})}
     assert left == set(ids[1::2])  # every deleted message stayed deleted
     assert db.bodies.count_documents({"mailboxId": "alice"}) == 30
+
+
+class _Updates(monitoring.CommandListener):
+    """The update commands a client sends (pymongo's command monitoring)."""
+
+    def __init__(self) -> None:
+        self.commands: list[dict[str, Any]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name == "update":
+            self.commands.append(dict(event.command))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+@pytest.mark.server
+def test_a_change_that_fits_a_batch_is_one_journaled_statement_on_the_tags_index(monitored: Any, db: Any) -> None:
+    listener = _Updates()
+    store = monitored(listener)
+    store.store_many([email(n, ts=BASE_TS + (n // 7) * 60) for n in range(30)], tags=["batch"])
+    listener.commands.clear()
+    assert store.tag("tag:batch", add=["x"]) == TagReport(matched=30, changed=30)
+    updates = [c for c in listener.commands if c.get("update") == "messages"]
+    assert len(updates) == 1 and len(updates[0]["updates"]) == 1, updates
+    assert updates[0]["writeConcern"].get("j") is True  # the batch's one durable wait
+    selector = updates[0]["updates"][0]["q"]
+    assert "_id" not in selector and selector.get("tags") == "batch", selector
+    explained = db.command({"explain": {"find": "messages", "filter": selector}, "verbosity": "queryPlanner"})
+    assert "aecs_messages_tags" in {s.get("indexName") for s in plan_stages(explained)}, explained
+    assert store.count("tag:x") == 30 and store.tag("tag:batch", add=["x"]).changed == 0

@@ -27,10 +27,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pymongo import MongoClient
 
 from aecs_mongo.embedded.server import embedded_available
-from aecs_mongo.warm.protocol import REQUEST, SOCKET_NAME, Request, encode_request, read_frame, send_frame
+from aecs_mongo.warm.client import socket_path
+from aecs_mongo.warm.protocol import (
+    DECLINE,
+    REQUEST,
+    SOCKET_NAME,
+    Request,
+    encode_request,
+    read_frame,
+    send_frame,
+)
 
+from .conftest import Servers, enabled_backends
 from .helpers.cli import command_env
 from .helpers.paths import ROOT
 
@@ -49,6 +60,25 @@ def test_the_thin_client_imports_nothing_heavy() -> None:
     assert "aecs_mongo.warm.client" in loaded
     heavy = {"argparse", "pymongo", "bson", "typing", "json", "enum", "aecs_mongo.cli", "aecs_mongo.commands.base"}
     assert not heavy & loaded, heavy & loaded
+
+
+def test_the_command_imports_the_thin_client_alone(tmp_path: Path) -> None:
+    """The ``aecs-mongo`` script (``bin/aecs-mongo``, installed as it is) on a read no host takes
+    (``AECS_WARM=require``): only the client's modules, not ``re`` (pip's generated entry-point
+    script imports it first)."""
+    env = {**command_env(), "AECS_DATA_DIR": str(tmp_path / "none"), "AECS_WARM": "require"}
+    env.pop("MONGODB_URI", None)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", str(ROOT / "bin" / "aecs-mongo"), "count", "x"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and "no warm command host" in done.stderr, done.stderr
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "aecs_mongo.warm.client" in imported
+    assert not {"re", "enum", "argparse", "typing", "pymongo", "aecs_mongo.cli"} & imported, imported
 
 
 class Warm:
@@ -302,3 +332,182 @@ def test_the_host_stops_with_its_server(tmp_path: Path) -> None:
         time.sleep(0.1)
     assert not (w.data / SOCKET_NAME).exists()
     assert w.run("count", "plan", mode="require").returncode == 1  # no host: the read is not taken
+
+
+# --- a --uri: its host in the user's runtime directory ---------------------------------------------
+
+
+class UriWarm(Warm):
+    """Commands with ``--uri`` (a SecantusDB of the fixtures) and ``--db``; the runtime directory
+    (``$XDG_RUNTIME_DIR``) and the local index's cache are the test's own."""
+
+    def __init__(self, work: Path, uri: str) -> None:
+        super().__init__(work)
+        self.uri = uri
+        self.runtime = work / "run"
+        self.runtime.mkdir(mode=0o700)
+        self.env |= {"XDG_RUNTIME_DIR": str(self.runtime), "XDG_CACHE_HOME": str(work / "cache")}
+        self.env.pop("MONGODB_URI", None)
+        self.dir = self.runtime / "aecs-mongo"
+
+    def run(
+        self, *argv: str, mode: str | None, extra: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        return super().run("--uri", self.uri, "--db", "warm_uri", *argv, mode=mode, extra=extra)
+
+    def sockets(self) -> list[Path]:
+        return sorted(self.dir.glob("warm-*.sock")) if self.dir.exists() else []
+
+    def host_pid(self) -> int | None:
+        for path in self.sockets():
+            where, fd = socket_path(str(path.parent), path.name)  # a deep tmp_path: longer than 108 bytes
+            try:
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.connect(where)
+                    pid, _, _ = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+                    return int(pid)
+            except OSError:
+                continue
+            finally:
+                if fd is not None:
+                    os.close(fd)
+        return None
+
+    def wait_for_host(self, timeout: float = 60) -> int:
+        deadline = time.monotonic() + timeout
+        while (pid := self.host_pid()) is None:
+            logs = "".join(p.read_text(errors="replace") for p in self.dir.glob("*.log")) if self.dir.exists() else ""
+            assert time.monotonic() < deadline, logs or "no host log"
+            time.sleep(0.1)
+        return pid
+
+    def stop_host(self) -> None:
+        pid = self.host_pid()
+        for path in self.sockets():
+            path.unlink()  # the host stops when its socket is gone
+        deadline = time.monotonic() + 30
+        while pid is not None and not _gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid is not None and not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def uri_of(request: pytest.FixtureRequest, servers: Servers) -> str:
+    names = [b for b in ("rs", "standalone") if b in enabled_backends(request.config)]
+    if not names:
+        pytest.skip("needs a SecantusDB backend (rs or standalone) for --uri")
+    return servers.uri(names[0])
+
+
+@pytest.fixture(scope="module")
+def uri_warm(tmp_path_factory: pytest.TempPathFactory, uri_of: str) -> Iterator[UriWarm]:
+    w = UriWarm(tmp_path_factory.mktemp("warm_uri"), uri_of)
+    done = w.run("ingest", str(SAMPLES), mode=None)
+    assert done.returncode == 0, done.stderr.decode()
+    assert w.host_pid() is None  # a write starts no host
+    first = w.run("count", "budget", mode=None)  # a read with no host: in-process, and starts one
+    assert first.returncode == 0, first.stderr.decode()
+    w.wait_for_host()
+    try:
+        yield w
+    finally:
+        w.stop_host()
+        with MongoClient(uri_of) as client:
+            client.drop_database("warm_uri")
+
+
+URI_READS = [
+    ("inbox", "--limit", "3"),
+    ("--json", "inbox", "--limit", "3"),
+    ("threads", "--json"),
+    ("thread", "plan-1@example.com"),
+    ("show", "plan-1@example.com", "--raw"),
+    ("search", "budget", "--json"),
+    ("count", "budget"),
+    ("with", "alice@example.com", "--limit", "2"),
+    ("-v", "mailboxes"),
+    ("show", "nope@example.com"),
+    ("search", '"unclosed'),
+]
+
+
+@pytest.mark.parametrize("argv", URI_READS, ids=[" ".join(a) for a in URI_READS])
+def test_a_uri_read_prints_the_same_through_its_host(uri_warm: UriWarm, argv: tuple[str, ...]) -> None:
+    done = _same(uri_warm, *argv)
+    assert done.stdout or done.stderr
+
+
+def test_mongodb_uri_in_the_environment_reaches_the_same_host(uri_warm: UriWarm) -> None:
+    host = uri_warm.wait_for_host()
+    env = {**uri_warm.env, "MONGODB_URI": uri_warm.uri}
+    results = []
+    for mode in ("require", "0"):
+        results.append(
+            subprocess.run(
+                [sys.executable, "-m", "aecs_mongo", "--db", "warm_uri", "count", "budget"],
+                cwd=uri_warm.work,
+                env={**env, "AECS_WARM": mode},
+                capture_output=True,
+                timeout=120,
+            )
+        )
+    assert [(r.returncode, r.stdout, r.stderr) for r in results] == [(0, b"3\n", b"")] * 2
+    assert uri_warm.host_pid() == host
+
+
+def test_the_uri_host_serves_its_uri_alone(uri_warm: UriWarm) -> None:
+    """Another URI (the same server, another option) has no host: its read is not taken; a
+    request for another URI sent to this host's socket is declined."""
+    other = uri_warm.uri + "&appName=another"
+    done = Warm.run(uri_warm, "--uri", other, "--db", "warm_uri", "count", "budget", mode="require")
+    assert done.returncode == 1 and b"no warm command host" in done.stderr
+    [path] = uri_warm.sockets()
+    argv = ["--uri", other, "--db", "warm_uri", "count", "budget"]
+    request = Request(argv, str(uri_warm.work), uri_warm.env, (False, False), None, (("utf-8", "strict"),) * 2)
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(path))
+        send_frame(s, REQUEST, encode_request(request))
+        assert read_frame(s) == (DECLINE, b"")
+    _same(uri_warm, "count", "budget")
+
+
+def test_no_file_name_or_file_of_the_host_holds_the_uri(uri_warm: UriWarm) -> None:
+    password = uri_warm.uri.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+    assert len(password) >= 8
+    host = uri_warm.wait_for_host()
+    assert stat.S_IMODE(uri_warm.dir.stat().st_mode) == 0o700
+    for path in uri_warm.dir.iterdir():
+        assert password not in path.name and "127.0.0.1" not in path.name
+        if path.is_file():
+            assert password.encode() not in path.read_bytes(), path.name
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path.name
+    [sock] = uri_warm.sockets()
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+    assert password.encode() not in Path(f"/proc/{host}/cmdline").read_bytes()  # every user reads it
+
+
+def test_another_users_connection_to_the_uri_host_is_refused(uri_warm: UriWarm) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("another user's connection needs root to make (setuid)")
+    [path] = uri_warm.sockets()
+    argv = ["--uri", uri_warm.uri, "--db", "warm_uri", "count", "budget"]
+    request = Request(argv, str(uri_warm.work), uri_warm.env, (False, False), None, (("utf-8", "strict"),) * 2)
+    assert _as_nobody(str(path), encode_request(request)) in (b"none", b"closed")
+    _same(uri_warm, "count", "budget")
+
+
+def test_the_uri_host_idles_out_after_keep_server(uri_warm: UriWarm, tmp_path: Path) -> None:
+    """``--keep-server 0`` starts no host; another one is the host's idle time."""
+    w = UriWarm(tmp_path, uri_warm.uri)
+    assert w.run("--keep-server", "0", "count", "budget", mode=None).returncode == 0
+    assert not w.sockets()
+    assert w.run("--keep-server", "10s", "count", "budget", mode=None).returncode == 0
+    host = w.wait_for_host()
+    assert w.run("--keep-server", "10s", "count", "budget", mode="require").stdout == b"3\n"
+    deadline = time.monotonic() + 30
+    while not _gone(host):
+        assert time.monotonic() < deadline, "the host did not idle out"
+        time.sleep(0.2)
+    assert not w.sockets()
+    assert w.run("--keep-server", "10s", "count", "budget", mode="require").returncode == 1

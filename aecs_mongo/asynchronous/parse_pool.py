@@ -1,4 +1,4 @@
-"""Parse raw mail in worker processes (the documents: ``normalize/build.py``) where the machine has cores to spare.
+"""Parse raw mail in worker processes (the documents: ``normalize/build.py``) where the machine has two cores or more.
 
 ``store_many``/``store_iter`` (and so ``aecs-mongo ingest``) build the next batch on a thread
 while the current one is written (``asynchronous/prefetch.py``); parsing is pure Python, so that
@@ -9,7 +9,11 @@ unchanged.
 
 When: :func:`worker_count` is ``$AECS_PARSE_WORKERS`` when set (``0``: never), else the
 usable cores less two (one for the database server, which on the embedded default runs on
-this machine, one for the process that writes), so none on a 1- or 2-core machine. Processes
+this machine, one for the process that writes), and at least one on a machine of two cores:
+there a parse on a thread of the writing process held the interpreter lock while the writes
+waited for it after each reply of the server and each synced file (the thread switch comes
+every 5 ms), and one worker process ingested a Maildir of real mail faster (issue 40's
+measurement: ``scripts/bench.py --sections ingest``). None on one core. Processes
 are started with ``fork`` (Linux only: it does not run the program's main module again, as
 ``spawn`` would in a script without a ``__main__`` guard), on the second batch (an input of
 one batch never pays for them), and they ignore Ctrl-C: the caller's process stops them when
@@ -43,7 +47,8 @@ MAX_WORKERS = 16
 
 
 def worker_count() -> int:
-    """Worker processes for parsing: ``$AECS_PARSE_WORKERS``, else the usable cores less two."""
+    """Worker processes for parsing: ``$AECS_PARSE_WORKERS``, else the usable cores less two, at
+    least one where there are two."""
     value = os.environ.get("AECS_PARSE_WORKERS", "").strip()
     if value:
         try:
@@ -56,7 +61,7 @@ def worker_count() -> int:
             cores = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             cores = os.cpu_count() or 1
-        workers = cores - 2
+        workers = max(cores - 2, 1) if cores >= 2 else 0
     if sys.platform != "linux" or multiprocessing.parent_process() is not None:
         return 0  # fork is Linux's; a worker never starts workers of its own
     return min(max(0, workers), MAX_WORKERS)

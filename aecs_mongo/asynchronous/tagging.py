@@ -173,39 +173,48 @@ async def _thread_tags_after(
     in one update; what it removed, pulled from each thread where no message still carries it
     (one read of the summaries that hold it, one of those threads' messages on the thread
     index, one bulk of ``$pull`` filtered on the ``tagsRev`` read; again where a
-    concurrent writer changed the token meanwhile)."""
-    if not keys:
-        return
-    threads = ctx.completing(ctx.threads, concern)
-    ids = [doc_id(ctx.mailbox_id, k) for k in keys]
+    concurrent writer changed the token meanwhile). Durable as the batch is: one barrier write
+    under ``concern`` after them (one journal wait, not one per statement)."""
+    if keys and await _follow_threads(ctx, [doc_id(ctx.mailbox_id, k) for k in keys], added, removed):
+        await ctx.journal_barrier(concern)
+
+
+async def _follow_threads(
+    ctx: AsyncStoreContext, ids: list[str], added: tuple[str, ...], removed: tuple[str, ...]
+) -> bool:
+    """``_thread_tags_after``'s writes; whether it wrote."""
+    wrote = False
     if added:
         for selector in queries.split_in(ctx.by_ids(ids)):
-            await threads.update_many(selector, thread_tags_added(added, secrets.token_hex(8)))
+            await ctx.threads.update_many(selector, thread_tags_added(added, secrets.token_hex(8)))
+            wrote = True
     for _attempt in range(_PULL_ATTEMPTS):
         if not removed or not ids:
-            return
+            return wrote
         holding = [
             t
             for selector in queries.split_in(ctx.by_ids(ids))
             async for t in ctx.threads.find({**selector, "tags": {"$in": list(removed)}}, _THREAD_FIELDS)
         ]
         if not holding:
-            return
+            return wrote
         still: list[dict[str, Any]] = []
         for selector in queries.split_in(thread_tags_filter(ctx.mailbox_id, [t["threadKey"] for t in holding])):
             still += await to_list(ctx.messages.find(selector, THREAD_TAGS_PROJECTION))
         pulls = thread_tags_to_pull(holding, still, removed)
         if not pulls:
-            return
+            return wrote
+        wrote = True
         if ctx.capabilities.bulk_writes:
-            done = await threads.bulk_write([UpdateOne(*pull) for pull in pulls], ordered=False)
+            done = await ctx.threads.bulk_write([UpdateOne(*pull) for pull in pulls], ordered=False)
             matched = done.matched_count
         else:
-            matched = sum([(await threads.update_one(*pull)).matched_count for pull in pulls])
+            matched = sum([(await ctx.threads.update_one(*pull)).matched_count for pull in pulls])
         if matched == len(pulls):
-            return
+            return wrote
         ids = [selector["_id"] for selector, _ in pulls]  # a token changed: those once more
     log.debug("thread tags: %d summaries kept changing; reindex() recomputes them", len(ids))
+    return wrote
 
 
 def _window(base: dict[str, Any], after: tuple[int, str] | None, last: tuple[int, str]) -> list[dict[str, Any]]:

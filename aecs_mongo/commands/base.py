@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
+import functools
 import os
 import shutil
 import sys
@@ -144,6 +145,7 @@ def sender(message: Mapping[str, Any]) -> str:
     return f"{name} <{address}>" if name else str(address)
 
 
+@functools.lru_cache(maxsize=4096)
 def _char_cells(char: str) -> int:
     """Terminal cells of one character: wide and fullwidth (CJK) take two, combining marks and
     zero-width format characters none, the rest one (ambiguous-width ones too, as most terminals
@@ -154,7 +156,10 @@ def _char_cells(char: str) -> int:
 
 
 def _cells(text: str) -> int:
-    return sum(_char_cells(c) for c in text)
+    cells = len(text)  # one each, what _char_cells says of every ASCII character
+    if not text.isascii():
+        cells += sum((_char_cells(c) - 1) * text.count(c) for c in set(text) if not c.isascii())
+    return cells
 
 
 def one_line(text: object, width: int) -> str:
@@ -162,6 +167,8 @@ def one_line(text: object, width: int) -> str:
     flat = " ".join(str(text or "").split())
     if _cells(flat) <= width:
         return flat
+    if flat.isascii():
+        return flat[: max(width - 1, 0)] + "…"
     kept, used = [], 0
     for char in flat:
         cells = _char_cells(char)

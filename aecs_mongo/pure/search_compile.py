@@ -47,6 +47,7 @@ __all__ = [
     "mongo_pipeline",
     "post_match",
     "search_columns",
+    "search_haystacks",
     "search_keyset",
     "split_message_terms",
     "stream_key",
@@ -144,6 +145,29 @@ def search_columns(
     }
     assert tuple(columns) == COLUMNS
     return columns
+
+
+def search_haystacks(message: Mapping[str, Any], body: Mapping[str, Any], html: str | None) -> dict[str, str | None]:
+    """What ``search_query.may_match`` takes for one stored message: for each column of
+    ``search_columns``, the text of every field the column can be made from (the body's and the
+    message's subject and sender both, every attachment name), so each word of the column is a
+    substring of it; ``html``: such a text of the HTML part ("" where there is none, None where
+    it is not read yet). A body whose fields are spilled has no haystacks (``search_columns``
+    after the spill is read)."""
+    sender = [a for a in (body.get("from"), message.get("from")) if a is not None]
+    files = [str(v) for v in dict(body.get("fullFilenames") or {}).values() if v]
+    files += [str(a["filename"]) for a in message.get("attachments") or () if a.get("filename")]
+    subjects = [s for s in (body.get("subject"), message.get("subject")) if isinstance(s, str)]
+    return {
+        "subject": "\n".join(subjects),
+        "clean": body.get("clean") or "",
+        "rest": body.get("text") or "",
+        "html": html,
+        "sender": _people(sender),
+        "recipients": _people(list(body.get("to") or ()) + list(body.get("cc") or ())),
+        "bcc": _people(body.get("bcc") or ()),
+        "attachments": "\n".join(files),
+    }
 
 
 # --- the MongoDB engines ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 from ..pure.blob_location import BlobLocation, check_key, parse_blob_url
 from ..pure.documents import Blob
 
-__all__ = ["BlobStore", "ExternalBlobStore", "Backend", "open_external"]
+__all__ = ["BlobStore", "ExternalBlobStore", "Backend", "Stager", "open_external"]
 
 T = TypeVar("T")
 
@@ -98,6 +98,20 @@ class BlobStore:
     def close(self) -> None:
         """Release what the store holds (nothing for most)."""
 
+    def stager(self) -> Stager | None:
+        """What writes blobs ahead of their ``put`` (blocking calls, for a thread that builds the
+        next batch): the file store's (``filestore.py``); None where a store has none."""
+        return None
+
+
+class Stager(Protocol):
+    """Blobs written and synced ahead of their ``put``, which then only names them; ``unstage``
+    removes those no ``put`` took. Keyed by blob key, matched by the very bytes object."""
+
+    def stage(self, items: Sequence[tuple[str, bytes]]) -> None: ...
+
+    def unstage(self, items: Sequence[tuple[str, bytes]]) -> None: ...
+
 
 class Backend(Protocol):
     """What a file or object backend does, blocking (``BlobStore`` says each call's terms)."""
@@ -123,6 +137,10 @@ class ExternalBlobStore(BlobStore):
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.url = backend.url
+
+    def stager(self) -> Stager | None:
+        stage = getattr(self.backend, "stage", None)
+        return self.backend if stage is not None else None  # type: ignore[return-value]
 
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
         future = _runner().submit(fn, *args)

@@ -90,6 +90,16 @@ def html_text(html: str) -> str:
     return html_to_text(html)
 
 
+def html_pieces(html: str | None) -> str:
+    """The cheap text of an HTML body that every word of ``html_text`` is a substring of ("" for
+    none; the scan's test before ``html_text``)."""
+    if html is None:
+        return ""
+    from ..normalize.html_text import html_text_pieces
+
+    return html_text_pieces(html)
+
+
 def mailbox_index(ctx: StoreContext) -> MailboxIndex | None:
     """This mailbox's part of the store's index (None: the store has none)."""
     index = ctx.search_index

@@ -25,6 +25,7 @@ from pymongo import ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
 from ..errors import AecsMongoError
+from ..pure.blob_location import check_key
 from ..pure.documents import (
     Blob,
     MessageDocuments,
@@ -140,8 +141,21 @@ def store_iter(
     workers = worker_count()  # where the machine has cores to spare (parse_pool.py)
     pool: ParsePool | None = None
     batches = 0
+    # a file store writes and syncs the next batch's blobs while this one is written (durable
+    # stores only; once a batch checked the blob location: filestore.py, "Staged ahead")
+    stager = ctx.blobs.stager() if ctx.settings.durable else None
+    staged: list[list[tuple[str, bytes]]] = []
+    checked = False
 
     def build_next() -> Built | None:
+        built = build_batch()
+        if built is not None and stager is not None and checked:
+            items = _blob_items(built[0])
+            staged.append(items)
+            stager.stage(items)
+        return built
+
+    def build_batch() -> Built | None:
         nonlocal batches, pool
         batches += 1
         if workers and batches > 1:  # from the second batch on: one batch never pays for them
@@ -174,12 +188,28 @@ def store_iter(
                 assert on_error is not None
                 on_error(*error)
             if batch:
-                for result in write_batch(ctx, batch):
+                results = write_batch(ctx, batch)
+                checked = True
+                if stager is not None:
+                    stager.unstage(_blob_items(batch))  # of messages stored before
+                for result in results:
                     yield result
     finally:
         prefetch.close()
         if pool is not None:
             pool.close()
+        if stager is not None:
+            for items in staged:
+                stager.unstage(items)
+
+
+def _blob_items(batch: Sequence[MessageDocuments]) -> list[tuple[str, bytes]]:
+    """``(key, bytes)`` of each blob of a batch, the first of each key (as ``write_once`` puts)."""
+    items: dict[str, bytes] = {}
+    for docs in batch:
+        for blob in docs.blobs:
+            items.setdefault(check_key(blob.key), blob.data)
+    return list(items.items())
 
 
 def _build_in_workers(
@@ -234,6 +264,7 @@ _STORED_FIELDS = {
     "blobPrefix": 1,
     "blobs": 1,
     "messageKey": 1,
+    "folders": 1,
 }
 
 
@@ -282,7 +313,13 @@ def write_once(
     ids = list(first)
     stored = {m["_id"]: m for m in ctx.messages.find(ctx.by_ids(ids), _STORED_FIELDS)}
     unique = [d for d in first.values() if d.message["_id"] not in stored]
-    blobstore.put_blobs(ctx, [(blob, d.message_key) for d in unique for blob in d.blobs], absent=True)
+    # other bytes of a new message later in the batch: recorded by its insert, blobs first
+    folded = _fold_repeats(batch, unique)
+    blobstore.put_blobs(
+        ctx,
+        [(blob, d.message_key) for d in unique for blob in d.blobs] + [(b, k) for _, b, k in folded.values()],
+        absent=True,
+    )
     # the same bytes again (a re-delivery): their blobs are made whole where a crash cut them
     # (one files lookup; nothing is uploaded where every files document is there)
     same = [
@@ -312,14 +349,18 @@ def write_once(
         ctx.samples.clear()  # the mailbox's sample for windowed reads no longer stands for it
     # each stored message as the batch found it, or as it inserted it
     stored.update((d.message["_id"], d.message) for d in unique if d.message["_id"] in created)
+    recorded = {key for key, (_id, _, _) in folded.items() if _id in created}
     fresh = []
     for docs in batch:
         fresh.append(docs.message["_id"] in created)
         created.discard(docs.message["_id"])  # a repeat within the batch is "already stored"
     # a repeat within the batch, and every copy of a stored message, may be other bytes
     copies = [d for d, new in zip(batch, fresh, strict=True) if not new]
-    foldered = _add_folders(ctx, copies)
-    variants, wrote = _keep_variants(ctx, copies, stored, concern, repair=repair)
+    foldered = _add_folders(ctx, copies, stored)
+    variants, wrote = _keep_variants(
+        ctx, [d for d in copies if id(d) not in recorded], stored, concern, repair=repair
+    )
+    variants |= recorded
     if not wrote and (not journaled or foldered):
         ctx.journal_barrier(concern)
     # the local search index (search_index=) follows the commit: what this batch created
@@ -330,14 +371,69 @@ def write_once(
     ]
 
 
-def _add_folders(ctx: StoreContext, copies: Sequence[MessageDocuments]) -> list[str]:
+def _variant_record(docs: MessageDocuments, blob: Blob, now: _dt.datetime) -> dict[str, Any]:
+    """What ``variants`` records of a copy kept as a variant (``blob``: its raw bytes' blob)."""
+    record = {"sha256": docs.message["rawSha256"], "size": len(blob.data), "receivedAt": now}
+    record.update(uidl=docs.message.get("uidl"), blobKey=blob.key)
+    return record
+
+
+def _raw_blob(docs: MessageDocuments, blob_prefix: str) -> Blob:
+    """A copy's raw bytes as the variant blob of the stored message (of ``blob_prefix``)."""
+    raw = next(b.data for b in docs.blobs if b.key.endswith("/raw.eml"))
+    return Blob(variant_blob_key(blob_prefix, docs.message["rawSha256"]), raw, "message/rfc822")
+
+
+def _fold_repeats(
+    batch: Sequence[MessageDocuments], unique: Sequence[MessageDocuments]
+) -> dict[int, tuple[str, Blob, str]]:
+    """Copies later in the batch of a message the batch inserts, with other bytes: their records
+    go in the inserted document (``variants``/``variantHashes``, in batch order, as
+    ``_keep_variants`` would append them), so the insert records them, one statement fewer a
+    copy. Sets (or, where there is none, removes) the fields on each new message: a pass after
+    a restart folds anew. Returns ``id()`` of each folded copy -> (message ``_id``, its blob,
+    the messageKey), the blob to upload with the new messages' (cold tier first)."""
+    new = {d.message["_id"]: d for d in unique}
+    records: dict[str, list[dict[str, Any]]] = {}
+    folded: dict[int, tuple[str, Blob, str]] = {}
+    now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
+    for docs in batch:
+        _id = docs.message["_id"]
+        head = new.get(_id)
+        sha = docs.message.get("rawSha256")
+        if head is None or docs is head or not sha:
+            continue
+        kept = records.setdefault(_id, [])
+        if sha == head.message.get("rawSha256") or any(r["sha256"] == sha for r in kept):
+            continue
+        blob = _raw_blob(docs, head.message["blobPrefix"])
+        kept.append(_variant_record(docs, blob, now))
+        folded[id(docs)] = (_id, blob, head.message_key)
+    for _id, head in new.items():
+        if records.get(_id):
+            head.message["variants"] = records[_id]
+            head.message["variantHashes"] = [r["sha256"] for r in records[_id]]
+        else:
+            head.message.pop("variants", None)
+            head.message.pop("variantHashes", None)
+    return folded
+
+
+def _add_folders(
+    ctx: StoreContext, copies: Sequence[MessageDocuments], stored: Mapping[str, Mapping[str, Any]]
+) -> list[str]:
     """A re-delivery found in another folder: the folder joins the stored message's
     (``$addToSet``, one update per message that lacks one; never an upsert, so a message deleted
     meanwhile stays deleted). Tags are never touched by a re-delivery. Returns the keys of the
-    messages changed."""
+    messages changed. ``stored``: the messages as the batch found or inserted them: one that
+    holds every folder of its copies already is not sent a statement (a re-delivery from the
+    same folder, the common case, costs the server nothing)."""
     wanted: dict[str, tuple[str, list[str]]] = {}
     for docs in copies:
         folders = docs.message.get("folders")
+        known = stored.get(docs.message["_id"])
+        if folders and known is not None:
+            folders = [f for f in folders if f not in (known.get("folders") or ())]
         if folders:
             key, have = wanted.setdefault(docs.message["_id"], (docs.message_key, []))
             have.extend(f for f in folders if f not in have)
@@ -391,8 +487,7 @@ def _keep_variants(
         if message["_id"] not in known:
             known[message["_id"]] = blobstore.recorded_hashes(ctx, message)
         sha = docs.message["rawSha256"]
-        raw = next(b.data for b in docs.blobs if b.key.endswith("/raw.eml"))
-        blob = Blob(variant_blob_key(message["blobPrefix"], sha), raw, "message/rfc822")
+        blob = _raw_blob(docs, message["blobPrefix"])
         if sha in known[message["_id"]]:
             if repair and sha != message.get("rawSha256"):
                 recorded.append((blob, message["messageKey"]))
@@ -450,8 +545,7 @@ def _record_variants(
     kept: set[int] = set()
     for n, (docs, message, blob) in enumerate(todo, 1):
         sha = docs.message["rawSha256"]
-        record = {"sha256": sha, "size": len(blob.data), "receivedAt": now, "uidl": docs.message.get("uidl")}
-        record["blobKey"] = blob.key
+        record = _variant_record(docs, blob, now)
         # one statement a copy: whether it modified the message says whether this call recorded it
         messages = ctx.completing(ctx.messages, concern) if n == len(todo) else ctx.messages
         pushed = messages.update_one(ctx.by_id(message["_id"]), variant_record_update(record))

@@ -3,7 +3,9 @@
 It imports only what a warm read needs (``_socket``, ``_signal``, ``struct``: no ``argparse``,
 no PyMongo; ``python -X importtime -m aecs_mongo inbox`` shows it). A read on the embedded
 default (no ``--uri``, no ``$MONGODB_URI``) whose data directory has a warm command host is
-handed to it over the private socket ``<data directory>/warm.sock``; anything else, and a read
+handed to it over the private socket ``<data directory>/warm.sock``; a read with ``--uri`` (or
+``$MONGODB_URI``) to the URI's host, whose socket is in the user's runtime directory
+(``$XDG_RUNTIME_DIR/aecs-mongo``), named by a keyed hash of the URI. Anything else, and a read
 the host declines or cannot take (none running, another user's, a broken one), runs in-process
 (:func:`aecs_mongo.cli.run`). ``AECS_WARM=0`` turns the warm path off; ``AECS_WARM=require``
 makes a read that no host takes fail instead (to check a setup; the tests use it).
@@ -24,6 +26,7 @@ from .protocol import (
     ACCEPT,
     EXIT,
     INTERRUPT,
+    KEY_NAME,
     OFF,
     REQUEST,
     SOCKET_NAME,
@@ -34,7 +37,9 @@ from .protocol import (
     encode_request,
     peer_uid,
     read_frame,
+    runtime_dir,
     send_frame,
+    uri_name,
 )
 
 TYPE_CHECKING = False  # typing's own costs an import: mypy knows the name
@@ -43,7 +48,17 @@ if TYPE_CHECKING:
 else:
     import _signal  # signal without its enums
 
-__all__ = ["ACCEPT_TIMEOUT", "INTERRUPT_GRACE", "READS", "WARM_ENV", "run", "socket_path", "warm"]
+__all__ = [
+    "ACCEPT_TIMEOUT",
+    "INTERRUPT_GRACE",
+    "READS",
+    "WARM_ENV",
+    "Route",
+    "run",
+    "socket_path",
+    "uri_route",
+    "warm",
+]
 
 #: The commands the host runs: reads (writes and long commands stay in-process).
 READS = frozenset(
@@ -60,13 +75,20 @@ _EXIT_INTERRUPTED = 130
 _MAX_UNIX_PATH = 100
 
 
-def _route(argv: list[str], env: dict[str, str]) -> str | None:
-    """The data directory whose host may run ``argv``, or None (run in-process): a read
-    command, no ``--uri``/``$MONGODB_URI``, no help or version asked for. The host parses the
-    arguments itself and declines what it does not run exactly as in-process would."""
-    if env.get(WARM_ENV, "").lower() in OFF or env.get("MONGODB_URI"):
+#: Where a read's host listens: its directory, its socket's name (None: no host can be there
+#: yet), and the URI it serves (None: the embedded default of that data directory).
+Route = tuple[str, str | None, str | None]
+
+
+def _route(argv: list[str], env: dict[str, str]) -> Route | None:
+    """Where a host that may run ``argv`` listens, or None (run in-process): a read command, no
+    help or version asked for; on the embedded default the data directory's ``warm.sock``, with
+    ``--uri``/``$MONGODB_URI`` the URI's socket in the user's runtime directory
+    (:func:`uri_route`). The host parses the arguments itself and declines what it does not run
+    exactly as in-process would."""
+    if env.get(WARM_ENV, "").lower() in OFF:
         return None
-    command, data_dir, i = None, None, 0
+    command, data_dir, uri, i = None, None, None, 0
     while i < len(argv):
         arg = argv[i]
         name, eq, value = arg.partition("=")
@@ -79,7 +101,7 @@ def _route(argv: list[str], env: dict[str, str]) -> str | None:
                     return None
                 value = argv[i]
             if name == "--uri":
-                return None
+                uri = value
             if name == "--data-dir":
                 data_dir = value
         elif command is None:
@@ -90,6 +112,10 @@ def _route(argv: list[str], env: dict[str, str]) -> str | None:
         i += 1
     if command not in READS:
         return None
+    if uri is None:
+        uri = env.get("MONGODB_URI")
+    if uri:
+        return uri_route(uri, env)
     if data_dir:
         where = os.path.expanduser(data_dir)
     elif env.get("AECS_DATA_DIR"):
@@ -98,24 +124,41 @@ def _route(argv: list[str], env: dict[str, str]) -> str | None:
         xdg = env.get("XDG_DATA_HOME", "")
         base = xdg if xdg and os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".local", "share")
         where = os.path.join(base, "aecs-mongo")
-    return os.path.realpath(where)
+    return os.path.realpath(where), SOCKET_NAME, None
 
 
-def socket_path(data_dir: str) -> tuple[str, int | None]:
+def uri_route(uri: str, env: dict[str, str]) -> Route:
+    """The runtime directory and the socket name of the host of ``uri`` (no name while the
+    directory has no key: no host was ever started there)."""
+    where = runtime_dir(env)
+    try:
+        fd = os.open(os.path.join(where, KEY_NAME), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return where, None, uri
+    try:
+        key = os.read(fd, 64)
+    finally:
+        os.close(fd)
+    return where, uri_name(key, uri) + ".sock", uri
+
+
+def socket_path(directory: str, name: str = SOCKET_NAME) -> tuple[str, int | None]:
     """The socket's path as ``connect``/``bind`` take it, and a directory descriptor to close
-    after: a data directory too deep for a Unix socket's 108 bytes is reached through
+    after: a directory too deep for a Unix socket's 108 bytes is reached through
     ``/proc/self/fd``."""
-    path = os.path.join(data_dir, SOCKET_NAME)
+    path = os.path.join(directory, name)
     if len(os.fsencode(path)) <= _MAX_UNIX_PATH:
         return path, None
-    fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_PATH", 0))
-    return f"/proc/self/fd/{fd}/{SOCKET_NAME}", fd
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_PATH", 0))
+    return f"/proc/self/fd/{fd}/{name}", fd
 
 
-def _connect(data_dir: str) -> _socket.socket | None:
-    """A connection to the host of ``data_dir``, or None: no socket, no host, or not ours."""
+def _connect(route: Route) -> _socket.socket | None:
+    """A connection to the host at ``route``, or None: no socket, no host, or not ours."""
+    if route[1] is None:
+        return None
     try:
-        path, fd = socket_path(data_dir)
+        path, fd = socket_path(route[0], route[1])
     except OSError:
         return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -243,11 +286,13 @@ def warm(argv: list[str]) -> int | None:
     """Run ``argv`` in the warm command host: its exit code, or None (run it in-process).
     ``AECS_WARM=require`` makes a read that no host takes an error (exit 1) instead: it shows
     whether the warm path serves a setup."""
-    env = dict(os.environ)
-    data_dir = _route(argv, env)
-    if data_dir is None:
+    return _served(argv, dict(os.environ), _route(argv, dict(os.environ)))
+
+
+def _served(argv: list[str], env: dict[str, str], route: Route | None) -> int | None:
+    if route is None:
         return None
-    sock = _connect(data_dir)
+    sock = _connect(route)
     if sock is not None:
         try:
             sock.settimeout(ACCEPT_TIMEOUT)
@@ -260,15 +305,23 @@ def warm(argv: list[str]) -> int | None:
             pass
         sock.close()
     if env.get(WARM_ENV, "").lower() == "require":
-        _write_stderr(f"aecs-mongo: error: no warm command host took the command in {data_dir}\n".encode())
+        _write_stderr(f"aecs-mongo: error: no warm command host took the command in {route[0]}\n".encode())
         return 1
     return None
 
 
 def run() -> None:
-    """The ``aecs-mongo`` console script (and ``python -m aecs_mongo``)."""
-    code = warm(sys.argv[1:])
+    """The ``aecs-mongo`` console script (and ``python -m aecs_mongo``). A ``--uri`` read that
+    no host took starts the URI's host in the background (:func:`aecs_mongo.warm.spawn.start_uri`)
+    for the reads that follow, then runs here (the embedded server's command starts its own)."""
+    argv, env = sys.argv[1:], dict(os.environ)
+    route = _route(argv, env)
+    code = _served(argv, env, route)
     if code is None:
+        if route is not None and route[2] is not None:
+            from .spawn import start_uri
+
+            start_uri(route[2], argv, env)
         from ..cli import run as in_process
 
         in_process()

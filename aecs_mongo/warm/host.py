@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import gc
 import io
 import os
 import signal
@@ -52,8 +53,9 @@ from .protocol import (
     peer_uid,
     read_frame,
     send_frame,
+    uri_name,
 )
-from .spawn import LOCK_NAME
+from .spawn import LOCK_NAME, private_dir, uri_key
 
 __all__ = ["Host", "main"]
 
@@ -100,9 +102,12 @@ def _close_quietly(client: Any) -> None:
 
 
 class Host:
-    """One data directory's host: its shared server's client, the stores opened so far."""
+    """One data directory's host (its shared server's client), or one ``--uri``'s (``data_dir``
+    None), and the stores opened so far."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(
+        self, data_dir: Path | None, uri: str | None = None, home: Path | None = None, idle: float = 300.0
+    ) -> None:
         from pymongo import MongoClient
 
         from .. import cli
@@ -110,14 +115,22 @@ class Host:
         from ..embedded import background
 
         self.data_dir = data_dir
+        self.home = data_dir or home or Path.cwd()  # the host's working directory between commands
         self._cli = cli
         self._background = background
         self._parsers: dict[tuple[str | None, ...], argparse.ArgumentParser] = {}
         self._stores: dict[tuple[Any, ...], Any] = {}
-        found = background.running(data_dir)
-        if found is None:
-            raise SystemExit(f"aecs-mongo: warm host: no shared server runs for {data_dir}")
-        self.record, self.uri = found
+        self.used = time.monotonic()
+        self.idle = idle  # a --uri host's: seconds without a command before it stops
+        if data_dir is None:
+            assert uri
+            self.record: dict[str, Any] = {}
+            self.uri = uri
+        else:
+            found = background.running(data_dir)
+            if found is None:
+                raise SystemExit(f"aecs-mongo: warm host: no shared server runs for {data_dir}")
+            self.record, self.uri = found
         self._client_class = MongoClient
         self._client: Any = self._new_client()
         self._client.admin.command("ping")  # connected before the first command
@@ -148,7 +161,10 @@ class Host:
     # --- is the server still the one we serve? ------------------------------------------------
 
     def alive(self) -> bool:
-        """The server this host serves still runs (its record names it, it is no zombie)."""
+        """The server this host serves still runs (its record names it, it is no zombie); for a
+        ``--uri``, a command came within its idle time (the last command's ``--keep-server``)."""
+        if self.data_dir is None:
+            return time.monotonic() - self.used < self.idle
         record = self._background.still_running(self.data_dir, int(self.record.get("pid", 0)))
         if record is None:
             return False
@@ -158,7 +174,7 @@ class Host:
     # --- one command -----------------------------------------------------------------------------
 
     def _parser(self) -> argparse.ArgumentParser:
-        key = tuple(os.environ.get(name) for name in ("MONGODB_URI", "AECS_KEEP_SERVER"))
+        key = tuple(os.environ.get(name) for name in ("MONGODB_URI", "AECS_KEEP_SERVER", "AECS_BLOBS"))
         parser = self._parsers.get(key)
         if parser is None:
             parser = self._parsers[key] = self._cli.build_parser()
@@ -175,6 +191,11 @@ class Host:
                 args = self._parser().parse_args(self._cli.tag_changes(argv))
         except SystemExit:
             return False
+        if self.data_dir is None:  # a --uri: that one exactly; its --keep-server is the host's idle time
+            if args.entry.name not in READS or args.uri != self.uri or args.keep_server <= 0:
+                return False
+            self.idle = args.keep_server
+            return True
         given = getattr(args, "data_dir", None)
         data_dir = Path(given).expanduser().resolve() if given else user_data_dir().resolve()
         return (
@@ -192,6 +213,9 @@ class Host:
         key = (
             args.db,
             args.mailbox,
+            getattr(args, "blobs", None),
+            os.environ.get("XDG_CACHE_HOME"),  # where a --uri's local index is
+            os.environ.get("HOME"),
             getattr(args, "search_index", None),
             tuple(getattr(args, "owner", None) or ()),
             bool(getattr(args, "fast", False)),
@@ -208,6 +232,10 @@ class Host:
         a command holds it."""
         from ..commands.base import data_dir_of, note
 
+        if self.data_dir is None:
+            args.embedded_dir = None
+            yield self.client, self.open_store
+            return
         args.embedded_dir = data_dir_of(args)  # the old ./aecs-data pointed out, as in-process
         if args.verbose:
             note(self._cli.embedded_notice(args.embedded_dir))
@@ -280,6 +308,7 @@ class Host:
             watcher = threading.Thread(target=self._watch, args=(conn,), daemon=True)
             watcher.start()
             code = self.run(conn, request)
+            self.used = time.monotonic()
             with contextlib.suppress(OSError):
                 send_frame(conn, EXIT, code.to_bytes(4, "big", signed=True))
             if self.broken:
@@ -289,7 +318,7 @@ class Host:
             os.environ.update(saved_env)
             if os.environ.get("TZ") != request.env.get("TZ"):
                 time.tzset()
-            os.chdir(self.data_dir)
+            os.chdir(self.home)
 
     def _watch(self, conn: Any) -> None:
         """Interrupt the command on the client's INTERRUPT frame, or when the client is gone."""
@@ -303,19 +332,36 @@ class Host:
                 return
 
 
-def _serve(data_dir: Path) -> None:
+def _collect() -> None:
+    """The garbage collector's work, done between commands (the client has its exit code): it
+    runs only here (``gc.disable``), and what survives it (the client, the stores, their
+    caches) is frozen out of the next collections, which then look at one command's objects."""
+    gc.disable()
+    gc.collect()
+    gc.freeze()
+
+
+def _serve(where: Path, name: str, uri: str | None = None, idle: float = 300.0) -> None:
+    """Serve ``where/NAME.sock`` (``warm.sock`` in a data directory; a URI's in the runtime
+    directory) until the server stops or, for a URI, ``idle`` seconds (the last command's
+    ``--keep-server``) pass without a command; or until the socket is removed."""
     import socket
 
     os.umask(0o077)
-    os.chdir(data_dir)
-    lock = os.open(data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    os.chdir(where)
+    lock = os.open(where / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        return  # another host serves this directory
+        return  # another host serves this directory or URI
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a command's interrupt
-    host = Host(data_dir)
-    path, fd = socket_path(str(data_dir))
+    try:
+        host = Host(where, home=where) if uri is None else Host(None, uri, home=where, idle=idle)
+    except Exception as exc:  # the server is not there (the URI's own words are never printed)
+        raise SystemExit(f"aecs-mongo: warm host: cannot start: {type(exc).__name__}") from None
+    _collect()
+    sock_name = f"{name}.sock"
+    path, fd = socket_path(str(where), sock_name)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -325,8 +371,9 @@ def _serve(data_dir: Path) -> None:
         os.close(fd)
     listener.listen(16)
     listener.settimeout(_TICK)
-    mine = os.stat(data_dir / "warm.sock").st_ino
-    print(f"aecs-mongo: warm host {os.getpid()} serving {data_dir}", file=sys.stderr, flush=True)
+    mine = os.stat(where / sock_name).st_ino
+    what = where if uri is None else f"a --uri ({name})"  # never the URI: it may hold a password
+    print(f"aecs-mongo: warm host {os.getpid()} serving {what}", file=sys.stderr, flush=True)
     try:
         while True:
             try:
@@ -341,8 +388,9 @@ def _serve(data_dir: Path) -> None:
                         traceback.print_exc()
                         with contextlib.suppress(Exception):
                             host.reset()
+                _collect()  # between commands, not during one
             try:
-                still_ours = os.stat(data_dir / "warm.sock").st_ino == mine
+                still_ours = os.stat(where / sock_name).st_ino == mine
             except OSError:
                 still_ours = False
             if not still_ours or not host.alive():
@@ -350,17 +398,26 @@ def _serve(data_dir: Path) -> None:
     finally:
         listener.close()
         with contextlib.suppress(OSError):
-            if os.stat(data_dir / "warm.sock").st_ino == mine:
-                os.unlink(data_dir / "warm.sock")
+            if os.stat(where / sock_name).st_ino == mine:
+                os.unlink(where / sock_name)
         print(f"aecs-mongo: warm host {os.getpid()} stopped", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m aecs_mongo.warm.host DATA_DIR``."""
+    """``python -m aecs_mongo.warm.host DATA_DIR``, or ``... --uri RUNTIME_DIR NAME IDLE_SECONDS``
+    with the URI on standard input (:func:`aecs_mongo.warm.spawn.start_uri`)."""
     args = sys.argv[1:] if argv is None else argv
+    if len(args) == 4 and args[0] == "--uri":
+        where = Path(args[1]).resolve()
+        uri = sys.stdin.readline().rstrip("\n")
+        key = uri_key(where, create=False) if private_dir(where, create=False) else None
+        if not uri or not key or uri_name(key, uri) != args[2]:
+            raise SystemExit("aecs-mongo: warm host: not a private runtime directory, or not its URI")
+        _serve(where, args[2], uri, float(args[3]))
+        return
     if len(args) != 1:
-        raise SystemExit("usage: python -m aecs_mongo.warm.host DATA_DIR")
-    _serve(Path(args[0]).resolve())
+        raise SystemExit("usage: python -m aecs_mongo.warm.host DATA_DIR | --uri RUNTIME_DIR NAME IDLE_SECONDS")
+    _serve(Path(args[0]).resolve(), LOCK_NAME.removesuffix(".lock"))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,6 +19,7 @@ __all__ = [
     "DECLINE",
     "EXIT",
     "INTERRUPT",
+    "KEY_NAME",
     "OFF",
     "REQUEST",
     "SOCKET_NAME",
@@ -31,7 +32,9 @@ __all__ = [
     "encode_request",
     "peer_uid",
     "read_frame",
+    "runtime_dir",
     "send_frame",
+    "uri_name",
 ]
 
 #: ``AECS_WARM=0`` (or ``no``, ``off``, ``false``): every command runs in-process, no host starts.
@@ -41,6 +44,10 @@ OFF = ("0", "no", "off", "false")
 
 #: The socket's name in the data directory.
 SOCKET_NAME = "warm.sock"
+#: In the runtime directory (``--uri``): 32 random bytes, the key of the hash that names a URI's
+#: socket, so that no file name tells a URI (nor a guess at its password) to anyone
+KEY_NAME = "key"
+
 #: The request layout's version: a host that does not know it declines.
 VERSION = "1"
 
@@ -82,6 +89,29 @@ def peer_uid(sock: _socket.socket) -> int:
     """The user id of the process at the other end (``SO_PEERCRED``: the kernel's word)."""
     creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, struct.calcsize("3i"))
     return int(struct.unpack("3i", creds)[1])
+
+
+def runtime_dir(env: dict[str, str]) -> str:
+    """The user's directory of ``--uri`` hosts: ``$XDG_RUNTIME_DIR/aecs-mongo``, else
+    ``aecs-mongo-UID`` in ``$TMPDIR`` (``/tmp``); 0700, made by the host's starter."""
+    runtime = env.get("XDG_RUNTIME_DIR", "")
+    if runtime and os.path.isabs(runtime):
+        return os.path.join(runtime, "aecs-mongo")
+    tmp = env.get("TMPDIR", "")
+    return os.path.join(tmp if tmp and os.path.isabs(tmp) else "/tmp", f"aecs-mongo-{os.geteuid()}")
+
+
+def uri_name(key: bytes, uri: str) -> str:
+    """The name of a URI's host files (``NAME.sock``, ``NAME.lock``, ``NAME.log``): a keyed
+    SHA-256 of the URI, never the URI."""
+    try:
+        sha256 = __import__("_sha2").sha256  # the C hash alone (hashlib loads OpenSSL): 3.12+
+    except ImportError:
+        try:
+            sha256 = __import__("_sha256").sha256  # 3.11
+        except ImportError:  # pragma: no cover (a build without them)
+            sha256 = __import__("hashlib").sha256
+    return "warm-" + str(sha256(key + b"\0" + os.fsencode(uri)).hexdigest()[:32])
 
 
 class Request:

@@ -156,15 +156,20 @@ def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     return time.perf_counter() - started
 
 
-def run_ours(maildir: Path, work: Path, blobs: str | None = None) -> tuple[float, float, int]:
+def run_ours(
+    maildir: Path, work: Path, blobs: str | None = None, python: str | None = None
+) -> tuple[float, float, int]:
     """(ingest seconds, server start seconds, data directory bytes once the server stopped) of
     ``aecs-mongo ingest`` on the embedded default; ``blobs``: a ``--blobs`` URL (default: the
-    command line's own choice, a directory in the data directory)."""
+    command line's own choice, a directory in the data directory); ``python``: another
+    environment's interpreter (``--ingest-baseline``: an older checkout's, its own defaults)."""
     data = work / "aecs-data"
-    cli = [sys.executable, "-m", "aecs_mongo", "--data-dir", str(data)]
+    cli = [python or sys.executable, "-m", "aecs_mongo", "--data-dir", str(data)]
     if blobs is not None:
         cli += ["--blobs", blobs]
-    env = {k: v for k, v in _env().items() if k != "AECS_BLOBS"}
+    # another checkout's python imports its own package, never one this process was pointed at
+    leave_out = ("AECS_BLOBS", "PYTHONPATH") if python else ("AECS_BLOBS",)
+    env = {k: v for k, v in _env().items() if k not in leave_out}
     try:
         start = _timed([*cli, "server", "start"], env, work)
         seconds = _timed([*cli, "ingest", "--no-progress", str(maildir)], env, work)
@@ -286,10 +291,19 @@ def compile_bytecode() -> None:
                 compileall.compile_dir(folder, quiet=1, workers=0)
 
 
-def bench_mail_tools(sizes: list[int], rounds: int) -> list[Doc]:
-    """The table's rows: one per size, every installed tool's median messages/s."""
+def bench_mail_tools(sizes: list[int], rounds: int, baseline: str | None = None, count: bool = True) -> list[Doc]:
+    """The table's rows: one per size, every installed tool's median messages/s; ``baseline``:
+    another environment's python, whose ``aecs-mongo ingest`` runs as one more tool (its rounds
+    between ours, so the machine's load hits both) and ``ours_vs_baseline`` its time / ours."""
     compile_bytecode()
     installed = ["aecs-mongo", "aecs-mongo-gridfs"] + [tool for tool in TOOLS[2:] if shutil.which(tool)]
+    if baseline:
+        installed.insert(1, "baseline")
+        compiled = (
+            "import aecs_mongo, compileall, os; compileall.compile_dir(os.path.dirname(aecs_mongo.__file__), quiet=1)"
+        )
+        env = {k: v for k, v in _env().items() if k != "PYTHONPATH"}
+        subprocess.run([baseline, "-c", compiled], check=True, env=env, cwd=tempfile.gettempdir())
     rows: list[Doc] = []
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix="aecs-bench-ingest-") as tmp:
@@ -303,7 +317,9 @@ def bench_mail_tools(sizes: list[int], rounds: int) -> list[Doc]:
             for r in range(rounds):
                 order = installed[r % len(installed) :] + installed[: r % len(installed)]
                 for tool in order:
-                    if tool.startswith("aecs-mongo"):
+                    if tool == "baseline":
+                        seconds, _, used = run_ours(maildir, work, python=baseline)
+                    elif tool.startswith("aecs-mongo"):
                         blobs = "gridfs" if tool == "aecs-mongo-gridfs" else None
                         seconds, start, used = run_ours(maildir, work, blobs)
                         starts.append(start)
@@ -318,9 +334,9 @@ def bench_mail_tools(sizes: list[int], rounds: int) -> list[Doc]:
                         f" {used / 1e6:.0f} MB on disk ({used / nbytes:.2f}x the Maildir)",
                         flush=True,
                     )
-            counted = count_statements(maildir)
+            counted = count_statements(maildir) if count else {}
         row: Doc = {"messages": size, "MB": round(nbytes / 1e6, 1), "rounds": rounds}
-        for tool in TOOLS:
+        for tool in (*TOOLS, "baseline"):
             if tool in times:
                 median = statistics.median(times[tool])
                 row[f"{tool}_s"] = round(median, 2)
@@ -328,17 +344,21 @@ def bench_mail_tools(sizes: list[int], rounds: int) -> list[Doc]:
                 row[f"{tool}_rounds"] = [round(size / t) for t in times[tool]]
                 # what the tool keeps beside the Maildir (ours: the whole data directory)
                 row[f"{tool}_disk_x"] = round(statistics.median(sizes_on_disk[tool]) / nbytes, 2)
-            else:
+            elif tool != "baseline":
                 row[f"{tool}_msgs_per_s"] = "not installed"
         if "notmuch" in times:
             ours, notmuch = statistics.median(times["aecs-mongo"]), statistics.median(times["notmuch"])
             row["ours_vs_notmuch"] = round(notmuch / ours, 2)
+        if "baseline" in times:
+            row["ours_vs_baseline"] = round(
+                statistics.median(times["baseline"]) / statistics.median(times["aecs-mongo"]), 2
+            )
         row["dir_vs_gridfs"] = round(
             statistics.median(times["aecs-mongo-gridfs"]) / statistics.median(times["aecs-mongo"]), 2
         )
         row["server_start_s"] = round(statistics.median(starts), 1)
-        row["commandsPerBatch"] = counted["commandsPerBatch"]
-        row["documentsPerMessage"] = counted["documentsPerMessage"]
+        row["commandsPerBatch"] = counted.get("commandsPerBatch", "-")
+        row["documentsPerMessage"] = counted.get("documentsPerMessage", "-")
         row["load"] = os.getloadavg()[0]
         rows.append(row)
         print("  ingest", json.dumps(row), flush=True)
@@ -353,6 +373,8 @@ COLUMNS = [
     "notmuch_msgs_per_s",
     "mu_msgs_per_s",
     "ours_vs_notmuch",
+    "baseline_msgs_per_s",
+    "ours_vs_baseline",
     "dir_vs_gridfs",
     "aecs-mongo_disk_x",
     "aecs-mongo-gridfs_disk_x",
@@ -380,6 +402,17 @@ def add_arguments(parser: Any) -> None:
         help="Maildir sizes for aecs-mongo ingest beside notmuch new and mu index ('' skips it)",
     )
     parser.add_argument("--ingest-tool-rounds", type=int, default=3, help="rounds of each tool (median)")
+    parser.add_argument(
+        "--ingest-baseline",
+        metavar="PYTHON",
+        help="another environment's python (an older checkout's .venv/bin/python): its aecs-mongo ingest"
+        " runs beside ours in the tools' comparison, ours_vs_baseline = its median time / ours",
+    )
+    parser.add_argument(
+        "--ingest-no-statements",
+        action="store_true",
+        help="skip the untimed run that counts the statements per batch (tools' comparison)",
+    )
     parser.add_argument(
         "--ingest-rerun-size",
         type=int,
@@ -413,7 +446,9 @@ def run(ctx: Context) -> Doc:
     if args.ingest_tool_sizes:
         rounds = args.ingest_tool_rounds
         print(f"\n== ingest beside notmuch and mu: one Maildir of real mail, messages/s (median of {rounds})")
-        report["ingest_tools"] = bench_mail_tools(args.ingest_tool_sizes, rounds)
+        report["ingest_tools"] = bench_mail_tools(
+            args.ingest_tool_sizes, rounds, args.ingest_baseline, not args.ingest_no_statements
+        )
         print(table(report["ingest_tools"], COLUMNS))
     if args.ingest_rerun_size:
         rounds = args.ingest_tool_rounds

@@ -15,6 +15,7 @@ same database, in turn with ours: the before/after ratio of one run.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 import os
@@ -32,8 +33,25 @@ from aecs_mongo import MessageStore
 from benchmarks.common import RARE, Context, Doc, corpus_source, table_of
 
 RARE_WORD = "xylophonist"
+
+
+def server_cpu(client: Any) -> float | None:
+    """The CPU seconds the server process has used (None: not a process of this machine). The
+    machine is shared: CPU time says what a call costs where the wall clock says how busy it was."""
+    try:
+        pid = int(client.admin.command("serverStatus")["pid"])
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except Exception:
+        return None
+
+
 #: what a baseline's subprocess runs: one search (or count), timed there; prints JSON
-_CHILD = """
+_CHILD = (
+    "from typing import Any\nimport os\n"
+    + inspect.getsource(server_cpu)
+    + """
 import json, logging, sys, time
 logging.disable(logging.WARNING)
 from pymongo import MongoClient
@@ -42,16 +60,20 @@ uri, db, word, what = sys.argv[1:5]
 client = MongoClient(uri)
 store = MessageStore(client[db], mailbox_id="bench")
 store.count("warm-up")
+cpu, server = time.process_time(), server_cpu(client)
 started = time.perf_counter()
 found = store.count(word) if what == "count" else store.search(word, limit=20)
 seconds = time.perf_counter() - started
-out = {"seconds": seconds}
+out = {"seconds": seconds, "client_cpu_s": time.process_time() - cpu}
+if server is not None:
+    out["server_cpu_s"] = server_cpu(client) - server
 if what == "count":
     out["hits"] = found
 else:
     out.update(hits=len(found), examined=found.examined, engine=found.engine, complete=found.complete)
 print(json.dumps(out))
 """
+)
 
 
 def build(client: MongoClient[Doc], name: str, size: int) -> None:
@@ -73,13 +95,17 @@ def build(client: MongoClient[Doc], name: str, size: int) -> None:
 def ours(client: MongoClient[Doc], name: str, what: str) -> Doc:
     store = MessageStore(client[name], mailbox_id="bench")
     store.count("warm-up")  # the store's sample and capabilities, as a warm process has them
+    cpu, server = time.process_time(), server_cpu(client)
     started = time.perf_counter()
     found = store.count(RARE_WORD) if what == "count" else store.search(RARE_WORD, limit=20)
     seconds = time.perf_counter() - started
+    out: Doc = {"seconds": seconds, "client_cpu_s": time.process_time() - cpu}
+    if server is not None:
+        out["server_cpu_s"] = server_cpu(client) - server
     if isinstance(found, int):
-        return {"seconds": seconds, "hits": found}
+        return {**out, "hits": found}
     return {
-        "seconds": seconds,
+        **out,
         "hits": len(found),
         "examined": found.examined,
         "engine": found.engine,
@@ -122,13 +148,17 @@ def bench_scan(ctx: Context, size: int, rounds: int, tree: Path | None) -> list[
                 "messages": ctx.client[name].messages.count_documents({"mailboxId": "bench"}),
                 "median_s": statistics.median(d["seconds"] for d in done),
                 "rounds": [round(d["seconds"], 2) for d in done],
-                **{k: v for k, v in done[-1].items() if k != "seconds"},
+                "cpu_s": statistics.median(d["client_cpu_s"] + d.get("server_cpu_s", 0.0) for d in done),
+                "client_cpu_s": statistics.median(d["client_cpu_s"] for d in done),
+                "server_cpu_s": statistics.median(d.get("server_cpu_s", 0.0) for d in done),
+                **{k: v for k, v in done[-1].items() if k not in ("seconds", "client_cpu_s", "server_cpu_s")},
                 "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
             }
             rows.append(row)
             print("  scan", json.dumps(row), file=sys.stderr, flush=True)
         if len(runs["baseline"]) and len(runs["ours"]):
             rows[-1]["baseline_over_ours"] = rows[-1]["median_s"] / rows[-2]["median_s"]
+            rows[-1]["cpu_baseline_over_ours"] = rows[-1]["cpu_s"] / rows[-2]["cpu_s"]
     return rows
 
 
@@ -159,11 +189,15 @@ def run(ctx: Context) -> Doc:
             "messages",
             "median_s",
             "rounds",
+            "cpu_s",
+            "client_cpu_s",
+            "server_cpu_s",
             "hits",
             "examined",
             "engine",
             "complete",
             "baseline_over_ours",
+            "cpu_baseline_over_ours",
             "load",
         ],
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 
 from aecs_mongo import parse_email
-from aecs_mongo.normalize.html_text import html_to_text
+from aecs_mongo.normalize.html_text import html_text_pieces, html_to_text
 from aecs_mongo.pure.documents import build_documents
-from aecs_mongo.pure.search_compile import search_columns
+from aecs_mongo.pure.search_compile import search_columns, search_haystacks
 
 from .budgets import budget
 from .paths import CORPUS, require_corpus
@@ -34,4 +34,18 @@ def corpus_columns() -> tuple[dict[str, str], ...]:
         )
         html = next((b.data.decode("utf-8") for b in docs.blobs if b.key.endswith("/body.html")), None)
         out.append(search_columns(docs.message, docs.body, html, html_to_text))
+    return tuple(out)
+
+
+@functools.cache
+def corpus_haystacks() -> tuple[dict[str, str | None], ...]:
+    """What the scan's ``may_match`` takes for each corpus message (``corpus_columns``' order)."""
+    out = []
+    for raw in corpus_raw():
+        parsed = parse_email(raw)
+        docs = build_documents(
+            parsed.email, mailbox_id="m", raw_bytes=raw, attachment_data=parsed.attachment_data, raw_from_full=True
+        )
+        html = next((b.data.decode("utf-8") for b in docs.blobs if b.key.endswith("/body.html")), None)
+        out.append(search_haystacks(docs.message, docs.body, "" if html is None else html_text_pieces(html)))
     return tuple(out)
