@@ -857,7 +857,9 @@ def snippet(texts: Iterable[str | None], terms: Sequence[Word | Phrase], width: 
 
 class _LazyAsciiFolds(dict[int, str]):
     """The table of :func:`_ascii_folds` filled one character at a time, as ``str.translate``
-    asks for them (the whole table takes 0.1-0.2 s to make: too much for one command)."""
+    asks for them (the whole table takes 0.1-0.2 s to make: too much for one command). Each
+    character becomes at most one (no ``str.lower`` here, which can lengthen a text), so a
+    place in the translated text is at or before its place in the text."""
 
     def __missing__(self, code: int) -> str:
         char = folded = chr(code)
@@ -876,10 +878,9 @@ _LAZY_FOLDS = _LazyAsciiFolds()
 def _first_possible(flat: str, wanted: Sequence[str]) -> int | None:
     """Where the first word of ``flat`` that can be one of the ``wanted`` folded words (or
     start with one) can start, or None when none can: for ASCII words, such a word holds one of
-    them in the text with what folds into ASCII folded (:func:`ascii_folded`, which only drops
-    characters or replaces one by one, so a place there is at or before its place in ``flat``),
-    and the word around the first such place is the first candidate (a word is a run of word
-    characters). 0 when a wanted word is not ASCII."""
+    them in the text with what folds into ASCII folded (:class:`_LazyAsciiFolds`: a place there
+    is at or before its place in ``flat``), and the word around the first such place is the
+    first candidate (a word is a run of word characters). 0 when a wanted word is not ASCII."""
     if not all(w and w.isascii() for w in wanted):
         return 0
     folded = flat.lower() if flat.isascii() else flat.translate(_LAZY_FOLDS)
