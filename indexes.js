@@ -24,6 +24,7 @@ const AECS_INDEXES = [
   {"collection": "messages", "name": "aecs_messages_participant", "keys": [["mailboxId", 1], ["participants", 1], ["ts", -1], ["messageKey", -1]], "options": {}},
   {"collection": "messages", "name": "aecs_messages_references", "keys": [["mailboxId", 1], ["references", 1]], "options": {}},
   {"collection": "messages", "name": "aecs_messages_tags", "keys": [["mailboxId", 1], ["tags", 1], ["ts", -1], ["messageKey", -1]], "options": {}},
+  {"collection": "messages", "name": "aecs_messages_folders", "keys": [["mailboxId", 1], ["folders", 1], ["ts", -1], ["messageKey", -1]], "options": {}},
   {"collection": "bodies", "name": "aecs_bodies_search", "keys": [["mailboxId", 1], ["subject", "text"], ["clean", "text"]], "options": {}, "text": true},
   {"collection": "threads", "name": "aecs_threads_recent", "keys": [["mailboxId", 1], ["lastTs", -1], ["_id", -1]], "options": {}},
   {"collection": "messages", "name": "aecs_messages_from", "keys": [["mailboxId", 1], ["from.email", 1], ["ts", -1], ["messageKey", -1]], "options": {}},

@@ -165,6 +165,13 @@ _COMMANDS = (
         indexes=True,
     ),
     Command("tags", "each tag of the mailbox with its count, and how many are unread", options.nothing, _tagging),
+    Command(
+        "folder",
+        "add and remove folders on the messages of a query: folder +Archive -INBOX -- tag:done",
+        options.folder,
+        _tagging,
+        indexes=True,
+    ),
     Command("delete", "delete a message from every tier", options.message_id, _lifecycle),
     Command(
         "export",
@@ -539,14 +546,15 @@ _VALUED = ("--uri", "--db", "--mailbox", "--data-dir", "--keep-server", "--searc
 
 
 def tag_changes(argv: Sequence[str]) -> list[str]:
-    """``tag +todo -inbox -- QUERY`` (notmuch's words) as the parser takes them: each ``+TAG``
-    and ``-TAG`` before ``--`` becomes ``--add=TAG``/``--remove=TAG`` (``-v`` and ``--...`` stay
-    options). Other commands' words are left as they are."""
+    """``tag +todo -inbox -- QUERY`` (notmuch's words; ``folder +Archive -INBOX -- QUERY`` alike)
+    as the parser takes them: each ``+NAME`` and ``-NAME`` before ``--`` becomes
+    ``--add=NAME``/``--remove=NAME`` (``-v`` and ``--...`` stay options). Other commands' words
+    are left as they are."""
     words = list(argv)
     at = 0
     while at < len(words) and words[at].startswith("-"):
         at += 2 if words[at] in _VALUED else 1
-    if at >= len(words) or words[at] != "tag":
+    if at >= len(words) or words[at] not in ("tag", "folder"):
         return words
     out = words[: at + 1]
     rest = iter(words[at + 1 :])

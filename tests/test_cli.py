@@ -121,7 +121,15 @@ def test_the_command_table() -> None:
     for command in cli._COMMANDS:
         assert command.handlers is None or callable(command.handlers()[command.name]), command.name
     assert [c.name for c in cli._COMMANDS if c.handlers is None] == ["server"]
-    assert {c.name for c in cli._COMMANDS if c.indexes} == {"ingest", "reindex", "pop3", "migrate-gdbm", "imap", "tag"}
+    assert {c.name for c in cli._COMMANDS if c.indexes} == {
+        "ingest",
+        "reindex",
+        "pop3",
+        "migrate-gdbm",
+        "imap",
+        "tag",
+        "folder",
+    }
 
 
 @pytest.mark.one_server

@@ -82,7 +82,8 @@ def comparable_threads(db: Any, mailbox: str, leave_out: set[str]) -> dict[str, 
         if t["threadKey"] in skipped:
             continue
         if dated[t["threadKey"]]:
-            out[t["threadId"]] = {k: v for k, v in t.items() if k not in ("_id", "mailboxId")}
+            # not the tags: an mbox's Status: lines are read as $seen, a .eml file's are not
+            out[t["threadId"]] = {k: v for k, v in t.items() if k not in ("_id", "mailboxId", "tags")}
         else:
             out[t["threadId"]] = {"messageCount": t["messageCount"]}
     return out

@@ -22,7 +22,7 @@ from .context import AsyncStoreContext, log
 
 __all__ = ["AsyncDeleter", "delete", "erase_mailbox", "expire"]
 
-_SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "messageKey": 1, "subject": 1}
+_SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "messageKey": 1, "subject": 1, "tags": 1}
 
 
 class AsyncDeleter:

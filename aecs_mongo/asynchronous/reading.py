@@ -11,6 +11,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from pymongo.errors import OperationFailure
+
 from ..pure import queries, windows
 from ..pure import tags as tag_reads
 from ..pure.documents import context_entry, message_summary, to_normalized_email
@@ -20,7 +22,7 @@ from ..results import MessagePage, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, ThreadSummary
 from . import capabilities, paging
 from .blobstore import named_blob
-from .context import AsyncStoreContext, to_list
+from .context import AsyncStoreContext, log, to_list
 from .writing import parse_raw
 
 __all__ = [
@@ -143,6 +145,8 @@ async def with_participant(ctx: AsyncStoreContext, address: str, cursor: str | N
 
 
 async def list_threads(ctx: AsyncStoreContext, cursor: str | None, limit: int) -> ThreadPage:
+    """The conversation list: the plain page of ``threads``, each summary carrying its tags (the
+    union of its messages', kept on the summary: ``pure/tags.py``)."""
     query = queries.threads_query(ctx.mailbox_id)
     rows, next_cursor = await paging.page(ctx, query, cursor, limit, None)
     threads: list[ThreadSummary] = [
@@ -154,29 +158,49 @@ async def list_threads(ctx: AsyncStoreContext, cursor: str | None, limit: int) -
             "lastTs": int(r["lastTs"]),
             "firstMessageKey": r["firstMessageKey"],
             "lastMessageKey": r["lastMessageKey"],
-            "tags": [],
+            "tags": tag_reads.row_tags(r),
         }
         for r in rows
     ]
-    if threads:
-        tags = await thread_tags(ctx, [thread_key(t["threadId"]) for t in threads])
+    older = [r for r in rows if not isinstance(r.get("tags"), list)]
+    if older:
+        union = await _stored_thread_tags(ctx, older)
         for t in threads:
-            t["tags"] = tags.get(thread_key(t["threadId"]), [])
+            t["tags"] = union.get(thread_key(t["threadId"]), t["tags"])
     return ThreadPage(threads, next_cursor)
 
 
+async def _stored_thread_tags(ctx: AsyncStoreContext, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """The tags of summaries written before threads kept them (no ``tags``): computed from their
+    messages and stored, each once (filtered on the ``tagsRev`` read with the page, so a tag
+    change that came between is not overwritten: the next read computes it again). A store this
+    user may not write to (read-only credentials) still reads right."""
+    keys = [str(r["threadKey"]) for r in rows]
+    union = await thread_tags(ctx, keys)
+    writes = [
+        ({"_id": r["_id"], "tags": {"$exists": False}, "tagsRev": r.get("tagsRev")}, union.get(key, []))
+        for r, key in zip(rows, keys, strict=True)
+    ]
+    try:
+        for selector, tags in writes:
+            await ctx.threads.update_one(selector, {"$set": {"tags": tags}})
+    except OperationFailure as exc:
+        log.debug("thread tags computed for this read, not stored: %s", exc)
+    return {key: union.get(key, []) for key in keys}
+
+
 async def thread_tags(ctx: AsyncStoreContext, keys: Sequence[str]) -> dict[str, list[str]]:
-    """The union of each thread's messages' tags, for the page read: nothing is read but one key
+    """The union of each thread's messages' tags, from the messages: nothing is read but one key
     of ``aecs_messages_tags`` when the mailbox holds no tagged message; else one find on the
-    thread index over the page's threads (their tagged messages' ``threadKey`` and ``tags``),
-    the union made here."""
+    thread index over the threads (their messages' ``threadKey`` and ``tags``), the union made
+    here."""
     if not keys:
         return {}
     probe = ctx.messages.find(tag_reads.tagged_probe(ctx.mailbox_id), {"_id": 1}, limit=1)
     if not await to_list(probe.hint(tag_reads.TAGGED_PROBE_HINT)):
         return {}
     found = ctx.messages.find(tag_reads.thread_tags_filter(ctx.mailbox_id, keys), tag_reads.THREAD_TAGS_PROJECTION)
-    return tag_reads.thread_tags_union(await to_list(found.hint(tag_reads.THREAD_TAGS_HINT)))
+    return tag_reads.thread_tags_union(await to_list(found))
 
 
 async def replies_to(ctx: AsyncStoreContext, message_id: str) -> list[MessageSummary]:

@@ -24,6 +24,7 @@ from ..pure.search_compile import (
     MongoSearch,
     atlas_search,
     check_sort,
+    label_hint,
     message_filter,
     mongo_pipeline,
     post_match,
@@ -132,7 +133,11 @@ async def count(ctx: AsyncStoreContext, query: str) -> int:
     if engine == "messages":
         flt = message_filter(tree, now, _thread_key_of)
         assert flt is not None
-        return int(await ctx.messages.count_documents({"mailboxId": ctx.mailbox_id, **flt}))
+        hint = label_hint(flt)
+        selector = {"mailboxId": ctx.mailbox_id, **flt}
+        if hint is not None:  # tag:/folder: on their index (``label_hint``)
+            return int(await ctx.messages.count_documents(selector, hint=hint))
+        return int(await ctx.messages.count_documents(selector))
     if engine == "local":
         index = await indexing.current(ctx)
         return index.count(_plan(ctx, index, tree, now))
@@ -235,6 +240,9 @@ async def _labelled(
         clauses.append({"$or": [{"ts": {"$lt": ts}}, {"ts": ts, "messageKey": {"$lt": key}}]})
     fields = {**_HIT_FIELDS, "forAI": 1}
     found = ctx.messages.find({"$and": clauses}, fields).sort([("ts", -1), ("messageKey", -1)]).limit(limit)
+    hint = label_hint(flt) if flt else None
+    if hint is not None:  # tag:/folder: on their index (``label_hint``)
+        found = found.hint(hint)
     results = _Results("messages")
     async for message in found:
         results.add(message, search_query.snippet([message.get("forAI"), message.get("subject")], []), None)

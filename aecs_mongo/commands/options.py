@@ -18,6 +18,7 @@ __all__ = [
     "expire",
     "export",
     "find",
+    "folder",
     "imap",
     "inbox",
     "ingest",
@@ -79,6 +80,16 @@ def _tag(text: str) -> str:
 
     try:
         return check_tag(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _folder(text: str) -> str:
+    """A folder name as stored (as given); a bad one is a usage error (``pure/tags.py``)."""
+    from ..pure.tags import check_folder
+
+    try:
+        return check_folder(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -262,6 +273,34 @@ def tag(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--remove", action="append", default=[], type=_tag, metavar="TAG", help="-TAG: remove this tag (repeatable)"
+    )
+    p.add_argument("--dry-run", action="store_true", help="say how many messages would change; change nothing")
+
+
+def folder(p: argparse.ArgumentParser) -> None:
+    p.usage = "aecs-mongo folder [+FOLDER | -FOLDER ...] [--dry-run] [--] QUERY..."
+    p.add_argument(
+        "query",
+        nargs="+",
+        metavar="QUERY",
+        help="the messages to change, as in 'search' (folder:INBOX, tag:TAG, id:<Message-ID>, words...);"
+        " put it after -- when it starts with a dash",
+    )
+    p.add_argument(
+        "--add",
+        action="append",
+        default=[],
+        type=_folder,
+        metavar="FOLDER",
+        help="+FOLDER: file the messages in this folder too (repeatable; the name as given, case kept)",
+    )
+    p.add_argument(
+        "--remove",
+        action="append",
+        default=[],
+        type=_folder,
+        metavar="FOLDER",
+        help="-FOLDER: take the messages out of this folder (repeatable)",
     )
     p.add_argument("--dry-run", action="store_true", help="say how many messages would change; change nothing")
 

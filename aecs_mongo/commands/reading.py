@@ -189,20 +189,21 @@ def _threads_of_search(ctx: Context) -> Output:
 
     ids = [doc_id(ctx.store.mailbox_id, thread_key(t)) for t in order]
     fields = {"_id": 0, "threadId": 1, "subject": 1, "messageCount": 1, "firstTs": 1, "lastTs": 1}
-    fields |= {"firstMessageKey": 1, "lastMessageKey": 1}
+    fields |= {"firstMessageKey": 1, "lastMessageKey": 1, "tags": 1}
     summaries = {t["threadId"]: t for t in ctx.db["threads"].find({"_id": {"$in": ids}}, fields)} if ids else {}
     found = [summaries[t] for t in order if t in summaries]
     from ..pure import tags as tag_reads
 
-    keys = [thread_key(t["threadId"]) for t in found]
+    # a summary keeps its tags (threads.tags); one written before that: from its messages
+    keys = [thread_key(t["threadId"]) for t in found if not isinstance(t.get("tags"), list)]
     messages = ctx.db["messages"]
     box = ctx.store.mailbox_id
     tags: dict[str, list[str]] = {}
     probe = messages.find(tag_reads.tagged_probe(box), {"_id": 1}, limit=1).hint(tag_reads.TAGGED_PROBE_HINT)
     if keys and next(iter(probe), None) is not None:
         rows = messages.find(tag_reads.thread_tags_filter(box, keys), tag_reads.THREAD_TAGS_PROJECTION)
-        tags = tag_reads.thread_tags_union(rows.hint(tag_reads.THREAD_TAGS_HINT))
-    found = [{**t, "tags": tags.get(thread_key(t["threadId"]), [])} for t in found]
+        tags = tag_reads.thread_tags_union(rows)
+    found = [{**t, "tags": tag_reads.row_tags(t) or tags.get(thread_key(t["threadId"]), [])} for t in found]
     trailer = {"next_cursor": results.next_cursor, "engine": results.engine}
     return _thread_page(found, trailer, results.next_cursor)
 

@@ -1,4 +1,5 @@
-"""``tag`` (notmuch's ``tag +todo -inbox -- QUERY``) and ``tags`` (each tag with its count).
+"""``tag`` (notmuch's ``tag +todo -inbox -- QUERY``), ``tags`` (each tag with its count) and
+``folder`` (``folder +Archive -INBOX -- QUERY``: ``store.set_folders``, reported as ``tag`` is).
 
 ``+TAG``/``-TAG`` words before the query are turned into ``--add``/``--remove`` by
 :func:`aecs_mongo.cli.tag_changes` before the parser sees them (argparse would take ``-inbox``
@@ -14,12 +15,21 @@ __all__ = ["HANDLERS"]
 
 
 def tag(ctx: Context) -> Output:
+    return _change(ctx, ctx.store.tag)
+
+
+def folder(ctx: Context) -> Output:
+    return _change(ctx, ctx.store.set_folders)
+
+
+def _change(ctx: Context, change: Any) -> Output:
+    """``tag`` and ``folder``: one change of the query's messages, reported alike."""
     args = ctx.args
     query = " ".join(args.query)
     if not args.add and not args.remove:
         # nothing to change: say how many the query names (a dry run), as notmuch count would
         args.dry_run = True
-    report = ctx.store.tag(query, add=args.add, remove=args.remove, dry_run=args.dry_run)
+    report = change(query, add=args.add, remove=args.remove, dry_run=args.dry_run)
     data = {"query": query, "add": args.add, "remove": args.remove, **vars(report)}
     data["dryRun"] = data.pop("dry_run")
     if report.dry_run:
@@ -45,4 +55,4 @@ def tags(ctx: Context) -> Output:
     return Output(JsonLines(found, {"messages": total, "unread": unread}), lines())
 
 
-HANDLERS: Handlers = {"tag": tag, "tags": tags}
+HANDLERS: Handlers = {"folder": folder, "tag": tag, "tags": tags}

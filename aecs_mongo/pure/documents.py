@@ -666,6 +666,10 @@ def merge_thread_summaries(stored: Mapping[str, Any], more: Mapping[str, Any]) -
         )
     if (more["lastTs"], more["lastMessageKey"]) > (stored["lastTs"], stored["lastMessageKey"]):
         out.update(lastTs=more["lastTs"], lastMessageKey=more["lastMessageKey"])
+    if isinstance(stored.get("tags"), list):  # else a summary from before tags: read computes it
+        out["tags"] = sorted(set(stored["tags"]) | set(more.get("tags") or ()))
+    if more.get("tags") and "tagsRev" in more:
+        out["tagsRev"] = more["tagsRev"]
     return out
 
 
@@ -704,6 +708,19 @@ def summary_merge_update(
                 "firstMessageKey": {"$cond": ["$_aecsFirst", first_key[1], "$firstMessageKey"]},
                 "lastTs": {"$cond": ["$_aecsLast", last_key[0], "$lastTs"]},
                 "lastMessageKey": {"$cond": ["$_aecsLast", last_key[1], "$lastMessageKey"]},
+                # the union of the messages' tags (a summary from before tags keeps none: read computes it)
+                "tags": {
+                    "$cond": [
+                        {"$or": [no_summary, {"$isArray": "$tags"}]},
+                        {"$setUnion": [{"$ifNull": ["$tags", []]}, {"$literal": list(summary.get("tags") or ())}]},
+                        "$$REMOVE",
+                    ]
+                },
+                **(
+                    {"tagsRev": {"$literal": summary["tagsRev"]}}
+                    if summary.get("tags") and "tagsRev" in summary
+                    else {}
+                ),
             }
         },
         {"$project": {"_aecsFirst": 0, "_aecsLast": 0}},
@@ -731,6 +748,7 @@ def thread_summary_from_messages(messages: Sequence[Mapping[str, Any]]) -> dict[
         "firstMessageKey": first["messageKey"],
         "lastTs": last["ts"],
         "lastMessageKey": last["messageKey"],
+        "tags": sorted({str(t) for m in ordered for t in (m.get("tags") or ())}),
     }
 
 

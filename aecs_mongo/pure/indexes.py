@@ -49,6 +49,8 @@ INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("messages", "aecs_messages_references", (("mailboxId", 1), ("references", 1))),
     # tags and flags (JMAP keywords): tag: reads sorted like the inbox, store.tags() counts
     IndexSpec("messages", "aecs_messages_tags", (("mailboxId", 1), ("tags", 1), ("ts", -1), ("messageKey", -1))),
+    # folder: reads (and set_folders/tag by a folder) sorted like the inbox
+    IndexSpec("messages", "aecs_messages_folders", (("mailboxId", 1), ("folders", 1), ("ts", -1), ("messageKey", -1))),
     # C.3: full-text search covers subject and clean (not forAI, not html)
     IndexSpec("bodies", "aecs_bodies_search", (("mailboxId", 1), ("subject", "text"), ("clean", "text"))),
     IndexSpec("threads", "aecs_threads_recent", (("mailboxId", 1), ("lastTs", -1), ("_id", -1))),

@@ -42,6 +42,7 @@ __all__ = [
     "check_sort",
     "has_labels",
     "index_stream_pipeline",
+    "label_hint",
     "message_filter",
     "mongo_pipeline",
     "post_match",
@@ -366,6 +367,22 @@ def message_filter(
     if any(not c for c in clauses):
         return {}  # an open date range in an OR: everything
     return {"$or": clauses}
+
+
+#: the index of a label read by the field its filter names by equality
+LABEL_INDEXES = (("tags", "aecs_messages_tags"), ("folders", "aecs_messages_folders"))
+
+
+def label_hint(flt: Mapping[str, Any]) -> str | None:
+    """The index a ``message_filter`` is read on (its ``hint``), where the conjunction names a
+    tag or a folder by equality (``tag:x``, ``folder:INBOX``): SecantusDB plans a collection scan
+    for any other shape beside the mailbox (an ``$and``, a second field, the cursor's ``$or``),
+    and on mongod the index gives the newest-first order anyway. None: let the planner choose."""
+    clauses = flt["$and"] if set(flt) == {"$and"} else [flt]
+    for field, index in LABEL_INDEXES:
+        if any(isinstance(clause.get(field), str) for clause in clauses):
+            return index
+    return None
 
 
 def has_labels(node: Node) -> bool:

@@ -30,7 +30,7 @@ __all__ = ["engines", "ensure_indexes", "recompute_thread", "reindex", "reparse_
 
 _INDEX_ALREADY_EXISTS = 68
 _REPAIR_BATCH = 500
-_SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "messageKey": 1, "subject": 1}
+_SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "messageKey": 1, "subject": 1, "tags": 1}
 
 
 def ensure_indexes(ctx: StoreContext, atlas: bool, num_dimensions: int) -> IndexReport:
@@ -137,7 +137,8 @@ def _reparse(ctx: StoreContext, message_id: str) -> bool:
     raw = ctx.get_blob(old["blobPrefix"] + "raw.eml")
     if raw is None:
         return False
-    docs = build(ctx, raw, None, old.get("uidl"))
+    # the tags and folders are the user's and the sources', not the parse's: kept as stored
+    docs = build(ctx, raw, None, old.get("uidl"), tags=old.get("tags") or (), folders=old.get("folders") or ())
     if old.get("variants"):
         docs.message["variants"] = old["variants"]  # only the first copy is re-parsed
     if old.get("variantHashes"):

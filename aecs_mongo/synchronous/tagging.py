@@ -24,23 +24,36 @@ feed consumers (``store.watch(..., tags=True)``).
 from __future__ import annotations
 
 import datetime as _dt
+import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pymongo import UpdateOne
 
-from ..pure import search_query
+from ..pure import queries, search_query
 from ..pure.keys import check_str, doc_id, message_key, thread_key
 from ..pure.search_compile import message_filter
-from ..pure.tags import check_folders, check_tags, needs_change, tag_update
+from ..pure.tags import (
+    THREAD_TAGS_PROJECTION,
+    check_folders,
+    check_tags,
+    needs_change,
+    tag_update,
+    thread_tags_added,
+    thread_tags_filter,
+    thread_tags_to_pull,
+)
 from ..results import TagReport
 from . import capabilities, indexing, search
-from .context import StoreContext, resolve, to_list
+from .context import StoreContext, log, resolve, to_list
 
 __all__ = ["TAG_BATCH", "change", "tag_counts"]
 
 #: messages one statement changes at most (the change as a whole is unbounded)
 TAG_BATCH = 1000
+#: rounds of pulling removed tags from thread summaries that concurrent writers keep changing
+_PULL_ATTEMPTS = 8
+_THREAD_FIELDS = {"_id": 1, "threadKey": 1, "tags": 1, "tagsRev": 1}
 
 
 def _thread_key_of(thread_id: str) -> str:
@@ -85,11 +98,15 @@ def change(
             if dry_run:
                 changed += ctx.messages.count_documents({**ctx.by_ids(ids), **wants})
             continue
+        threads = _batch_threads(ctx, field, batch, ids)
         modified = _write(ctx, field, batch, ids, added, removed, concern)
         # a batch's last statement takes the rest of the query: a message that came meanwhile
         # and was changed is matched too
         matched += max(found, modified)
         changed += modified
+        # also where nothing changed: a run that stopped between a batch and its threads
+        # is finished by running it again
+        _thread_tags_after(ctx, threads, added, removed, concern)
         if modified:
             indexing.after_labels(ctx, batch.keys, field, added, removed)
     return TagReport(matched=matched, changed=changed, dry_run=dry_run)
@@ -136,6 +153,70 @@ def _write(
         return int((messages.update_many({**ctx.by_ids(ids), **wants}, update)).modified_count)
     done = messages.bulk_write([UpdateOne({**ctx.by_id(i), **wants}, update) for i in ids], ordered=False)
     return int(done.modified_count)
+
+
+def _batch_threads(ctx: StoreContext, field: str, batch: _Batch, ids: list[str]) -> list[str]:
+    """The threads of a batch's messages (a tag change only), read before its write: a batch of a
+    filter by the index ranges it is (a filter naming a removed tag matches nothing after),
+    one of ids by ``_id``."""
+    if field != "tags":
+        return []
+    selectors = batch.selectors if batch.selectors is not None else queries.split_in(ctx.by_ids(ids))
+    keys: set[str] = set()
+    for selector in selectors:
+        keys.update([str(r["threadKey"]) for r in ctx.messages.find(selector, {"_id": 0, "threadKey": 1})])
+    return sorted(keys)
+
+
+def _thread_tags_after(
+    ctx: StoreContext, keys: list[str], added: tuple[str, ...], removed: tuple[str, ...], concern: Any
+) -> None:
+    """The summaries of a batch's threads follow its tag change (``pure/tags.py``): what it added,
+    in one update; what it removed, pulled from each thread where no message still carries it
+    (one read of the summaries that hold it, one of those threads' messages on the thread
+    index, one bulk of ``$pull`` filtered on the ``tagsRev`` read; again where a
+    concurrent writer changed the token meanwhile). Durable as the batch is: one barrier write
+    under ``concern`` after them (one journal wait, not one per statement)."""
+    if keys and _follow_threads(ctx, [doc_id(ctx.mailbox_id, k) for k in keys], added, removed):
+        ctx.journal_barrier(concern)
+
+
+def _follow_threads(
+    ctx: StoreContext, ids: list[str], added: tuple[str, ...], removed: tuple[str, ...]
+) -> bool:
+    """``_thread_tags_after``'s writes; whether it wrote."""
+    wrote = False
+    if added:
+        for selector in queries.split_in(ctx.by_ids(ids)):
+            ctx.threads.update_many(selector, thread_tags_added(added, secrets.token_hex(8)))
+            wrote = True
+    for _attempt in range(_PULL_ATTEMPTS):
+        if not removed or not ids:
+            return wrote
+        holding = [
+            t
+            for selector in queries.split_in(ctx.by_ids(ids))
+            for t in ctx.threads.find({**selector, "tags": {"$in": list(removed)}}, _THREAD_FIELDS)
+        ]
+        if not holding:
+            return wrote
+        still: list[dict[str, Any]] = []
+        for selector in queries.split_in(thread_tags_filter(ctx.mailbox_id, [t["threadKey"] for t in holding])):
+            still += to_list(ctx.messages.find(selector, THREAD_TAGS_PROJECTION))
+        pulls = thread_tags_to_pull(holding, still, removed)
+        if not pulls:
+            return wrote
+        wrote = True
+        if ctx.capabilities.bulk_writes:
+            done = ctx.threads.bulk_write([UpdateOne(*pull) for pull in pulls], ordered=False)
+            matched = done.matched_count
+        else:
+            matched = sum([(ctx.threads.update_one(*pull)).matched_count for pull in pulls])
+        if matched == len(pulls):
+            return wrote
+        ids = [selector["_id"] for selector, _ in pulls]  # a token changed: those once more
+    log.debug("thread tags: %d summaries kept changing; reindex() recomputes them", len(ids))
+    return wrote
 
 
 def _window(base: dict[str, Any], after: tuple[int, str] | None, last: tuple[int, str]) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ import datetime as _dt
 import itertools
 import random
 import re
+import secrets
 from collections.abc import Iterator, Callable, Iterable, Mapping, Sequence
 from time import monotonic
 from typing import Any
@@ -661,7 +662,7 @@ def _fold_in_transaction(ctx: StoreContext, messages: Sequence[Mapping[str, Any]
     a stored one read and replaced by the merge (``merge_thread_summaries``). Exact: the read is
     the transaction's snapshot, and a concurrent change of the summary after it aborts the
     transaction (a write conflict, or a duplicate key for a thread inserted meanwhile)."""
-    summaries = thread_summaries(messages)
+    summaries = _with_tags_rev(thread_summaries(messages))
     ids = [s["_id"] for s in summaries]
     stored = {t["_id"]: t for t in ctx.threads.find(ctx.by_ids(ids), session=session)}
     fresh = [s for s in summaries if s["_id"] not in stored]
@@ -678,6 +679,15 @@ def _fold_in_transaction(ctx: StoreContext, messages: Sequence[Mapping[str, Any]
         ctx.threads.bulk_write(merges, ordered=True, session=session)
 
 
+def _with_tags_rev(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A summary that brings tags to its thread sets a new ``tagsRev`` (``pure/tags.py``: a tag
+    removal racing this store then finds the token changed and looks again)."""
+    for summary in summaries:
+        if summary.get("tags"):
+            summary["tagsRev"] = secrets.token_hex(8)
+    return summaries
+
+
 # --- without a transaction (standalone servers) -------------------------------------------------
 
 
@@ -688,7 +698,7 @@ def _fold_many(ctx: StoreContext, messages: Sequence[Mapping[str, Any]], concern
     Where the driver has no bulk of pipeline updates (the unit tier), one update per thread.
     The thread writes are the batch's last: under ``concern``."""
     threads = ctx.completing(ctx.threads, concern)
-    summaries = thread_summaries(messages)
+    summaries = _with_tags_rev(thread_summaries(messages))
     bulk = ctx.capabilities.bulk_writes
     if bulk and summaries:
         ids = [s["_id"] for s in summaries]

@@ -70,4 +70,12 @@ def recomputed_threads(db: Any, mailbox_id: str) -> dict[str, dict[str, Any]]:
 
 
 def stored_threads(db: Any, mailbox_id: str) -> dict[str, dict[str, Any]]:
-    return {t["_id"]: t for t in db.threads.find({"mailboxId": mailbox_id})}
+    """The stored summaries as ``recomputed_threads`` makes them: ``tags`` sorted (a union kept
+    by the server is in no order), without the ``tagsRev`` token (random: no content)."""
+    out = {}
+    for t in db.threads.find({"mailboxId": mailbox_id}):
+        t.pop("tagsRev", None)
+        if isinstance(t.get("tags"), list):
+            t["tags"] = sorted(t["tags"])
+        out[t["_id"]] = t
+    return out
