@@ -206,3 +206,41 @@ def test_ctrl_c_during_store_iter_leaves_no_worker_process(servers: Any, backend
     alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
     assert alive == [], "no worker left behind, not even a zombie"
     assert db["messages"].count_documents({}) > 0
+
+
+@pytest.mark.server
+@pytest.mark.skipif(sys.platform != "linux", reason="worker processes are Linux's (fork)")
+def test_a_killed_caller_leaves_no_worker_process(servers: Any, backend: str, db: Any) -> None:
+    """SIGKILL gives the caller no chance to stop its workers, and each holds the write end of
+    its own task pipe: they must notice their parent is gone and exit by themselves."""
+    env = dict(os.environ, AECS_PARSE_WORKERS="2")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.parse_workers_child", servers.uri(backend), db.name],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "storing"
+        deadline = time.monotonic() + 60
+        workers: set[int] = set()
+        while len(workers) < 2 and time.monotonic() < deadline:
+            workers = _children(child.pid)
+            time.sleep(0.05)
+        assert len(workers) >= 2, "the workers started"
+        child.kill()
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    deadline = time.monotonic() + 10
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    for pid in alive:  # the test's own clean-up of what failed it
+        os.kill(pid, signal.SIGKILL)
+    assert alive == [], "the workers exited once their parent was killed"

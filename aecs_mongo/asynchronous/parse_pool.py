@@ -30,6 +30,8 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
 import warnings
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -70,6 +72,16 @@ def worker_count() -> int:
 def _ignore_interrupts() -> None:
     # Ctrl-C goes to the whole process group: the caller stops and then stops the workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # a caller killed outright (SIGKILL) never stops them, and a forked worker holds the write
+    # end of its own task pipe, so it would wait on it forever: it exits once its parent is gone
+    parent = os.getppid()
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), name="aecs-parse-orphan", daemon=True).start()
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
 
 
 class ParsePool:

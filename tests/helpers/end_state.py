@@ -21,7 +21,8 @@ def canonical(db: Any) -> dict[str, list[dict[str, Any]]]:
     """Every collection, sorted by ``_id``, without what legitimately differs between two runs:
     the wall-clock times (``processedAt``, a variant's ``receivedAt``, a file's ``uploadDate``)
     and what derives from them: the sort key ``ts`` of a message without a date is its
-    ``processedAt``, and so are the first/last fields of a thread holding such a message."""
+    ``processedAt``, and so are the first/last fields of a thread holding such a message; and a
+    thread's ``tagsRev`` token (random: no content)."""
     dump = {name: list(db[name].find({}).sort("_id", 1)) for name in COLLECTIONS}
     undated_threads = set()
     for message in dump["messages"]:
@@ -32,6 +33,7 @@ def canonical(db: Any) -> dict[str, list[dict[str, Any]]]:
         for variant in message.get("variants") or ():
             variant.pop("receivedAt")
     for thread in dump["threads"]:
+        thread.pop("tagsRev", None)
         if thread["threadKey"] in undated_threads:
             for field in ("firstTs", "lastTs", "firstMessageKey", "lastMessageKey", "subject"):
                 thread.pop(field)
