@@ -13,7 +13,7 @@ complete copy stays, as in GridFS), and its temporary name removed; last, every 
 got a new name is synced (and the parent of every directory made). So a name always means a
 complete, durable file, and a crash leaves at most temporary files, which ``delete_prefix``
 and the sweep remove. The syncs of a batch run on a pool of threads: the kernel then commits
-them together (about 1 ms a file on the 2-core test machine instead of 11-15 ms one by one).
+them together (a few threads: see ``SYNC_THREADS``).
 
 Staged ahead (``stage``): ``store_iter`` writes and syncs the next batch's files under their
 temporary names while the current batch is written to the database (its build thread), so
@@ -43,8 +43,11 @@ from ..pure.blob_location import BlobLocation, compress, decompress
 __all__ = ["FileBackend"]
 
 T = TypeVar("T")
-#: threads that sync files and directories at once (the kernel groups their journal commits)
-SYNC_THREADS = 32
+#: threads that sync files and directories at once (the kernel groups their journal commits);
+#: 4, not 32: the files are synced ahead (``stage``), and on the 2-core test machine 32 threads
+#: cost more in hand-offs than they saved (1,000 messages of real mail, ``aecs-mongo ingest``,
+#: three rounds each, load 5: 168 msgs/s with 4, 118 with 8, 96 with 32)
+SYNC_THREADS = 4
 _POOL: list[ThreadPoolExecutor] = []
 
 
