@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -29,6 +27,7 @@ from aecs_mongo.pure.keys import blob_prefix, message_key
 from aecs_mongo.pure.lifecycle import mailbox_blob_root
 from aecs_mongo.synchronous.migration import migrate_blobs
 
+from .helpers.children import free_port, serving
 from .helpers.factories import recomputed_threads, stored_threads
 from .helpers.lifecycle import START, exported, fill, mailbox_mail
 
@@ -262,34 +261,14 @@ def test_an_unwritable_directory_is_a_typed_error_and_stores_nothing(
 # --- S3 (moto's server mode) ------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[str]:
     """moto's S3-compatible server as a subprocess (``python -m moto.server``): its endpoint."""
     pytest.importorskip("moto", reason="moto[server] is in the test extra (scripts/test.sh installs it)")
     pytest.importorskip("obstore", reason="obstore is in the objects extra (scripts/test.sh installs it)")
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert server.poll() is None, "moto's server exited"
-            assert time.monotonic() < deadline, "moto's server did not start within 60 s"
-            time.sleep(0.1)
-    yield endpoint
+    port = free_port()
+    server = serving([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], port, "moto's server")
+    yield f"http://127.0.0.1:{port}"
     server.terminate()
     server.wait(timeout=30)
 
@@ -358,7 +337,7 @@ def test_s3_that_refuses_or_is_unreachable_is_a_typed_error(
         missing.store(mailbox_mail(2)[1])
     assert "s3://no-such-bucket/p" in str(refused.value) and SECRET not in str(refused.value)
     db.aecs_settings.update_one({"_id": "blobs"}, {"$set": {"url": f"s3://{bucket}/p"}})
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
     down = MessageStore(db, mailbox_id="alice", blobs=f"s3://{bucket}/p")
     with pytest.raises(BlobStoreError) as unreachable:
         down.store(mailbox_mail(2)[1])

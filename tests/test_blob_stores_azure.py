@@ -16,9 +16,6 @@ import email.utils
 import hashlib
 import hmac
 import http.client
-import socket
-import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +29,7 @@ from aecs_mongo.pure.keys import message_key
 from aecs_mongo.pure.lifecycle import mailbox_blob_root
 from aecs_mongo.synchronous.migration import migrate_blobs
 
+from .helpers.children import free_port, serving
 from .helpers.lifecycle import exported, fill, mailbox_mail
 from .helpers.paths import ROOT
 
@@ -41,34 +39,16 @@ KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr
 AZURITE = ROOT / "node_modules" / ".bin" / "azurite-blob"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Azurite's blob service as a subprocess: its endpoint."""
     pytest.importorskip("obstore", reason="obstore is in the objects extra (scripts/test.sh installs it)")
     if not AZURITE.exists():
         pytest.skip("Azurite is not installed: npm ci (scripts/test.sh) puts it in node_modules")
-    port = _free_port()
+    port = free_port()
     where = str(tmp_path_factory.mktemp("azurite"))
-    server = subprocess.Popen(
-        [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", where, "--silent"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert server.poll() is None, "Azurite exited"
-            assert time.monotonic() < deadline, "Azurite did not start within 60 s"
-            time.sleep(0.1)
+    argv = [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", where, "--silent"]
+    server = serving(argv, port, "Azurite")
     yield f"http://127.0.0.1:{port}"
     server.terminate()
     server.wait(timeout=30)
@@ -156,7 +136,7 @@ def test_azure_unreachable_is_a_typed_error_and_migration_lands_there(
     assert len(_objects(url)) == report.copied and db["aecs.files"].count_documents({}) == 0
     moved = MessageStore(db, mailbox_id="alice", blobs=url)
     assert {c.message_id: c.data for c in exported(moved, variants=True)} == before
-    monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", f"http://127.0.0.1:{free_port()}")
     down = MessageStore(db, mailbox_id="alice", blobs=url)
     with pytest.raises(BlobStoreError) as unreachable:
         down.store(mailbox_mail(6)[5])

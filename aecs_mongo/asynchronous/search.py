@@ -443,33 +443,24 @@ async def _match_window(
     reads_html = search_query.has_text(tree)
     monotone = not search_query.has_not(tree)
 
+    def facts(message: dict[str, Any]) -> dict[str, Any]:
+        """What both tests know of a message besides its text."""
+        return {
+            "ts": int(message["ts"]),
+            "thread_key": str(message.get("threadKey")),
+            "now": now,
+            "shared_view": shared,
+            "thread_key_of": _thread_key_of,
+            "tags": row_tags(message),
+            "folders": row_tags(message, "folders"),
+            "key": str(message.get("messageKey")),
+        }
+
     def test(message: dict[str, Any], columns: Mapping[str, str]) -> bool:
-        return search_query.matches(
-            tree,
-            columns,
-            ts=int(message["ts"]),
-            thread_key=str(message.get("threadKey")),
-            now=now,
-            shared_view=shared,
-            thread_key_of=_thread_key_of,
-            tags=row_tags(message),
-            folders=row_tags(message, "folders"),
-            key=str(message.get("messageKey")),
-        )
+        return search_query.matches(tree, columns, **facts(message))
 
     def may(message: dict[str, Any], haystacks: Mapping[str, str | None]) -> bool:
-        return search_query.may_match(
-            tree,
-            haystacks,
-            ts=int(message["ts"]),
-            thread_key=str(message.get("threadKey")),
-            now=now,
-            shared_view=shared,
-            thread_key_of=_thread_key_of,
-            tags=row_tags(message),
-            folders=row_tags(message, "folders"),
-            key=str(message.get("messageKey")),
-        )
+        return search_query.may_match(tree, haystacks, **facts(message))
 
     # may_match first (a substring test on the fields): the columns are built and tokenized,
     # and an HTML part turned into text, only for a message that may match
