@@ -29,7 +29,7 @@ from aecs_mongo.synchronous.migration import migrate_blobs
 
 from .helpers.children import free_port, serving
 from .helpers.factories import recomputed_threads, stored_threads
-from .helpers.lifecycle import START, exported, fill, mailbox_mail
+from .helpers.lifecycle import START, exported, fill, mailbox_mail, object_store_life
 
 SECRET = "s3cr3t-never-shown"
 
@@ -301,25 +301,8 @@ def _objects(s3_server: str, bucket: str, prefix: str = "") -> list[str]:
 
 @pytest.mark.one_server
 def test_s3_store_read_export_erase(make_store: Callable[..., Any], db: Any, s3_server: str, bucket: str) -> None:
-    url = f"s3://{bucket}/mail/archive"
-    store = make_store("alice", blobs=url)
-    fill(store, db, 5)
-    keys = _objects(s3_server, bucket)
-    root = "mail/archive/" + mailbox_blob_root("alice")
-    assert keys and all(k.startswith(root) for k in keys)
-    assert f"{root}{message_key('n0@example.com')}/att/0" in keys
-    assert db["aecs.files"].count_documents({}) == 0
-    assert store.get_raw("n0@example.com") == mailbox_mail(1)[0]
-    assert store.get_attachment("n0@example.com", 0) == bytes(range(256)) * 1100
-    assert [c.data for c in exported(store)] == mailbox_mail(5)
-    assert len(exported(store, variants=True)) == 6
-    assert store.store(mailbox_mail(1)[0]).inserted is False  # a re-delivery: nothing new
-    assert _objects(s3_server, bucket) == keys
-    assert store.delete("n2@example.com")
-    assert not _objects(s3_server, bucket, f"{root}{message_key('n2@example.com')}/")
-    report = store.erase_mailbox()
-    assert report.messages == 4 and report.blobs == len(keys) - 2  # n2's raw.eml and body.html went before
-    assert _objects(s3_server, bucket) == []
+    store = make_store("alice", blobs=f"s3://{bucket}/mail/archive")
+    object_store_life(store, db, lambda: _objects(s3_server, bucket), "mail/archive/")
 
 
 @pytest.mark.one_server

@@ -25,12 +25,10 @@ import pytest
 
 from aecs_mongo import BlobStore, BlobStoreError, MessageStore
 from aecs_mongo.pure.documents import Blob
-from aecs_mongo.pure.keys import message_key
-from aecs_mongo.pure.lifecycle import mailbox_blob_root
 from aecs_mongo.synchronous.migration import migrate_blobs
 
 from .helpers.children import free_port, serving
-from .helpers.lifecycle import exported, fill, mailbox_mail
+from .helpers.lifecycle import exported, fill, mailbox_mail, object_store_life
 from .helpers.paths import ROOT
 
 #: the emulator's well-known account and key (public: Azurite's documentation)
@@ -92,23 +90,7 @@ def _objects(url: str) -> list[str]:
 @pytest.mark.one_server
 def test_azure_store_read_export_erase(make_store: Callable[..., Any], db: Any, container: str) -> None:
     url = f"az://{container}/mail"
-    store = make_store("alice", blobs=url)
-    fill(store, db, 5)
-    keys = _objects(url)
-    root = "mail/" + mailbox_blob_root("alice")
-    assert keys and all(k.startswith(root) for k in keys)
-    assert f"{root}{message_key('n0@example.com')}/att/0" in keys
-    assert db["aecs.files"].count_documents({}) == 0
-    assert store.get_raw("n0@example.com") == mailbox_mail(1)[0]
-    assert store.get_attachment("n0@example.com", 0) == bytes(range(256)) * 1100
-    assert [c.data for c in exported(store)] == mailbox_mail(5)
-    assert store.store(mailbox_mail(1)[0]).inserted is False  # a re-delivery: nothing new
-    assert _objects(url) == keys
-    assert store.delete("n2@example.com")
-    assert not [k for k in _objects(url) if k.startswith(f"{root}{message_key('n2@example.com')}/")]
-    report = store.erase_mailbox()
-    assert report.messages == 4 and report.blobs == len(keys) - 2  # n2's raw.eml and body.html went before
-    assert _objects(url) == []
+    object_store_life(make_store("alice", blobs=url), db, lambda: _objects(url), "mail/")
 
 
 @pytest.mark.one_server

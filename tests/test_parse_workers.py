@@ -175,27 +175,37 @@ def _children(pid: int) -> set[int]:
     return found
 
 
-@pytest.mark.server
-@pytest.mark.skipif(sys.platform != "linux", reason="worker processes are Linux's (fork)")
-def test_ctrl_c_during_store_iter_leaves_no_worker_process(servers: Any, backend: str, db: Any) -> None:
-    env = dict(os.environ, AECS_PARSE_WORKERS="2")
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.helpers.parse_workers_child", servers.uri(backend), db.name],
+def _storing_child(uri: str, db_name: str) -> subprocess.Popen[str]:
+    """``tests.helpers.parse_workers_child``: a ``store_iter`` with two parse workers."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.parse_workers_child", uri, db_name],
         cwd=ROOT,
-        env=env,
+        env=dict(os.environ, AECS_PARSE_WORKERS="2"),
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+def _two_workers_of(pid: int) -> set[int]:
+    """The worker processes of ``pid`` once two are there (within 60 s)."""
+    deadline = time.monotonic() + 60
+    workers: set[int] = set()
+    while len(workers) < 2 and time.monotonic() < deadline:
+        workers = _children(pid)
+        time.sleep(0.05)
+    assert len(workers) >= 2, "the workers started"
+    return workers
+
+
+@pytest.mark.server
+@pytest.mark.skipif(sys.platform != "linux", reason="worker processes are Linux's (fork)")
+def test_ctrl_c_during_store_iter_leaves_no_worker_process(servers: Any, backend: str, db: Any) -> None:
+    child = _storing_child(servers.uri(backend), db.name)
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "storing"
         assert child.stdout.readline().strip() == "stored"
-        deadline = time.monotonic() + 60
-        workers: set[int] = set()
-        while len(workers) < 2 and time.monotonic() < deadline:
-            workers = _children(child.pid)
-            time.sleep(0.05)
-        assert len(workers) >= 2, "the workers started"
+        workers = _two_workers_of(child.pid)
         child.send_signal(signal.SIGINT)
         assert child.wait(timeout=60) != 0
     finally:
@@ -213,23 +223,11 @@ def test_ctrl_c_during_store_iter_leaves_no_worker_process(servers: Any, backend
 def test_a_killed_caller_leaves_no_worker_process(servers: Any, backend: str, db: Any) -> None:
     """SIGKILL gives the caller no chance to stop its workers, and each holds the write end of
     its own task pipe: they must notice their parent is gone and exit by themselves."""
-    env = dict(os.environ, AECS_PARSE_WORKERS="2")
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.helpers.parse_workers_child", servers.uri(backend), db.name],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    child = _storing_child(servers.uri(backend), db.name)
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "storing"
-        deadline = time.monotonic() + 60
-        workers: set[int] = set()
-        while len(workers) < 2 and time.monotonic() < deadline:
-            workers = _children(child.pid)
-            time.sleep(0.05)
-        assert len(workers) >= 2, "the workers started"
+        workers = _two_workers_of(child.pid)
         child.kill()
         child.wait(timeout=60)
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 from aecs_mongo.pure.lifecycle import mailbox_blob_root
@@ -91,3 +92,28 @@ def exported(store: Any, **kwargs: Any) -> list[Any]:
         return [copy async for copy in stream]
 
     return list(store._loop.run_until_complete(drain()))
+
+
+def object_store_life(store: Any, db: Any, objects: Callable[[], list[str]], prefix: str) -> None:
+    """A mailbox's life on an object store (``objects()``: every key in the bucket or container,
+    read with the service's own client): store, read, export, a re-delivery that writes nothing,
+    a delete, then an erase that leaves no object behind."""
+    from aecs_mongo.pure.keys import message_key
+
+    fill(store, db, 5)
+    keys = objects()
+    root = prefix + mailbox_blob_root(store.mailbox_id)
+    assert keys and all(k.startswith(root) for k in keys)
+    assert f"{root}{message_key('n0@example.com')}/att/0" in keys
+    assert db["aecs.files"].count_documents({}) == 0
+    assert store.get_raw("n0@example.com") == mailbox_mail(1)[0]
+    assert store.get_attachment("n0@example.com", 0) == bytes(range(256)) * 1100
+    assert [c.data for c in exported(store)] == mailbox_mail(5)
+    assert len(exported(store, variants=True)) == 6
+    assert store.store(mailbox_mail(1)[0]).inserted is False  # a re-delivery: nothing new
+    assert objects() == keys
+    assert store.delete("n2@example.com")
+    assert not [k for k in objects() if k.startswith(f"{root}{message_key('n2@example.com')}/")]
+    report = store.erase_mailbox()
+    assert report.messages == 4 and report.blobs == len(keys) - 2  # n2's raw.eml and body.html went before
+    assert objects() == []
