@@ -21,11 +21,15 @@ It is kept up in three ways, so that neither a crash nor another writer leaves i
 - **reconciled** where there is no change stream (a standalone server, mongomock) or no usable
   position (a new index, a rebuild, a position that fell out of the oplog, a dropped
   collection): the mailbox's message keys are read and compared with the index's, and what is
-  missing is indexed, what is gone removed. Without change streams a read first compares the
-  mailbox's message count with the index's and reconciles only when they differ: one count per
-  search, and a key read when they differ. (So where there are no change streams, a delete and a
-  store by a process that does not index, between two searches, go unnoticed until ``reindex``;
-  a page of hits is always checked against the stored messages, so deleted mail is never shown.)
+  missing is indexed, what is gone removed. Without change streams a read first reads the
+  mailbox's change mark (``pure/change_marks.py``: one document that every write of every store
+  bumps before and after it): the same settled mark as at the last check means nothing was
+  written since, and the read costs that one ``find``; else it compares the mailbox's message
+  count with the index's and reconciles only when they differ (a key read), then keeps the mark
+  it read. A store's own write, where it was the only one, leaves its index settled. (So where
+  there are no change streams, a delete and a store by a process that does not index, between
+  two searches, and another process's tag change go unnoticed until ``reindex``; a page of hits
+  is always checked against the stored messages, so deleted mail is never shown.)
 
 A mailbox stored before its index existed is indexed on first use (the first search, count or
 write of a store with the index): that is the upgrade; ``reindex`` rebuilds it from scratch.
@@ -40,13 +44,14 @@ from typing import Any
 import bson
 from pymongo.errors import OperationFailure
 
+from ..pure.change_marks import mark_key, settled
 from ..pure.documents import MessageDocuments
 from ..pure.keys import doc_id
 from ..pure.search_compile import index_stream_pipeline, search_columns, stream_key
 from ..pure.tags import row_tags
 from ..search_index import MailboxIndex, Record
 from ..search_index.fts import label_rows
-from . import capabilities
+from . import capabilities, changemarks
 from .context import AsyncStoreContext, log, resolve
 
 __all__ = [
@@ -172,13 +177,23 @@ async def current(ctx: AsyncStoreContext) -> MailboxIndex:
     assert index is not None
     state = index.state()
     streams = await capabilities.change_streams(ctx)
+    # without change streams: the mailbox's change mark, read before any check (a write after
+    # this read changes it, so the next read checks again)
+    mark = None if streams else await changemarks.read(ctx)
     if state is None or state.mode == "reconcile" or (state.mode == "stream") != streams:
         await _reconcile(ctx, index, streams)
     elif streams:
         await _drain(ctx, index, state.token)
+    elif mark is not None and settled(mark) and state.token == mark_key(mark):
+        return index  # nothing written since the last check
     elif await ctx.messages.count_documents({"mailboxId": ctx.mailbox_id}) != index.size():
         log.debug("mailbox %r: the search index holds another count than the store: reconciling", ctx.mailbox_id)
         await _reconcile(ctx, index, streams)
+    if not streams:
+        if mark is not None and settled(mark):
+            index.set_state("count", mark_key(mark))
+        else:
+            await changemarks.forget_stale(ctx, mark)
     return index
 
 

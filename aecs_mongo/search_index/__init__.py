@@ -10,8 +10,9 @@ the HTML blobs: ``reindex`` rebuilds it, and removing the file only costs a rebu
 Layout of the file (``meta`` says which database it follows, and the schema version):
 
 - ``mailboxes(n, mailbox, mode, token, updated)``: one row per mailbox indexed: ``mode`` is
-  ``stream`` (caught up to the change-stream ``token``), ``count`` (no change streams: caught
-  up when the mailbox's count differs) or ``reconcile`` (a rebuild under way, from ``token``);
+  ``stream`` (caught up to the change-stream ``token``), ``count`` (no change streams: checked
+  against the mailbox's message count when the mailbox's change mark, ``pure/change_marks.py``,
+  differs from the one in ``token``) or ``reconcile`` (a rebuild under way, from ``token``);
 - ``docs_<n>(rowid, key, thread)``: one row per message (key and thread key as 32 bytes);
 - ``labels_<n>(label, rowid)``: a message's tags (``t:<tag>``) and folders (``f:<folder>``),
   for ``tag:``/``is:``/``folder:`` terms (created beside older files' tables: mail stored
@@ -322,6 +323,20 @@ class MailboxIndex:
             conn.execute(
                 "UPDATE mailboxes SET mode = ?, token = ?, updated = ? WHERE n = ?", (mode, token, time.time(), self.n)
             )
+
+    def settle(self, kept: bytes, mark: bytes) -> bool:
+        """Where the index is settled at the change mark ``kept`` (``count`` mode), settle it at
+        ``mark`` (a write of this store was the only change between them, and it followed it);
+        one statement, so that another process's state is never overwritten by a stale one."""
+        n = self.index.mailbox_number(self.mailbox_id, create=False)
+        if n is None:
+            return False
+        with self.index._write() as conn:
+            done = conn.execute(
+                "UPDATE mailboxes SET token = ?, updated = ? WHERE n = ? AND mode = 'count' AND token = ?",
+                (mark, time.time(), n, kept),
+            )
+            return done.rowcount == 1
 
     # --- writing --------------------------------------------------------------------------------
 
