@@ -27,7 +27,7 @@ from bson import ObjectId
 from pymongo import MongoClient, monitoring
 
 from aecs_mongo import MessageStore, SearchIndexError, SearchQueryError
-from aecs_mongo.pure.change_marks import STALE_AFTER_S, mark_key, only_change, stale_tokens
+from aecs_mongo.pure.change_marks import STALE_AFTER_S, labels_moved, mark_key, only_change, stale_tokens
 from aecs_mongo.pure.search_compile import text_search
 from aecs_mongo.pure.search_query import parse
 from aecs_mongo.search_index import SearchIndex
@@ -410,6 +410,13 @@ def test_without_change_streams_a_read_checks_the_store_only_after_a_write(
         other.store(mail(4))  # another store's write: one check
         assert reader.count("okapi") == 4 and sent.counted()
         assert reader.count("okapi") == 4 and not sent.counted()
+        other.tag("id:m4@x", add=["todo"])  # a count does not see it: the labels are read again
+        assert reader.count("tag:todo") == 2 and sent.counted()
+        other.set_folders(["m4@x"], add=["Archive"])
+        assert ids(reader.search("folder:Archive okapi")) == ["m4@x"]
+        other.tag("id:m3@x", remove=["todo"])
+        assert ids(reader.search("tag:todo")) == ["m4@x"] and sent.counted()
+        assert reader.count("tag:todo") == 1 and not sent.counted()
         assert other.delete("m1@x")
         assert ids(reader.search("okapi")) == ["m4@x", "m3@x", "m2@x"] and sent.counted()
         # a writer under way (or killed between its two updates): every read checks
@@ -440,6 +447,51 @@ def test_without_change_streams_a_read_checks_the_store_only_after_a_write(
         watched.close()
 
 
+@pytest.mark.server
+def test_a_store_that_keeps_its_change_stream_follows_every_writer(
+    servers: Any, backend: str, db: Any, tmp_path: Path
+) -> None:
+    """A long-lived store (the warm command host's, the MCP server's) keeps its index's change
+    stream open: a read costs one getMore; where another store on the same index file moved the
+    position (or rebuilt the index), it opens the stream again from there."""
+    sent = Sent()
+    watched: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[sent])
+    index = tmp_path / "index.sqlite"
+
+    def mail(n: int) -> bytes:
+        return raw_mail(f"k{n}@x", f"kept {n}", "okapi", when=dt.datetime(2024, 2, n + 1, tzinfo=dt.UTC))
+
+    try:
+        kept = MessageStore(watched[db.name], mailbox_id="alice", search_index=index)
+        kept._keep_index_stream()
+        kept.ensure_indexes()
+        other = MessageStore(db, mailbox_id="alice")  # without the index
+        peer = MessageStore(db, mailbox_id="alice", search_index=index)  # another process's, same file
+        kept.store(mail(0))
+        assert kept.count("okapi") == 1
+        other.store(mail(1))
+        assert kept.count("okapi") == 2
+        sent.commands.clear()
+        assert kept.count("okapi") == 2 and ids(kept.search("okapi")) == ["k1@x", "k0@x"]
+        if backend == "rs":
+            assert [c for c, _ in sent.commands if c != "find"] == ["getMore", "getMore"], sent.commands
+        other.tag("id:k1@x", add=["todo"])
+        assert kept.count("tag:todo") == 1
+        peer.store(mail(2))
+        assert peer.count("okapi") == 3  # the file's position moved past the kept stream's
+        other.delete("k0@x")
+        sent.commands.clear()
+        assert ids(kept.search("okapi")) == ["k2@x", "k1@x"] and kept.count("okapi") == 2
+        if backend == "rs":
+            assert [c for c, _ in sent.commands].count("aggregate") == 1, sent.commands  # opened again
+        peer.reindex()
+        other.store(mail(3))
+        other.tag("id:k3@x", add=["todo"])
+        assert kept.count("okapi") == 3 and ids(kept.search("tag:todo")) == ["k3@x", "k1@x"]
+    finally:
+        watched.close()
+
+
 def test_a_write_was_the_only_change_only_when_the_marks_say_so() -> None:
     token, other = ObjectId(), ObjectId()
     epoch = ObjectId()
@@ -454,6 +506,18 @@ def test_a_write_was_the_only_change_only_when_the_marks_say_so() -> None:
     assert only_change(begun, {**ended, "pending": [other]}, token) is None  # another began meanwhile
     assert only_change(begun, {**ended, "epoch": ObjectId()}, token) is None  # erased and begun again
     assert only_change(None, ended, token) is None and only_change(begun, None, token) is None
+    # a tag change bumps the labels counter too: the mark before it had one fewer
+    marked = {**begun, "labels": 3}
+    assert only_change(marked, {**ended, "labels": 3}, token, labels=True) == (
+        mark_key({"epoch": epoch, "n": 6, "labels": 2}),
+        mark_key({"epoch": epoch, "n": 8, "labels": 3}),
+    )
+    assert only_change(marked, {**ended, "labels": 4}, token, labels=True) is None  # another tagged
+    kept = mark_key({"epoch": epoch, "n": 8, "labels": 3})
+    assert not labels_moved(kept, {"epoch": epoch, "n": 12, "labels": 3})
+    assert labels_moved(kept, {"epoch": epoch, "n": 12, "labels": 4})
+    assert labels_moved(kept, {"epoch": ObjectId(), "n": 8, "labels": 3}) and labels_moved(None, {"n": 1})
+    assert not labels_moved(kept, None)
     assert mark_key({"epoch": epoch, "n": 6}) != mark_key({"epoch": ObjectId(), "n": 6})
     now = dt.datetime.now(dt.UTC)
     old = ObjectId.from_datetime(now - dt.timedelta(seconds=STALE_AFTER_S + 60))

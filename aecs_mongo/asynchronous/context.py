@@ -94,6 +94,9 @@ class AsyncStoreContext:
         if search_index is None and settings.search_index is not None:
             search_index = SearchIndex(settings.search_index)
         self.search_index = search_index
+        #: the local index's change stream kept open between reads (``indexing.keep_stream``:
+        #: long-lived stores only; not shared with clones)
+        self.kept_stream: Any = None
         if blobs is None:
             blobs = AsyncGridFSBlobs(self)
         #: the blob store (``blob_store()`` checks it against the database's settings first)

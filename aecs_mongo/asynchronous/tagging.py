@@ -98,7 +98,7 @@ async def change(
                 changed += await ctx.messages.count_documents({**ctx.by_ids(ids), **wants})
             continue
         threads = await _batch_threads(ctx, field, batch, ids)
-        async with AsyncChange(ctx, followed=True):  # where there is no change stream (changemarks.py)
+        async with AsyncChange(ctx, followed=True, labels=True):  # without a change stream (changemarks.py)
             modified = await _write(ctx, field, batch, ids, added, removed, concern)
             if modified:
                 await indexing.after_labels(ctx, batch.keys, field, added, removed)

@@ -285,7 +285,9 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
             for r, a in zip(results, redone, strict=True)
         ]
 
-    async with AsyncChange(ctx, followed=True):  # where there is no change stream (changemarks.py)
+    # where there is no change stream (changemarks.py); a copy's folders join a stored message's
+    folders = any(d.message.get("folders") for d in batch)
+    async with AsyncChange(ctx, followed=True, labels=folders):
         await ctx.across_restarts(once, again, "a batch was written")
     return results
 

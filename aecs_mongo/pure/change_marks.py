@@ -8,19 +8,22 @@ re-parse) brackets itself with two updates of one document per mailbox in
 :data:`MARKS_COLLECTION`, by any store, with the index or without:
 
 - before its first write, :func:`begin_update`: ``n`` + 1 and its own token (an ObjectId) into
-  ``pending``;
+  ``pending``; a write that may change tags or folders of stored messages (a tag change, a
+  batch whose mail carries folders) also bumps ``labels``;
 - after its last write (and after its own index followed, where it keeps one),
   :func:`end_update`: ``n`` + 1 and its token out of ``pending``.
 
 The document: ``_id`` ``<mailboxId>:changes``, ``mailboxId``, ``epoch`` (an ObjectId set when it
 is created: an erase removes the document, and counting restarts under another epoch), ``n``,
-``pending``. A mark is *settled* when ``pending`` is empty; the index keeps the settled mark it
+``labels``, ``pending``. A mark is *settled* when ``pending`` is empty; the index keeps the settled mark it
 last checked against (:func:`mark_key`), read before that check. A read then costs one ``find``
 by ``_id`` where the mark is the same settled one; anything else (a write since, one under way,
 one killed midway: its token stays) sends the read to the check the index always made (the count
 of the mailbox's messages, and a reconcile when it differs). A token older than
 :data:`STALE_AFTER_S` is a writer that died (a batch takes seconds); the check that found it
-takes it out (:func:`stale_tokens`), and the next read settles again.
+takes it out (:func:`stale_tokens`), and the next read settles again. A check that finds
+``labels`` moved since the mark it keeps (:func:`labels_moved`) also reads every message's tags
+and folders: a count does not see a tag change.
 
 A store whose own write was the only change since the mark its index holds (its ``begin`` came
 right after that mark, with no other writer's token, and its ``end`` right after its ``begin``)
@@ -41,6 +44,7 @@ __all__ = [
     "STALE_AFTER_S",
     "begin_update",
     "end_update",
+    "labels_moved",
     "mark_id",
     "mark_key",
     "only_change",
@@ -58,10 +62,11 @@ def mark_id(mailbox_id: str) -> str:
     return f"{mailbox_id}:changes"
 
 
-def begin_update(mailbox_id: str, token: ObjectId) -> dict[str, Any]:
-    """The update (an upsert) a write sends before its first write."""
+def begin_update(mailbox_id: str, token: ObjectId, labels: bool = False) -> dict[str, Any]:
+    """The update (an upsert) a write sends before its first write (``labels``: it may change
+    tags or folders of stored messages)."""
     return {
-        "$inc": {"n": 1},
+        "$inc": {"n": 1, "labels": 1} if labels else {"n": 1},
         "$push": {"pending": token},
         "$setOnInsert": {"mailboxId": mailbox_id, "epoch": ObjectId()},
     }
@@ -79,12 +84,28 @@ def settled(mark: Mapping[str, Any] | None) -> bool:
 
 
 def mark_key(mark: Mapping[str, Any]) -> bytes:
-    """What the index keeps of a settled mark (its epoch and count, as BSON)."""
-    return bson.encode({"epoch": mark.get("epoch"), "n": int(mark.get("n") or 0)})
+    """What the index keeps of a settled mark (its epoch and counts, as BSON)."""
+    return bson.encode(
+        {"epoch": mark.get("epoch"), "n": int(mark.get("n") or 0), "labels": int(mark.get("labels") or 0)}
+    )
+
+
+def labels_moved(kept: bytes | None, mark: Mapping[str, Any] | None) -> bool:
+    """Whether tags or folders may have changed since the mark ``kept`` (an index that keeps
+    none: it may hold labels of any age). No mark: no write of a store that marks since."""
+    if mark is None:
+        return False
+    if kept is None:
+        return True
+    try:
+        before = bson.decode(kept)
+    except Exception:  # a position of another kind: start again
+        return True
+    return bool(before.get("epoch") != mark.get("epoch") or before.get("labels") != int(mark.get("labels") or 0))
 
 
 def only_change(
-    begun: Mapping[str, Any] | None, ended: Mapping[str, Any] | None, token: ObjectId
+    begun: Mapping[str, Any] | None, ended: Mapping[str, Any] | None, token: ObjectId, labels: bool = False
 ) -> tuple[bytes, bytes] | None:
     """Where one write (``token``: its ``begin`` gave ``begun``, its ``end`` gave ``ended``) was
     the only change since the mark before its ``begin`` was settled: that mark's key and
@@ -94,10 +115,11 @@ def only_change(
         return None
     if begun.get("epoch") != ended.get("epoch") or list(begun.get("pending") or ()) != [token]:
         return None
-    n = int(begun.get("n") or 0)
-    if int(ended.get("n") or 0) != n + 1:
+    n, marked = int(begun.get("n") or 0), int(begun.get("labels") or 0)
+    if int(ended.get("n") or 0) != n + 1 or int(ended.get("labels") or 0) != marked:
         return None
-    return mark_key({"epoch": begun.get("epoch"), "n": n - 1}), mark_key(ended)
+    before = {"epoch": begun.get("epoch"), "n": n - 1, "labels": marked - 1 if labels else marked}
+    return mark_key(before), mark_key(ended)
 
 
 def stale_tokens(mark: Mapping[str, Any] | None, now: _dt.datetime) -> list[ObjectId]:

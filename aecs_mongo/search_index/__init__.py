@@ -431,6 +431,15 @@ class MailboxIndex:
                 found.update(bytes(k).hex() for (k,) in rows)
         return found
 
+    def labels_by_key(self) -> dict[str, tuple[str, ...]]:
+        """Each indexed message's labels (sorted), by key (hex); messages without any left out."""
+        found: dict[str, list[str]] = {}
+        with self.index.read() as conn:
+            rows = conn.execute(f"SELECT d.key, l.label FROM {self.labels} l JOIN {self.docs} d ON d.rowid = l.rowid")
+            for key, label in rows:
+                found.setdefault(bytes(key).hex(), []).append(str(label))
+        return {k: tuple(sorted(v)) for k, v in found.items()}
+
     def rowid_of(self, key: str) -> int | None:
         """The row of one message (None: not indexed)."""
         with self.index.read() as conn:

@@ -100,7 +100,7 @@ def change(
                 changed += ctx.messages.count_documents({**ctx.by_ids(ids), **wants})
             continue
         threads = _batch_threads(ctx, field, batch, ids)
-        with Change(ctx, followed=True):  # where there is no change stream (changemarks.py)
+        with Change(ctx, followed=True, labels=True):  # without a change stream (changemarks.py)
             modified = _write(ctx, field, batch, ids, added, removed, concern)
             if modified:
                 indexing.after_labels(ctx, batch.keys, field, added, removed)

@@ -287,7 +287,9 @@ def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[St
             for r, a in zip(results, redone, strict=True)
         ]
 
-    with Change(ctx, followed=True):  # where there is no change stream (changemarks.py)
+    # where there is no change stream (changemarks.py); a copy's folders join a stored message's
+    folders = any(d.message.get("folders") for d in batch)
+    with Change(ctx, followed=True, labels=folders):
         ctx.across_restarts(once, again, "a batch was written")
     return results
 
