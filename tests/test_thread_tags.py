@@ -54,6 +54,14 @@ def test_the_pull_is_filtered_on_the_token_and_spares_what_a_message_still_carri
         ({"_id": "a:1", "tagsRev": "r1"}, {"$pull": {"tags": {"$in": ["y"]}}}),
         ({"_id": "a:2", "tagsRev": None}, {"$pull": {"tags": {"$in": ["x"]}}}),  # no token: matches none set
     ]
+    # one statement per token and tags pulled, each summary still filtered on the token it had
+    more = [({"_id": "a:4", "tagsRev": "r1"}, {"$pull": {"tags": {"$in": ["y"]}}})]
+    more.append(({"_id": "a:5", "tagsRev": "r2"}, {"$pull": {"tags": {"$in": ["y"]}}}))
+    assert tag_rules.thread_pull_groups(pulls + more) == [
+        ({"_id": {"$in": ["a:1", "a:4"]}, "tagsRev": "r1"}, {"$pull": {"tags": {"$in": ["y"]}}}),
+        ({"_id": {"$in": ["a:2"]}, "tagsRev": None}, {"$pull": {"tags": {"$in": ["x"]}}}),
+        ({"_id": {"$in": ["a:5"]}, "tagsRev": "r2"}, {"$pull": {"tags": {"$in": ["y"]}}}),
+    ]
     added = tag_rules.thread_tags_added(["x"], "r9")
     assert added[0]["$set"]["tagsRev"] == {"$literal": "r9"}
     assert tag_rules.thread_tags_filter("a", ["k1"]) == {"mailboxId": "a", "threadKey": {"$in": ["k1"]}}

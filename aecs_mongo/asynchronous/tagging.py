@@ -37,6 +37,7 @@ from ..pure.tags import (
     check_tags,
     needs_change,
     tag_update,
+    thread_pull_groups,
     thread_tags_added,
     thread_tags_filter,
     thread_tags_to_pull,
@@ -172,7 +173,7 @@ async def _thread_tags_after(
     """The summaries of a batch's threads follow its tag change (``pure/tags.py``): what it added,
     in one update; what it removed, pulled from each thread where no message still carries it
     (one read of the summaries that hold it, one of those threads' messages on the thread
-    index, one bulk of ``$pull`` filtered on the ``tagsRev`` read; again where a
+    index, one ``update_many`` of ``$pull`` per token read, filtered on it; again where a
     concurrent writer changed the token meanwhile). Durable as the batch is: one barrier write
     under ``concern`` after them (one journal wait, not one per statement)."""
     if keys and await _follow_threads(ctx, [doc_id(ctx.mailbox_id, k) for k in keys], added, removed):
@@ -205,11 +206,10 @@ async def _follow_threads(
         if not pulls:
             return wrote
         wrote = True
-        if ctx.capabilities.bulk_writes:
-            done = await ctx.threads.bulk_write([UpdateOne(*pull) for pull in pulls], ordered=False)
-            matched = done.matched_count
-        else:
-            matched = sum([(await ctx.threads.update_one(*pull)).matched_count for pull in pulls])
+        matched = 0
+        for selector, update in thread_pull_groups(pulls):
+            for part in queries.split_in(selector):
+                matched += int((await ctx.threads.update_many(part, update)).matched_count)
         if matched == len(pulls):
             return wrote
         ids = [selector["_id"] for selector, _ in pulls]  # a token changed: those once more
