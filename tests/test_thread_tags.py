@@ -180,6 +180,38 @@ def test_a_removal_never_pulls_a_tag_another_writer_added_meanwhile(monitored: A
     assert listed(store) == {"root@example.com": ["x"]} and stored(db) == truth(db)
 
 
+class StoreBeforeTheWrite(monitoring.CommandListener):
+    """When the monitored store is about to write its tag change to ``messages``: another client
+    stores ``message`` (a store ``other``, the tags ``tags``) first."""
+
+    def __init__(self, other: Any, message: Any, tags: list[str]) -> None:
+        self.other, self.message, self.tags = other, message, tags
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name == "update" and event.command.get("update") == "messages" and self.other is not None:
+            other, self.other = self.other, None
+            other.store(self.message, tags=self.tags)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+@pytest.mark.server
+def test_a_message_stored_between_the_read_and_the_write_gets_its_thread_changed(monitored: Any, db: Any) -> None:
+    """A change by a query reads its page (keys, threads, tags), then writes by the query: a
+    message stored in between is changed by the write, and its thread follows."""
+    listener = StoreBeforeTheWrite(MessageStore(db, mailbox_id="alice"), email(3, thread="late@x"), ["batch"])
+    store = monitored(listener)
+    store.store_many([email(1), email(2, thread="b@x")], tags=["batch"])
+    report = store.tag("tag:batch", add=["x"])
+    assert listener.other is None  # the other store ran between the read and the write
+    assert report.changed == 3
+    assert listed(store)["late@x"] == ["batch", "x"] and stored(db) == truth(db)
+
+
 @pytest.mark.server
 def test_list_threads_reads_only_its_page(recorded: tuple[Any, Recorder], db: Any) -> None:
     store, recorder = recorded

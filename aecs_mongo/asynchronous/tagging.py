@@ -33,6 +33,7 @@ from ..pure.keys import check_str, doc_id, message_key, thread_key
 from ..pure.search_compile import message_filter
 from ..pure.tags import (
     THREAD_TAGS_PROJECTION,
+    changes_row,
     check_folders,
     check_tags,
     needs_change,
@@ -53,6 +54,9 @@ TAG_BATCH = 1000
 #: rounds of pulling removed tags from thread summaries that concurrent writers keep changing
 _PULL_ATTEMPTS = 8
 _THREAD_FIELDS = {"_id": 1, "threadKey": 1, "tags": 1, "tagsRev": 1}
+#: what a filter's page reads of each message: its sort key, and its thread and tags (the
+#: threads the batch's change touches, without a read of its own)
+_PAGE_FIELDS = {"_id": 0, "ts": 1, "messageKey": 1, "threadKey": 1, "tags": 1}
 
 
 def _thread_key_of(thread_id: str) -> str:
@@ -63,9 +67,13 @@ class _Batch:
     """Messages of one statement: their keys, and where the target is a filter of ``messages``
     (a query of labels, threads and dates), the filter of the batch's index range."""
 
-    def __init__(self, keys: list[str], selectors: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, keys: list[str], selectors: list[dict[str, Any]] | None = None, rows: list[dict[str, Any]] | None = None
+    ) -> None:
         self.keys = keys
         self.selectors = selectors
+        #: the rows of a filter's page (``threadKey`` and ``tags`` read with the keys)
+        self.rows = rows
 
 
 async def change(
@@ -99,6 +107,10 @@ async def change(
             continue
         threads = await _batch_threads(ctx, field, batch, ids)
         modified = await _write(ctx, field, batch, ids, added, removed, concern)
+        if field == "tags" and batch.rows is not None:
+            expected = sum(changes_row(r, field, added, removed) for r in batch.rows)
+            if modified > expected:  # the last statement also changed a message stored meanwhile
+                threads = sorted({*threads, *await _selector_threads(ctx, batch.selectors or [])})
         # a batch's last statement takes the rest of the query: a message that came meanwhile
         # and was changed is matched too
         matched += max(found, modified)
@@ -155,12 +167,18 @@ async def _write(
 
 
 async def _batch_threads(ctx: AsyncStoreContext, field: str, batch: _Batch, ids: list[str]) -> list[str]:
-    """The threads of a batch's messages (a tag change only), read before its write: a batch of a
-    filter by the index ranges it is (a filter naming a removed tag matches nothing after),
-    one of ids by ``_id``."""
+    """The threads of a batch's messages (a tag change only), known before its write: a batch of
+    a filter from the rows its page read (a filter naming a removed tag matches nothing after);
+    one of ids read by ``_id``."""
     if field != "tags":
         return []
-    selectors = batch.selectors if batch.selectors is not None else queries.split_in(ctx.by_ids(ids))
+    if batch.rows is not None:
+        return sorted({str(r["threadKey"]) for r in batch.rows})
+    return await _selector_threads(ctx, queries.split_in(ctx.by_ids(ids)))
+
+
+async def _selector_threads(ctx: AsyncStoreContext, selectors: list[dict[str, Any]]) -> list[str]:
+    """The threads of the messages these filters match."""
     keys: set[str] = set()
     for selector in selectors:
         keys.update([str(r["threadKey"]) async for r in ctx.messages.find(selector, {"_id": 0, "threadKey": 1})])
@@ -276,7 +294,7 @@ async def _target_batches(ctx: AsyncStoreContext, target: str | Iterable[str]) -
             )
             rows: list[dict[str, Any]] = []
             for page in pages:
-                found = ctx.messages.find(page, {"_id": 0, "ts": 1, "messageKey": 1})
+                found = ctx.messages.find(page, _PAGE_FIELDS)
                 found = found.sort([("ts", -1), ("messageKey", -1)]).limit(TAG_BATCH - len(rows))
                 rows += await to_list(found)
                 if len(rows) >= TAG_BATCH:
@@ -287,10 +305,10 @@ async def _target_batches(ctx: AsyncStoreContext, target: str | Iterable[str]) -
             if len(rows) < TAG_BATCH:
                 # the last page: its statements are the pages' own filters (no lower edge), one
                 # statement where the change fits one batch
-                yield _Batch(keys, pages)
+                yield _Batch(keys, pages, rows)
                 return
             last = (int(rows[-1]["ts"]), str(rows[-1]["messageKey"]))
-            yield _Batch(keys, _window(base, after, last))
+            yield _Batch(keys, _window(base, after, last), rows)
             after = last
         return
     cursor: str | None = None

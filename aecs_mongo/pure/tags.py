@@ -34,6 +34,7 @@ __all__ = [
     "SYSTEM_FLAGS",
     "TAGGED_PROBE_HINT",
     "THREAD_TAGS_PROJECTION",
+    "changes_row",
     "check_folder",
     "check_folders",
     "check_tag",
@@ -129,6 +130,12 @@ def needs_change(field: str, add: Iterable[str], remove: Iterable[str]) -> dict[
     if not clauses:
         return {"_id": {"$exists": False}}
     return clauses[0] if len(clauses) == 1 else {"$or": clauses}
+
+
+def changes_row(row: Mapping[str, Any], field: str, add: Iterable[str], remove: Iterable[str]) -> bool:
+    """Whether a change modifies a message read as ``row`` (``needs_change`` on this side)."""
+    held = set(row_tags(row, field))
+    return not set(add) <= held or bool(held & set(remove))
 
 
 def tag_update(field: str, add: Iterable[str], remove: Iterable[str]) -> dict[str, Any] | list[dict[str, Any]]:
