@@ -45,6 +45,7 @@ from ..pure.tags import (
 )
 from ..results import TagReport
 from . import capabilities, indexing, search
+from .changemarks import AsyncChange
 from .context import AsyncStoreContext, log, resolve, to_list
 
 __all__ = ["TAG_BATCH", "change", "tag_counts"]
@@ -106,7 +107,10 @@ async def change(
                 changed += await ctx.messages.count_documents({**ctx.by_ids(ids), **wants})
             continue
         threads = await _batch_threads(ctx, field, batch, ids)
-        modified = await _write(ctx, field, batch, ids, added, removed, concern)
+        async with AsyncChange(ctx, followed=True, labels=True):  # without a change stream (changemarks.py)
+            modified = await _write(ctx, field, batch, ids, added, removed, concern)
+            if modified:
+                await indexing.after_labels(ctx, batch.keys, field, added, removed)
         if field == "tags" and batch.rows is not None:
             expected = sum(changes_row(r, field, added, removed) for r in batch.rows)
             if modified > expected:  # the last statement also changed a message stored meanwhile
@@ -118,8 +122,6 @@ async def change(
         # also where nothing changed: a run that stopped between a batch and its threads
         # is finished by running it again
         await _thread_tags_after(ctx, threads, added, removed, concern)
-        if modified:
-            await indexing.after_labels(ctx, batch.keys, field, added, removed)
     return TagReport(matched=matched, changed=changed, dry_run=dry_run)
 
 

@@ -47,6 +47,7 @@ from ..pure.tags import (
 )
 from ..results import TagReport
 from . import capabilities, indexing, search
+from .changemarks import Change
 from .context import StoreContext, log, resolve, to_list
 
 __all__ = ["TAG_BATCH", "change", "tag_counts"]
@@ -108,7 +109,10 @@ def change(
                 changed += ctx.messages.count_documents({**ctx.by_ids(ids), **wants})
             continue
         threads = _batch_threads(ctx, field, batch, ids)
-        modified = _write(ctx, field, batch, ids, added, removed, concern)
+        with Change(ctx, followed=True, labels=True):  # without a change stream (changemarks.py)
+            modified = _write(ctx, field, batch, ids, added, removed, concern)
+            if modified:
+                indexing.after_labels(ctx, batch.keys, field, added, removed)
         if field == "tags" and batch.rows is not None:
             expected = sum(changes_row(r, field, added, removed) for r in batch.rows)
             if modified > expected:  # the last statement also changed a message stored meanwhile
@@ -120,8 +124,6 @@ def change(
         # also where nothing changed: a run that stopped between a batch and its threads
         # is finished by running it again
         _thread_tags_after(ctx, threads, added, removed, concern)
-        if modified:
-            indexing.after_labels(ctx, batch.keys, field, added, removed)
     return TagReport(matched=matched, changed=changed, dry_run=dry_run)
 
 
