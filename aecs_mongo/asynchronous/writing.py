@@ -15,7 +15,10 @@ import itertools
 import random
 import re
 import secrets
+import threading
+from asyncio import wrap_future
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from time import monotonic
 from typing import Any
 
@@ -136,22 +139,43 @@ async def store_iter(
     every = check_tags(tags)
     numbered = enumerate(items)
     Built = tuple[list[MessageDocuments], list[tuple[int, Any, AecsMongoError]]]
+    Staged = tuple[list[MessageDocuments], list[tuple[int, Any, AecsMongoError]], Future[None] | None]
     workers = worker_count()  # where the machine has cores to spare (parse_pool.py)
     pool: ParsePool | None = None
     batches = 0
-    # a file store writes and syncs the next batch's blobs while this one is written (durable
-    # stores only; once a batch checked the blob location: filestore.py, "Staged ahead")
+    # a file store puts the next batch's blobs (written, synced, named) while this one is
+    # written, on a thread of its own, so the batch after it is parsed meanwhile (durable stores
+    # only; once a batch checked the blob location: filestore.py, "Staged ahead")
     stager = ctx.blobs.stager() if ctx.settings.durable else None
-    staged: list[list[tuple[str, bytes]]] = []
+    staging = ThreadPoolExecutor(1, thread_name_prefix="aecs-stage") if stager is not None else None
+    staged: dict[int, list[tuple[str, bytes]]] = {}  # id() of a batch put ahead -> its blobs
     checked = False
+    # batches built without putting ahead and not written yet: a batch is put ahead only once
+    # every batch before it has its blobs named (a name is taken by the first copy: a later
+    # batch's copy of a message must never take it before the message's own blobs)
+    unnamed: dict[int, int] = {}  # id() of such a batch -> its number
+    named = threading.Condition()
+    stopping = False
 
-    def build_next() -> Built | None:
+    def put_ahead(number: int, items: list[tuple[str, bytes]]) -> None:
+        assert stager is not None
+        with named:
+            named.wait_for(lambda: stopping or all(n > number for n in unnamed.values()))
+            if stopping:
+                return
+        stager.stage(items)
+
+    def build_next() -> Staged | None:
         built = build_batch()
-        if built is not None and stager is not None and checked:
-            items = _blob_items(built[0])
-            staged.append(items)
-            stager.stage(items)
-        return built
+        if built is None:
+            return None
+        if stager is None or staging is None or not checked:
+            with named:
+                unnamed[id(built[0])] = batches
+            return (*built, None)
+        items = _blob_items(built[0])
+        staged[id(built[0])] = items
+        return (*built, staging.submit(put_ahead, batches, items))
 
     def build_batch() -> Built | None:
         nonlocal batches, pool
@@ -178,26 +202,37 @@ async def store_iter(
                 break
         return (batch, refused) if batch or refused else None
 
-    prefetch: AsyncPrefetch[Built] = AsyncPrefetch(build_next)
+    prefetch: AsyncPrefetch[Staged] = AsyncPrefetch(build_next)
     try:
         while (built := await prefetch.next()) is not None:
-            batch, refused = built
+            batch, refused, ahead = built
             for error in refused:
                 assert on_error is not None
                 on_error(*error)
+            if ahead is not None:
+                await wrap_future(ahead)  # its blobs are durable under their names
             if batch:
                 results = await write_batch(ctx, batch)
                 checked = True
+            with named:
+                unnamed.pop(id(batch), None)
+                named.notify_all()
+            if batch:
                 if stager is not None:
-                    stager.unstage(_blob_items(batch))  # of messages stored before
+                    stager.unstage(staged.pop(id(batch), []))  # of messages stored before
                 for result in results:
                     yield result
     finally:
         prefetch.close()
         if pool is not None:
             pool.close()
+        if staging is not None:
+            with named:
+                stopping = True
+                named.notify_all()
+            staging.shutdown(wait=True)
         if stager is not None:
-            for items in staged:
+            for items in staged.values():
                 stager.unstage(items)
 
 
