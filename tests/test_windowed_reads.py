@@ -257,3 +257,39 @@ def test_an_archive_s_first_page_starts_from_its_newest_mail(recorded: tuple[Mes
         finally:
             store.capabilities.stops_at_limit = False
         assert len(windowed) == 50 and windowed[0]["ts"] == (newest if name != "until" else newest - 101 * 37), name
+
+
+@pytest.mark.server
+def test_a_first_page_over_a_bunch_of_date_less_mail_reads_a_page(
+    recorded: tuple[MessageStore, Recorder], db: Any
+) -> None:
+    """The newest third of a mailbox is Date-less mail that one ingest stamped with the same
+    second (its ``processedAt``): the first inbox page and the next read a page of that second
+    in key ranges, not the whole second (a 20,000-message mailbox's inbox read 2,126 documents
+    of it, 103 ms on the embedded server, whenever the sample held two of them), and equal the
+    plain query."""
+    store, recorder = recorded
+    now = int(time.time())
+    dated = [message(n, ts=now - 3600 - n * 37) for n in range(1700)]
+    undated = []
+    for n in range(1700, 3000):
+        mail = message(n)
+        mail["metadata"].update(date=None, timestamp=None)
+        mail["processing"]["processedAt"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 60))
+        undated.append(mail)
+    store.store_many(dated + undated, batch_size=500)
+    store.list_messages(limit=1)  # takes the sample
+    assert store.stats()["windowedReads"] is True
+    cursor = None
+    for page in range(2):
+        examined, returned = cost(store, recorder, db, lambda c=cursor: store.list_messages(cursor=c, limit=50))
+        # windows sized from the few sampled messages of the bunch: a few pages' worth at most
+        assert examined <= 4 * returned, (page, examined, returned, [f["filter"] for f in recorder.finds])
+        windowed = store.list_messages(cursor=cursor, limit=50)
+        store.capabilities.stops_at_limit = True  # the plain query
+        try:
+            assert store.list_messages(cursor=cursor, limit=50) == windowed, page
+        finally:
+            store.capabilities.stops_at_limit = False
+        assert {m["ts"] for m in windowed.messages} == {now - 60}
+        cursor = windowed.next_cursor

@@ -81,6 +81,9 @@ def mailbox(rng: random.Random, kind: str, size: int) -> list[tuple[int, str]]:
     if kind == "bunched":  # a third is Date-less: ingested at 400 a second, sorted by processedAt
         spread = [(NOW - 3600 - n * 37, _key(n)) for n in range(size - size // 3)]
         return spread + [(NOW - 3600 - 37 * size // 3 + n // 400, _key(-n - 1)) for n in range(size // 3)]
+    if kind == "undated":  # a third Date-less, newest of all: one ingest put them in two seconds
+        dated = [(NOW - 3600 - n * 37, _key(n)) for n in range(size - size // 3)]
+        return dated + [(NOW - 60 + n % 2, _key(-n - 1)) for n in range(size // 3)]
     if kind == "clump":  # everything within 90 seconds, 700 to a second
         return [(NOW - 5000 + (n // 700) * 3, _key(n)) for n in range(size)]
     if kind == "archive":  # old mail, a gap of years, a few recent ones, one from the future, one at 0
@@ -94,7 +97,7 @@ def mailbox(rng: random.Random, kind: str, size: int) -> list[tuple[int, str]]:
     return out
 
 
-@pytest.mark.parametrize("kind", ["steady", "bunched", "clump", "archive", "random"])
+@pytest.mark.parametrize("kind", ["steady", "bunched", "undated", "clump", "archive", "random"])
 @pytest.mark.parametrize("descending", [True, False])
 def test_pages_equal_the_plain_query_across_every_window_edge(kind: str, descending: bool) -> None:
     rng = random.Random(f"{kind}{descending}")
@@ -120,11 +123,13 @@ def test_pages_equal_the_plain_query_across_every_window_edge(kind: str, descend
                     break
 
 
-@pytest.mark.parametrize("kind", ["steady", "bunched", "archive", "old"])
+@pytest.mark.parametrize("kind", ["steady", "bunched", "undated", "archive", "old"])
 def test_a_page_costs_a_page(kind: str) -> None:
     """Rows read (the sample's included) and queries for the first page and a page in the middle
     stay about the same from 1,000 to 20,000 messages (the plain query reads them all): an active
-    mailbox, one with a third of it bunched at 400 a second, an archive years old with a few
+    mailbox, one with a third of it bunched at 400 a second, one whose newest third is Date-less
+    mail that one ingest put in two seconds (thousands in one second: the first page read all
+    of them, 103 ms at 20,000 on the embedded server, before), an archive years old with a few
     recent messages, and a mailbox whose newest mail is months old."""
     rng = random.Random(kind)
     cost = {}

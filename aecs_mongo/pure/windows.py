@@ -66,6 +66,8 @@ _BISECT_SPAN = 8
 _BISECT_STEPS = 24
 #: The first sub-window of a partial second: this fraction of the key space.
 _FIRST_KEY_FRACTION = 1 / 256
+#: A second the sample puts more rows in than this is read in key ranges (``_bunched_second``).
+_BUNCH_ROWS = 256
 #: Empty windows double the width this many times before the walk probes instead.
 _EMPTY_DOUBLINGS = 2
 #: A window is sized for this many times the rows still needed (density fluctuates).
@@ -329,12 +331,53 @@ def _answer(state: _Walk, lo: int | None, hi: int | None, learn: bool = True) ->
     clipped = _clip(state.read, lo, hi)
     if clipped is None:
         return False
+    bunch = _bunched_second(state, clipped[0], clipped[1])
+    if bunch is not None:
+        return (yield from _around_bunch(state, clipped[0], clipped[1], bunch))
     rows = yield Window(lo=clipped[0], hi=clipped[1])
     state.rows += rows
     state.answers += rows > 0
     if learn and clipped[0] is not None and clipped[1] is not None:
         state.learn(rows, clipped[1] - clipped[0])
     return rows > 0
+
+
+def _bunched_second(state: _Walk, lo: int | None, hi: int | None) -> int | None:
+    """The first second (in the walk's order) in ``[lo, hi)`` that the sample shows bunched
+    (``_sampled_in``): more rows than a window should read at once (``_BUNCH_ROWS``, and more
+    than the page still wants), or None. Whole-second windows cannot split such a second (one
+    ingest puts thousands of Date-less messages in it); its key ranges can."""
+    read = state.read
+    if not read.hint or read.hint_fraction <= 0 or read.hint_fraction >= 1:
+        return None
+    start = 0 if lo is None else bisect.bisect_left(read.hint, lo)
+    end = len(read.hint) if hi is None else bisect.bisect_left(read.hint, hi)
+    inside = sorted(set(read.hint[start:end]), reverse=read.descending)
+    wanted = max(_BUNCH_ROWS, state.wanted() * _SLACK)
+    return next((second for second in inside if _sampled_in(read, second) / read.hint_fraction > wanted), None)
+
+
+def _sampled_in(read: WindowedRead, second: int) -> int:
+    """Sampled messages within a second of ``second``, where two or more are (else 0: one says
+    nothing of how many share its second). A bunch spans a few seconds (an ingest's), and its
+    sample may hold one message in each."""
+    found = bisect.bisect_right(read.hint, second + 1) - bisect.bisect_left(read.hint, second - 1)
+    return found if found >= 2 else 0
+
+
+def _around_bunch(state: _Walk, lo: int | None, hi: int | None, bunch: int) -> Generator[Window, int, bool]:
+    """``[lo, hi)`` read as the mail before the bunched second (in the walk's order), the
+    second itself in key ranges sized from the sample, then the mail after it."""
+    read = state.read
+    estimate = _sampled_in(read, bunch) / read.hint_fraction
+    first, last = ((bunch + 1, hi), (lo, bunch)) if read.descending else ((lo, bunch), (bunch + 1, hi))
+    before = state.rows
+    yield from _answer(state, first[0], first[1], learn=False)
+    if not state.done():
+        yield from _rest_of_second(state, bunch, None, min(1.0, state.wanted() * _SLACK / estimate))
+    if not state.done():
+        yield from _answer(state, last[0], last[1], learn=False)
+    return state.rows > before
 
 
 def _start(state: _Walk) -> Generator[Window, int, int | None]:
@@ -376,6 +419,10 @@ def _top(read: WindowedRead) -> int | None:
     newest, density = found
     if 1 / read.hint_fraction <= _OPEN_TOP_ROWS:
         return newest
+    if _sampled_in(read, newest) and newest >= read.now - 86_400:
+        # a bunch at the clock: Date-less mail stamped by a recent ingest, which little mail
+        # stands above (what is dated later than it came in); the walk splits the bunch
+        return newest + 1 if read.hi is None else min(newest + 1, read.hi)
     if density <= 0:  # one sampled match: no density to place the top by (the clock's start)
         return None
     reach = newest + max(math.ceil(_TOP_REACH / (read.hint_fraction * density)), 1)
@@ -384,19 +431,21 @@ def _top(read: WindowedRead) -> int | None:
     return reach if read.hi is None else min(reach, read.hi)
 
 
-def _rest_of_second(state: _Walk, second: int, key: str) -> Generator[Window, int, None]:
-    """Rows of ``second`` after ``key``: a small key range first (bunched seconds hold thousands),
-    then ranges sized from what it held."""
+def _rest_of_second(
+    state: _Walk, second: int, key: str | None, fraction: float = _FIRST_KEY_FRACTION
+) -> Generator[Window, int, None]:
+    """Rows of ``second`` after ``key`` (None: all of it): a small key range first (``fraction``
+    of the key space: bunched seconds hold thousands), then ranges sized from what it held."""
     read = state.read
-    start = _key_fraction(read.key_prefix, key)
+    start = (1.0 if read.descending else 0.0) if key is None else _key_fraction(read.key_prefix, key)
     if start is None:  # not a hex key: the rest of the second in one window
+        assert key is not None
         rows = yield (
             Window(second=second, key_hi=key) if read.descending else Window(second=second, key_lo=key + "\x00")
         )
         state.rows += rows
         return
     position = start  # fraction: the key bound still to pass
-    fraction = _FIRST_KEY_FRACTION
     first = True
     while not state.done():
         remaining = position if read.descending else 1.0 - position
@@ -414,7 +463,7 @@ def _rest_of_second(state: _Walk, second: int, key: str) -> Generator[Window, in
         else:
             window = Window(
                 second=second,
-                key_lo=key + "\x00" if first else key_between(read.key_prefix, position),
+                key_lo=(None if key is None else key + "\x00") if first else key_between(read.key_prefix, position),
                 key_hi=None if whole else key_between(read.key_prefix, position + step),
             )
             position += step
