@@ -348,6 +348,11 @@ async def write_once(
     unique = [d for d in first.values() if d.message["_id"] not in stored]
     # other bytes of a new message later in the batch: recorded by its insert, blobs first
     folded = _fold_repeats(batch, unique)
+    # other bytes of a stored message: a file or object store puts their blobs on a thread
+    # while the batch's messages are written, waited for before the records (_keep_variants)
+    ahead = _variants_ahead(batch, stored)
+    started = (await ctx.blob_store()).put_started(ahead, durable=ctx.settings.durable) if ahead else None
+    put_ahead = {blob.key for blob, _ in ahead} if started is not None else set()
     await blobstore.put_blobs(
         ctx,
         [(blob, d.message_key) for d in unique for blob in d.blobs] + [(b, k) for _, b, k in folded.values()],
@@ -390,8 +395,10 @@ async def write_once(
     # a repeat within the batch, and every copy of a stored message, may be other bytes
     copies = [d for d, new in zip(batch, fresh, strict=True) if not new]
     foldered = await _add_folders(ctx, copies, stored)
+    if started is not None:
+        await wrap_future(started)
     variants, wrote = await _keep_variants(
-        ctx, [d for d in copies if id(d) not in recorded], stored, concern, repair=repair
+        ctx, [d for d in copies if id(d) not in recorded], stored, concern, repair=repair, put_ahead=put_ahead
     )
     variants |= recorded
     if not wrote and (not journaled or foldered):
@@ -415,6 +422,27 @@ def _raw_blob(docs: MessageDocuments, blob_prefix: str) -> Blob:
     """A copy's raw bytes as the variant blob of the stored message (of ``blob_prefix``)."""
     raw = next(b.data for b in docs.blobs if b.key.endswith("/raw.eml"))
     return Blob(variant_blob_key(blob_prefix, docs.message["rawSha256"]), raw, "message/rfc822")
+
+
+def _variants_ahead(
+    batch: Sequence[MessageDocuments], stored: Mapping[str, Mapping[str, Any]]
+) -> list[tuple[Blob, str]]:
+    """The variant blobs ``_keep_variants`` will upload for the batch's copies of messages the
+    batch's lookup found stored (other bytes than every copy recorded there: its ``rawSha256``
+    and ``variants``), with their messageKey, one per key. A message stored without
+    ``rawSha256`` (its hash is read from its raw blob) is left to ``_keep_variants``."""
+    found: dict[str, tuple[Blob, str]] = {}
+    for docs in batch:
+        message = stored.get(docs.message["_id"])
+        sha = docs.message.get("rawSha256")
+        if message is None or not sha or not message.get("rawSha256"):
+            continue
+        recorded = {v.get("sha256") for v in message.get("variants") or ()}
+        if sha == message["rawSha256"] or sha in recorded:
+            continue
+        blob = _raw_blob(docs, message["blobPrefix"])
+        found.setdefault(blob.key, (blob, message["messageKey"]))
+    return list(found.values())
 
 
 def _fold_repeats(
@@ -487,6 +515,7 @@ async def _keep_variants(
     concern: Any,
     *,
     repair: bool = False,
+    put_ahead: set[str] | None = None,
 ) -> tuple[set[int], bool]:
     """Keep the raw bytes of each copy of a stored message that differ from every copy kept
     (compared by SHA-256), as a blob under the message's prefix and a ``variants`` record on it.
@@ -503,6 +532,7 @@ async def _keep_variants(
     ``repair`` (a pass after a server restart): a copy whose record is there gets its blob
     uploaded again where its ``files`` document is missing: the blob may have gone with the
     server that restarted, while the driver's retry wrote the record on the new one.
+    ``put_ahead``: keys of variant blobs the caller put already (``_variants_ahead``).
     """
     copies = [d for d in copies if d.message.get("rawSha256")]
     if not copies:
@@ -531,7 +561,7 @@ async def _keep_variants(
     await blobstore.put_blobs(ctx, recorded)
     if not todo:
         return set(), False
-    kept, wrote = await _record_variants(ctx, todo, concern)
+    kept, wrote = await _record_variants(ctx, todo, concern, put_ahead or set())
     if repair and await _batch_order(ctx, copies):
         await ctx.journal_barrier(concern)  # the reordering came after the batch's durable write
     return kept, wrote
@@ -568,12 +598,17 @@ async def _batch_order(ctx: AsyncStoreContext, copies: Sequence[MessageDocuments
 
 
 async def _record_variants(
-    ctx: AsyncStoreContext, todo: Sequence[tuple[MessageDocuments, Mapping[str, Any], Blob]], concern: Any
+    ctx: AsyncStoreContext,
+    todo: Sequence[tuple[MessageDocuments, Mapping[str, Any], Blob]],
+    concern: Any,
+    put_ahead: set[str],
 ) -> tuple[set[int], bool]:
-    """Upload the copies' blobs, then record each copy on its message (``_keep_variants``)."""
+    """Upload the copies' blobs (but those in ``put_ahead``), then record each copy on its
+    message (``_keep_variants``)."""
     # none of these is expected to be there (its hash is not recorded); one that is (a
     # concurrent writer's, or an upload a crash cut short) is found and completed there
-    await blobstore.put_blobs(ctx, [(blob, message["messageKey"]) for _, message, blob in todo], absent=True)
+    blobs = [(blob, message["messageKey"]) for _, message, blob in todo if blob.key not in put_ahead]
+    await blobstore.put_blobs(ctx, blobs, absent=True)
     now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     kept: set[int] = set()
     for n, (docs, message, blob) in enumerate(todo, 1):

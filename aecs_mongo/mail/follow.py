@@ -23,11 +23,9 @@ per mailbox, so any worker that opens the mailbox sees it. A run:
    hash as recorded grew by appending: it is read from that offset. Otherwise it was rewritten and
    is read in full (the messages already stored are found ``present``).
 5. A record is written only after ``store_iter`` gave the result of its message (the batch is
-   then written and, with ``durable``, journaled), on a thread of its own while the next batch
-   is written (the run waits for the last of them before its journaled end); a directory's
-   mtime only once everything in it was dealt with. An interrupted run (Ctrl-C, SIGKILL, a full
-   disk) leaves records for what was stored only, and the next run reads the rest; at worst a
-   batch is read again and ``present``.
+   then written and, with ``durable``, journaled); a directory's mtime only once everything in it
+   was dealt with. An interrupted run (Ctrl-C, SIGKILL, a full disk) leaves records for what was
+   stored only, and the next run reads the rest; at worst a batch is read again and ``present``.
 
 Only a ``MessageStore`` (blocking, as the IMAP sync; an ``AsyncMessageStore`` user runs
 ``sync_files`` on a thread with a ``MessageStore`` on the same database). Sources are keyed by their absolute path
@@ -45,7 +43,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -333,10 +330,6 @@ class _Sync:
         self.roots: set[str] = set()  # the roots of this run (remove_missing looks at their marks)
         self.exhausted = False
         self._keywords: dict[str, Mapping[str, str] | None] = {}
-        # the records are written on a thread of their own while the next batch is written
-        # (one at a time, in order: an mbox's position overwrites the one before it)
-        self._writer: ThreadPoolExecutor | None = None
-        self._written: list[Future[None]] = []
 
     # --- listing and planning -----------------------------------------------------------------
 
@@ -717,21 +710,7 @@ class _Sync:
         self.dirty.clear()
         if self.writes:
             writes, self.writes = self.writes, []
-            for done in [f for f in self._written if f.done()]:
-                self._written.remove(done)
-                done.result()  # a write that failed: raised here, or by ``settle``
-            if self._writer is None:
-                self._writer = ThreadPoolExecutor(1, thread_name_prefix="aecs-records")
-            self._written.append(self._writer.submit(_write, self.records, writes))
-
-    def settle(self) -> None:
-        """Wait for the records handed to the writer; raise what a write of them raised."""
-        if self._writer is not None:
-            self._writer.shutdown(wait=True)
-            self._writer = None
-        written, self._written = self._written, []
-        for done in written:
-            done.result()
+            _write(self.records, writes)
 
     def finish(self, plans: list[_SourcePlan]) -> None:
         """Once every message was dealt with: the directories' mtimes (a Maildir directory with
@@ -867,14 +846,11 @@ def sync_files(
         with contextlib.suppress(Exception):  # the database may be what failed
             sync.collect()
             sync.flush()
-        with contextlib.suppress(Exception):
-            sync.settle()
         tally.seconds = time.monotonic() - started
         raise
     tracked.close()
     sync.collect()  # what is done after the last result: skipped files, the marks after mbox files
     sync.flush()
-    sync.settle()
     if sync.exhausted:
         sync.remove_lost()
         sync.finish(plans)
