@@ -233,9 +233,17 @@ def test_blobs_put_ahead_keep_each_message_its_own_bytes(
     store = make_store("alice", blobs=f"file://{root}")
 
     def raw(n: int, copy: int = 0) -> bytes:
-        return (
+        head = (
             f"Message-ID: <p{n}@example.com>\r\nFrom: a@example.com\r\nTo: b@example.com\r\n"
-            f"Subject: s{n}\r\nDate: Mon, 1 Jan 2024 10:{n:02d}:00 +0000\r\n\r\nbody {n} copy {copy}\r\n"
+            f"Subject: s{n}\r\nDate: Mon, 1 Jan 2024 10:{n:02d}:00 +0000\r\n"
+        )
+        if not copy:
+            return f"{head}\r\nbody {n}\r\n".encode()
+        # the other copy has an HTML part its first copy lacks: no body.html for the message
+        return (
+            f'{head}MIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary="b"\r\n\r\n'
+            f"--b\r\nContent-Type: text/plain\r\n\r\nbody {n}\r\n"
+            f"--b\r\nContent-Type: text/html\r\n\r\n<p>body {n}</p>\r\n--b--\r\n"
         ).encode()
 
     # batches of two: each message's other copy opens the next batch (2|3 straddles the batch
@@ -248,6 +256,9 @@ def test_blobs_put_ahead_keep_each_message_its_own_bytes(
         assert store.get_raw(f"p{n}@example.com") == raw(n)
     for n in (3, 6, 7):
         assert store.get_raw_variants(f"p{n}@example.com") == [raw(n), raw(n, 1)]
+        assert store.get_html(f"p{n}@example.com") is None
+    names = {p.name.split(".", 1)[1].split(".")[0] for p in root.rglob("*") if p.is_file()}
+    assert names == {"raw", "variants"}  # no blob that no row names
     assert not list(root.rglob("*.tmp"))
     assert db.messages.count_documents({"mailboxId": "alice"}) == 8
 

@@ -18,9 +18,10 @@ them together (a few threads: see ``SYNC_THREADS``).
 Staged ahead (``stage``): ``store_iter`` puts the next batch's files while the current batch is
 written to the database (its build thread): the same steps as ``put`` (written and synced under
 temporary names, linked to their final names, the directories synced), so ``put`` of that batch
-has nothing left to do for them and the batch's rows still come after durable files. A name
-that is taken already (the message is stored, or a crash left its complete copy) keeps its
-file, as in ``put``. A file staged for a message that is then never stored (the run stopped
+has nothing left to do for them and the batch's rows still come after durable files. Only the
+first copy of each message of the batch is put ahead, and only where no raw blob of the message
+is there (it is stored, or a crash left it): another copy's other parts would name blobs that
+no row holds; ``put`` takes the rest, as before. A file staged for a message that is then never stored (the run stopped
 before its batch, or the batch failed) is a blob without a row, as a crash between ``put`` and
 the insert leaves: the next delivery of the message reuses it, the sweep removes it
 (``sweep_blobs``, once it is older than the grace period).
@@ -73,6 +74,11 @@ def _fsync_path(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _message_prefix(key: str) -> str:
+    """``aecs/<mailbox>/<messageKey>`` of a blob key."""
+    return "/".join(key.split("/", 3)[:3])
 
 
 def _is_temporary(name: str) -> bool:
@@ -150,6 +156,11 @@ class FileBackend:
         error nothing is recorded as staged, and ``put`` does the work again and reports it."""
         with self._lock:
             fresh = {key: data for key, data in items if key not in self._staged}
+        # a message whose raw blob is there is stored (or a crash left it): its copy here may
+        # have other parts, which would name blobs its row does not hold; ``put`` decides
+        prefixes = {key.rsplit("/", 1)[0] for key in fresh if key.endswith("/raw.eml")}
+        taken = {p for p in prefixes if os.path.exists(self._path(p + "/raw.eml"))}
+        fresh = {key: data for key, data in fresh.items() if _message_prefix(key) in prefixes - taken}
         if not fresh:
             return
         try:

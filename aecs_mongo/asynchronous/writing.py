@@ -237,11 +237,18 @@ async def store_iter(
 
 
 def _blob_items(batch: Sequence[MessageDocuments]) -> list[tuple[str, bytes]]:
-    """``(key, bytes)`` of each blob of a batch, the first of each key (as ``write_once`` puts)."""
+    """``(key, bytes)`` of the blobs of the first copy of each message in a batch (the copy
+    ``write_once`` inserts; a later one with other parts would name blobs no row holds), of
+    messages with raw bytes (``raw.eml``: the stager skips a message whose raw blob is there)."""
     items: dict[str, bytes] = {}
+    seen: set[str] = set()
     for docs in batch:
-        for blob in docs.blobs:
-            items.setdefault(check_key(blob.key), blob.data)
+        if docs.message["_id"] in seen:
+            continue
+        seen.add(docs.message["_id"])
+        if any(blob.key.endswith("/raw.eml") for blob in docs.blobs):
+            for blob in docs.blobs:
+                items.setdefault(check_key(blob.key), blob.data)
     return list(items.items())
 
 
