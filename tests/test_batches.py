@@ -121,6 +121,8 @@ class ThreadWrites(monitoring.CommandListener):
         self.commands: list[str] = []
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command.get(event.command_name) == "change_marks":
+            return  # the change mark's begin and end (standalone: aecs_mongo/pure/change_marks.py)
         self.commands.append(event.command_name)
         if event.command.get(event.command_name) == "threads":
             if event.command_name == "insert":

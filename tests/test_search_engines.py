@@ -23,8 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bson import ObjectId
+from pymongo import MongoClient, monitoring
 
 from aecs_mongo import MessageStore, SearchIndexError, SearchQueryError
+from aecs_mongo.pure.change_marks import STALE_AFTER_S, labels_moved, mark_key, only_change, stale_tokens
 from aecs_mongo.pure.search_compile import text_search
 from aecs_mongo.pure.search_query import parse
 from aecs_mongo.search_index import SearchIndex
@@ -345,6 +348,187 @@ def test_a_writer_killed_between_commit_and_index_write_is_caught_up(
         lock.execute("ROLLBACK")
         lock.close()
     assert ids(reader.search("narwhal")) == ["killed@x", "first@x"] and reader.count("tusk") == 1
+
+
+class Sent(monitoring.CommandListener):
+    """(command, collection) of every command a client sends."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[str, str]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.commands.append((event.command_name, str(event.command.get(event.command_name))))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+    def counted(self) -> bool:
+        """Whether the messages were counted (``count_documents``: an aggregate) since the last
+        call; the record starts again."""
+        found = ("aggregate", "messages") in self.commands
+        self.commands.clear()
+        return found
+
+
+@pytest.mark.server
+def test_without_change_streams_a_read_checks_the_store_only_after_a_write(
+    servers: Any, backend: str, db: Any, tmp_path: Path
+) -> None:
+    """Where there are no change streams (standalone), a read of the local index reads the
+    mailbox's change mark (one find) and counts the mailbox only when a write moved it since the
+    last check, or one is under way or died midway (its token stays: a stale one is taken out).
+    A store's own write leaves its index settled. With change streams no mark is written."""
+    sent = Sent()
+    watched: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[sent])
+    try:
+        reader = MessageStore(watched[db.name], mailbox_id="alice", search_index=tmp_path / "index.sqlite")
+        other = MessageStore(db, mailbox_id="alice")  # another process's store, without the index
+        reader.ensure_indexes()
+
+        def mail(n: int) -> bytes:
+            return raw_mail(f"m{n}@x", f"marked {n}", "okapi", when=dt.datetime(2024, 1, n + 1, tzinfo=dt.UTC))
+
+        for n in range(3):
+            reader.store(mail(n))
+        assert reader.count("okapi") == 3
+        if backend != "standalone":  # the change stream is followed; nothing goes to the mark
+            assert "change_marks" not in db.list_collection_names()
+            return
+        sent.counted()
+        assert reader.count("okapi") == 3 and ids(reader.search("okapi"))[0] == "m2@x"
+        assert not sent.counted()
+        reader.count("okapi")
+        assert sent.commands == [("find", "change_marks")]  # the whole cost of being caught up
+        reader.store(mail(3))  # its own write: still settled
+        reader.tag("id:m3@x", add=["todo"])
+        assert reader.delete("m0@x")
+        sent.counted()
+        assert reader.count("okapi") == 3 and reader.count("tag:todo okapi") == 1 and not sent.counted()
+        other.store(mail(4))  # another store's write: one check
+        assert reader.count("okapi") == 4 and sent.counted()
+        assert reader.count("okapi") == 4 and not sent.counted()
+        other.tag("id:m4@x", add=["todo"])  # a count does not see it: the labels are read again
+        assert reader.count("tag:todo") == 2 and sent.counted()
+        other.set_folders(["m4@x"], add=["Archive"])
+        assert ids(reader.search("folder:Archive okapi")) == ["m4@x"]
+        other.tag("id:m3@x", remove=["todo"])
+        assert ids(reader.search("tag:todo")) == ["m4@x"] and sent.counted()
+        assert reader.count("tag:todo") == 1 and not sent.counted()
+        assert other.delete("m1@x")
+        assert ids(reader.search("okapi")) == ["m4@x", "m3@x", "m2@x"] and sent.counted()
+        # a writer under way (or killed between its two updates): every read checks
+        marks = db["change_marks"]
+        marks.update_one({"mailboxId": "alice"}, {"$push": {"pending": ObjectId()}})
+        assert reader.count("okapi") == 3 and sent.counted()
+        assert reader.count("okapi") == 3 and sent.counted()
+        marks.update_one({"mailboxId": "alice"}, {"$set": {"pending": []}, "$inc": {"n": 1}})  # it ended
+        assert reader.count("okapi") == 3 and sent.counted()
+        assert reader.count("okapi") == 3 and not sent.counted()
+        # one killed an hour ago: the check that finds it takes its token out
+        dead = ObjectId.from_datetime(dt.datetime.now(dt.UTC) - dt.timedelta(hours=2))
+        marks.update_one({"mailboxId": "alice"}, {"$push": {"pending": dead}})
+        assert reader.count("okapi") == 3 and sent.counted()
+        assert marks.find_one({"mailboxId": "alice"})["pending"] == []  # type: ignore[index]
+        assert reader.count("okapi") == 3 and sent.counted()  # the mark it read had the token
+        assert reader.count("okapi") == 3 and not sent.counted()
+        # the erase removes the mark; counting starts again under another epoch
+        epoch = marks.find_one({"mailboxId": "alice"})["epoch"]  # type: ignore[index]
+        other.erase_mailbox()
+        assert "alice" not in {m.get("mailboxId") for m in marks.find()}
+        assert reader.count("okapi") == 0 and sent.counted()
+        other.store(mail(5))
+        assert marks.find_one({"mailboxId": "alice"})["epoch"] != epoch  # type: ignore[index]
+        assert ids(reader.search("okapi")) == ["m5@x"] and sent.counted()
+        assert reader.count("okapi") == 1 and not sent.counted()
+    finally:
+        watched.close()
+
+
+@pytest.mark.server
+def test_a_store_that_keeps_its_change_stream_follows_every_writer(
+    servers: Any, backend: str, db: Any, tmp_path: Path
+) -> None:
+    """A long-lived store (the warm command host's, the MCP server's) keeps its index's change
+    stream open: a read costs one getMore; where another store on the same index file moved the
+    position (or rebuilt the index), it opens the stream again from there."""
+    sent = Sent()
+    watched: MongoClient[dict[str, Any]] = MongoClient(servers.uri(backend), event_listeners=[sent])
+    index = tmp_path / "index.sqlite"
+
+    def mail(n: int) -> bytes:
+        return raw_mail(f"k{n}@x", f"kept {n}", "okapi", when=dt.datetime(2024, 2, n + 1, tzinfo=dt.UTC))
+
+    try:
+        kept = MessageStore(watched[db.name], mailbox_id="alice", search_index=index)
+        kept._keep_index_stream()
+        kept.ensure_indexes()
+        other = MessageStore(db, mailbox_id="alice")  # without the index
+        peer = MessageStore(db, mailbox_id="alice", search_index=index)  # another process's, same file
+        kept.store(mail(0))
+        assert kept.count("okapi") == 1
+        other.store(mail(1))
+        assert kept.count("okapi") == 2
+        sent.commands.clear()
+        assert kept.count("okapi") == 2 and ids(kept.search("okapi")) == ["k1@x", "k0@x"]
+        if backend == "rs":
+            assert [c for c, _ in sent.commands if c != "find"] == ["getMore", "getMore"], sent.commands
+        other.tag("id:k1@x", add=["todo"])
+        assert kept.count("tag:todo") == 1
+        peer.store(mail(2))
+        assert peer.count("okapi") == 3  # the file's position moved past the kept stream's
+        other.delete("k0@x")
+        sent.commands.clear()
+        assert ids(kept.search("okapi")) == ["k2@x", "k1@x"] and kept.count("okapi") == 2
+        if backend == "rs":
+            assert [c for c, _ in sent.commands].count("aggregate") == 1, sent.commands  # opened again
+        peer.reindex()
+        other.store(mail(3))
+        other.tag("id:k3@x", add=["todo"])
+        assert kept.count("okapi") == 3 and ids(kept.search("tag:todo")) == ["k3@x", "k1@x"]
+        if backend == "rs":  # the server drops the kept cursor (an idle timeout): the driver resumes it
+            sent.commands.clear()
+            assert kept.count("okapi") == 3
+            (cursor,) = [int(value) for name, value in sent.commands if name == "getMore"]  # the kept one
+            assert db.command("killCursors", "messages", cursors=[cursor])["cursorsKilled"] == [cursor]
+            other.store(mail(4))
+            assert kept.count("okapi") == 4
+    finally:
+        watched.close()
+
+
+def test_a_write_was_the_only_change_only_when_the_marks_say_so() -> None:
+    token, other = ObjectId(), ObjectId()
+    epoch = ObjectId()
+    begun = {"epoch": epoch, "n": 7, "pending": [token]}
+    ended = {"epoch": epoch, "n": 8, "pending": []}
+    assert only_change(begun, ended, token) == (
+        mark_key({"epoch": epoch, "n": 6}),
+        mark_key({"epoch": epoch, "n": 8}),
+    )
+    assert only_change({**begun, "pending": [other, token]}, ended, token) is None  # another under way
+    assert only_change(begun, {**ended, "n": 10}, token) is None  # another wrote meanwhile
+    assert only_change(begun, {**ended, "pending": [other]}, token) is None  # another began meanwhile
+    assert only_change(begun, {**ended, "epoch": ObjectId()}, token) is None  # erased and begun again
+    assert only_change(None, ended, token) is None and only_change(begun, None, token) is None
+    # a tag change bumps the labels counter too: the mark before it had one fewer
+    marked = {**begun, "labels": 3}
+    assert only_change(marked, {**ended, "labels": 3}, token, labels=True) == (
+        mark_key({"epoch": epoch, "n": 6, "labels": 2}),
+        mark_key({"epoch": epoch, "n": 8, "labels": 3}),
+    )
+    assert only_change(marked, {**ended, "labels": 4}, token, labels=True) is None  # another tagged
+    kept = mark_key({"epoch": epoch, "n": 8, "labels": 3})
+    assert not labels_moved(kept, {"epoch": epoch, "n": 12, "labels": 3})
+    assert labels_moved(kept, {"epoch": epoch, "n": 12, "labels": 4})
+    assert labels_moved(kept, {"epoch": ObjectId(), "n": 8, "labels": 3}) and labels_moved(None, {"n": 1})
+    assert not labels_moved(kept, None)
+    assert mark_key({"epoch": epoch, "n": 6}) != mark_key({"epoch": ObjectId(), "n": 6})
+    now = dt.datetime.now(dt.UTC)
+    old = ObjectId.from_datetime(now - dt.timedelta(seconds=STALE_AFTER_S + 60))
+    assert stale_tokens({"pending": [token, old]}, now) == [old] and stale_tokens(None, now) == []
 
 
 @pytest.mark.server

@@ -18,6 +18,7 @@ from ..pure.indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
 from ..pure.keys import blob_prefix, doc_id, message_key
 from ..pure.lifecycle import DataCollection, EraseReport, ExpireReport
 from . import capabilities, embeddings, indexing
+from .changemarks import AsyncChange
 from .context import AsyncStoreContext, log
 
 __all__ = ["AsyncDeleter", "delete", "erase_mailbox", "expire"]
@@ -108,7 +109,8 @@ class AsyncDeleter:
             await self._delete_once(messages, keep_from_ts, by_prefix)
             await self.ctx.journal_barrier(self.concern)  # its messages delete matched nothing
 
-        await self.ctx.across_restarts(once, again, "a batch was deleted")
+        async with AsyncChange(self.ctx, followed=True):  # where there is no change stream (changemarks.py)
+            await self.ctx.across_restarts(once, again, "a batch was deleted")
 
     async def _delete_once(
         self, messages: Sequence[Mapping[str, Any]], keep_from_ts: int | None, by_prefix: bool
@@ -295,21 +297,24 @@ async def erase_mailbox(
     deleter = AsyncDeleter(ctx, on_progress=on_progress)
     report = EraseReport(ctx.mailbox_id)
     concern = await capabilities.completion_concern(ctx)
-    for attempt in range(1, lifecycle.MAX_ERASE_PASSES + 1):
-        report.passes = attempt
-        removed = 0
-        for collection in deleter.collections:
-            removed += await deleter.sweep(collection, batch_size)
-        if not deleter.gridfs:  # a file or object store: everything under the mailbox's root
-            removed += await deleter.remove_external_prefix(lifecycle.mailbox_blob_root(ctx.mailbox_id))
-        # done when a whole pass finds nothing: what a writer committed meanwhile is swept again
-        if removed == 0:
-            break
-    else:
-        messages = ctx.db["messages"]
-        report.remaining = int(await messages.count_documents({"mailboxId": ctx.mailbox_id}))
-    report.removed = deleter.removed
-    await indexing.after_erase(ctx)  # the local search index: the mailbox's tables and position
+    # the change mark (where there is no change stream): its begin marks the erase under way
+    # until the sweep of its collection takes it (a later write starts it afresh)
+    async with AsyncChange(ctx, followed=True, create=False):
+        for attempt in range(1, lifecycle.MAX_ERASE_PASSES + 1):
+            report.passes = attempt
+            removed = 0
+            for collection in deleter.collections:
+                removed += await deleter.sweep(collection, batch_size)
+            if not deleter.gridfs:  # a file or object store: everything under the mailbox's root
+                removed += await deleter.remove_external_prefix(lifecycle.mailbox_blob_root(ctx.mailbox_id))
+            # done when a whole pass finds nothing: what a writer committed meanwhile is swept again
+            if removed == 0:
+                break
+        else:
+            messages = ctx.db["messages"]
+            report.remaining = int(await messages.count_documents({"mailboxId": ctx.mailbox_id}))
+        report.removed = deleter.removed
+        await indexing.after_erase(ctx)  # the local search index: the mailbox's tables and position
     if any(deleter.removed.values()):
         # the sweeps' statements went out unjournaled (the last could be any collection's): one
         # journaled write after the final pass makes every one of them durable

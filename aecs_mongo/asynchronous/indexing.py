@@ -22,11 +22,17 @@ It is kept up in three ways, so that neither a crash nor another writer leaves i
 - **reconciled** where there is no change stream (a standalone server, mongomock) or no usable
   position (a new index, a rebuild, a position that fell out of the oplog, a dropped
   collection): the mailbox's message keys are read and compared with the index's, and what is
-  missing is indexed, what is gone removed. Without change streams a read first compares the
-  mailbox's message count with the index's and reconciles only when they differ: one count per
-  search, and a key read when they differ. (So where there are no change streams, a delete and a
-  store by a process that does not index, between two searches, go unnoticed until ``reindex``;
-  a page of hits is always checked against the stored messages, so deleted mail is never shown.)
+  missing is indexed, what is gone removed. Without change streams a read first reads the
+  mailbox's change mark (``pure/change_marks.py``: one document that every write of every store
+  bumps before and after it): the same settled mark as at the last check means nothing was
+  written since, and the read costs that one ``find``; else it compares the mailbox's message
+  count with the index's and reconciles only when they differ (a key read), then keeps the mark
+  it read; where the mark's ``labels`` counter moved (a tag or folder change), it also reads
+  every message's tags and folders and replaces the labels that differ. A store's own write,
+  where it was the only one, leaves its index settled. (So where there are no change streams, a
+  delete and a store by a process that does not index, between two searches, go unnoticed until
+  ``reindex``; a page of hits is always checked against the stored messages, so deleted mail is
+  never shown.)
 
 A mailbox stored before its index existed is indexed on first use (the first search, count or
 write of a store with the index): that is the upgrade; ``reindex`` rebuilds it from scratch.
@@ -35,6 +41,7 @@ write of a store with the index): that is the upgrade; ``reindex`` rebuilds it f
 from __future__ import annotations
 
 import json
+import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -42,13 +49,14 @@ from typing import Any
 import bson
 from pymongo.errors import OperationFailure
 
+from ..pure.change_marks import labels_moved, mark_key, settled
 from ..pure.documents import MessageDocuments
 from ..pure.keys import doc_id
 from ..pure.search_compile import index_stream_pipeline, search_columns, stream_key
 from ..pure.tags import row_tags
 from ..search_index import MailboxIndex, Record
 from ..search_index.fts import label_rows
-from . import capabilities
+from . import capabilities, changemarks
 from .context import AsyncStoreContext, log, resolve
 
 __all__ = [
@@ -59,6 +67,7 @@ __all__ = [
     "after_write",
     "current",
     "html_text",
+    "keep_stream",
     "load_records",
     "read_blobs",
     "rebuild",
@@ -178,13 +187,28 @@ async def current(ctx: AsyncStoreContext) -> MailboxIndex:
     assert index is not None
     state = index.state()
     streams = await capabilities.change_streams(ctx)
+    # without change streams: the mailbox's change mark, read before any check (a write after
+    # this read changes it, so the next read checks again)
+    mark = None if streams else await changemarks.read(ctx)
     if state is None or state.mode == "reconcile" or (state.mode == "stream") != streams:
         await _reconcile(ctx, index, streams)
+        if not streams and state is not None and labels_moved(None, mark):
+            await _relabel_all(ctx, index)  # the rows a rebuild kept may hold older labels
     elif streams:
         await _drain(ctx, index, state.token)
-    elif await ctx.messages.count_documents({"mailboxId": ctx.mailbox_id}) != index.size():
-        log.debug("mailbox %r: the search index holds another count than the store: reconciling", ctx.mailbox_id)
-        await _reconcile(ctx, index, streams)
+    elif mark is not None and settled(mark) and state.token == mark_key(mark):
+        return index  # nothing written since the last check
+    else:
+        if await ctx.messages.count_documents({"mailboxId": ctx.mailbox_id}) != index.size():
+            log.debug("mailbox %r: the search index holds another count than the store: reconciling", ctx.mailbox_id)
+            await _reconcile(ctx, index, streams)
+        if labels_moved(state.token, mark):  # a tag or folder change since (a count does not see it)
+            await _relabel_all(ctx, index)
+    if not streams:
+        if mark is not None and settled(mark):
+            index.set_state("count", mark_key(mark))
+        else:
+            await changemarks.forget_stale(ctx, mark)
     return index
 
 
@@ -245,6 +269,20 @@ async def _relabel(ctx: AsyncStoreContext, index: MailboxIndex, keys: Sequence[s
             async for m in ctx.messages.find(ctx.by_ids(ids), {"messageKey": 1, "tags": 1, "folders": 1})
         }
         index.set_labels(found)
+
+
+async def _relabel_all(ctx: AsyncStoreContext, index: MailboxIndex) -> None:
+    """Every message's tags and folders read (one find of three fields), and the labels of the
+    indexed ones that differ replaced."""
+    have = index.labels_by_key()
+    changed: dict[str, tuple[str, ...]] = {}
+    async for m in ctx.messages.find(
+        {"mailboxId": ctx.mailbox_id}, {"_id": 0, "messageKey": 1, "tags": 1, "folders": 1}
+    ):
+        labels = _labels(m)
+        if tuple(sorted(labels)) != have.get(str(m["messageKey"]), ()):
+            changed[str(m["messageKey"])] = labels
+    index.set_labels(changed)
 
 
 async def after_delete(ctx: AsyncStoreContext, keys: Sequence[str]) -> None:
@@ -336,18 +374,67 @@ async def _position_now(ctx: AsyncStoreContext) -> bytes:
     return bson.encode(dict(token))
 
 
+class KeptStream:
+    """The change stream a long-lived store keeps open between reads (``keep_stream``): the
+    stream, and the index position (BSON) it stands at once drained (None while it is not known
+    to match the index: a failure between the drain and the save). One user at a time (``lock``,
+    never waited for: a read that finds it taken opens a stream of its own)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stream: Any = None
+        self.token: bytes | None = None
+
+
+def keep_stream(ctx: AsyncStoreContext) -> None:
+    """Keep the change stream open between reads (the warm command host's and the MCP server's
+    stores, which live for many commands): a read that finds the index where the kept stream
+    stopped costs one ``getMore`` instead of opening a stream (``aggregate``), reading it and
+    closing it (``killCursors``). Clones of the store open their own, as before."""
+    if ctx.kept_stream is None:
+        ctx.kept_stream = KeptStream()
+
+
+async def _close(stream: Any) -> None:
+    await stream.__aexit__(None, None, None)
+
+
 async def _drain(ctx: AsyncStoreContext, index: MailboxIndex, token: bytes | None) -> None:
-    """Read the stream from ``token`` to now and apply it; save the new position."""
+    """Read the stream from ``token`` to now and apply it; save the new position. A store that
+    keeps its stream (``keep_stream``) reads on from where it stopped, where the index's
+    position is still that one (another process may have moved it)."""
+    kept = ctx.kept_stream
+    mine = kept is not None and kept.lock.acquire(blocking=False)
     try:
-        stream = await _open_stream(ctx, token)
-    except OperationFailure as exc:  # the position fell out of the oplog, or is not this server's
-        log.info("mailbox %r: the search index cannot resume its change stream (%s): reconciling", ctx.mailbox_id, exc)
-        index.set_state("reconcile", None)
-        await _reconcile(ctx, index, True)
-        return
+        await _drain_with(ctx, index, token, kept if mine else None)
+    finally:
+        if mine:
+            assert kept is not None
+            kept.lock.release()
+
+
+async def _drain_with(
+    ctx: AsyncStoreContext, index: MailboxIndex, token: bytes | None, kept: KeptStream | None
+) -> None:
+    stream = None
+    if kept is not None and kept.stream is not None:
+        stream, kept.stream = kept.stream, None
+        if token is None or kept.token != token:  # the index moved (another process), or unknown
+            await _close(stream)
+            stream = None
+    if stream is None:
+        try:
+            stream = await _open_stream(ctx, token)
+        except OperationFailure as exc:  # the position fell out of the oplog, or is not this server's
+            log.info(
+                "mailbox %r: the search index cannot resume its change stream (%s): reconciling", ctx.mailbox_id, exc
+            )
+            index.set_state("reconcile", None)
+            await _reconcile(ctx, index, True)
+            return
     pending: dict[str, str] = {}
     labels: dict[str, tuple[str, ...]] = {}  # the labels a tag change's event carried
-    ended = False
+    ended = keep = False
     try:
         while True:
             event = await stream.try_next()
@@ -369,14 +456,23 @@ async def _drain(ctx: AsyncStoreContext, index: MailboxIndex, token: bytes | Non
                 pending, labels = {}, {}
                 index.set_state("stream", bson.encode(dict(stream.resume_token)))
         position = None if ended else stream.resume_token
+        keep = kept is not None and position is not None
     finally:
-        await stream.__aexit__(None, None, None)
+        if keep:
+            assert kept is not None
+            kept.stream, kept.token = stream, None  # its position is the index's once saved
+        else:
+            await _close(stream)
     await _apply(ctx, index, pending, labels)
     if ended or position is None:
         index.set_state("reconcile", None)
         await _reconcile(ctx, index, True)
         return
-    index.set_state("stream", bson.encode(dict(position)))
+    saved = bson.encode(dict(position))
+    index.set_state("stream", saved)
+    if keep:
+        assert kept is not None
+        kept.token = saved
 
 
 def _merged(before: str | None, operation: str, event: Mapping[str, Any]) -> str:

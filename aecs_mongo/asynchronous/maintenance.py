@@ -21,6 +21,7 @@ from ..pure.documents import derived_fields, fold_thread_summary, thread_summary
 from ..pure.indexes import VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
 from ..pure.keys import check_str, doc_id
 from . import blobstore, capabilities, embeddings, indexing, lookups, search
+from .changemarks import AsyncChange
 from .context import AsyncStoreContext, errmsg, only_duplicates, resolve, to_list
 from .writing import build
 
@@ -142,12 +143,13 @@ async def _reparse(ctx: AsyncStoreContext, message_id: str) -> bool:
     if old.get("variantHashes"):
         docs.message["variantHashes"] = old["variantHashes"]
     await blobstore.put_blobs(ctx, [(blob, docs.message_key) for blob in docs.blobs])
-    await ctx.bodies.replace_one(ctx.upsert_key(_id), docs.body, upsert=True)
-    await ctx.messages.replace_one(ctx.by_id(_id), docs.message)
+    async with AsyncChange(ctx, followed=True):  # where there is no change stream (changemarks.py)
+        await ctx.bodies.replace_one(ctx.upsert_key(_id), docs.body, upsert=True)
+        await ctx.messages.replace_one(ctx.by_id(_id), docs.message)
+        await indexing.after_reparse(ctx, docs, old["messageKey"])
     await recompute_thread(ctx, old["threadKey"])
     if docs.thread_key != old["threadKey"]:
         await recompute_thread(ctx, docs.thread_key)
-    await indexing.after_reparse(ctx, docs, old["messageKey"])
     return True
 
 
@@ -181,7 +183,8 @@ async def reindex(ctx: AsyncStoreContext) -> dict[str, int]:
     if batch:
         await _repair_messages(ctx, batch, report)
     for start in range(0, len(redated), _REPAIR_BATCH):
-        await ctx.write_each(ctx.messages, redated[start : start + _REPAIR_BATCH])
+        async with AsyncChange(ctx, followed=False):  # the local index learns ts by its rebuild
+            await ctx.write_each(ctx.messages, redated[start : start + _REPAIR_BATCH])
     report["undatedRedated"] = len(redated)
     dangling = [
         r["_id"]
@@ -246,7 +249,9 @@ async def _repair_messages(ctx: AsyncStoreContext, batch: Sequence[Mapping[str, 
         changed = {k: v for k, v in derived.items() if message.get(k) != v}
         if changed:
             fixes.append((ctx.by_id(message["_id"]), {"$set": changed}))
-    await ctx.write_each(ctx.messages, fixes)
+    if fixes:
+        async with AsyncChange(ctx, followed=False):  # where there is no change stream (changemarks.py)
+            await ctx.write_each(ctx.messages, fixes)
     report["messagesFixed"] += len(fixes)
     records = [
         lookups.uidl_upsert(ctx, m["uidl"], m["messageId"], m["messageKey"]) for m in batch if m.get("uidl") is not None

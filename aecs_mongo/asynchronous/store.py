@@ -23,7 +23,20 @@ from ..pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
 from ..pure.settings import SEARCH_ENGINES, Capabilities, StoreSettings
 from ..results import MessagePage, SearchResults, StoreResult, TagReport, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, SearchHit, SemanticHit, SourcedMessage
-from . import blobstore, deletion, embeddings, export, lookups, maintenance, reading, search, stats, tagging, writing
+from . import (
+    blobstore,
+    deletion,
+    embeddings,
+    export,
+    indexing,
+    lookups,
+    maintenance,
+    reading,
+    search,
+    stats,
+    tagging,
+    writing,
+)
 from .blobstores import AsyncBlobStore, open_external
 from .capabilities import completion_concern
 from .context import AsyncStoreContext, Setting
@@ -144,6 +157,11 @@ class AsyncMessageStore:
         clone.db = self.db.with_options(write_concern=write_concern)
         clone._context = self._context.rebind(clone.db)
         return clone
+
+    def _keep_index_stream(self) -> None:
+        """Internal (the warm command host's and the MCP server's stores, which serve many reads):
+        keep the local index's change stream open between reads (``indexing.keep_stream``)."""
+        indexing.keep_stream(self._context)
 
     async def ensure_indexes(self, atlas: bool = False, num_dimensions: int = 1536) -> IndexReport:
         """Create every index the store reads with; idempotent, like indexes.js. A refused text

@@ -43,6 +43,7 @@ from ..pure.tags import (
 )
 from ..results import TagReport
 from . import capabilities, indexing, search
+from .changemarks import AsyncChange
 from .context import AsyncStoreContext, log, resolve, to_list
 
 __all__ = ["TAG_BATCH", "change", "tag_counts"]
@@ -97,7 +98,10 @@ async def change(
                 changed += await ctx.messages.count_documents({**ctx.by_ids(ids), **wants})
             continue
         threads = await _batch_threads(ctx, field, batch, ids)
-        modified = await _write(ctx, field, batch, ids, added, removed, concern)
+        async with AsyncChange(ctx, followed=True, labels=True):  # without a change stream (changemarks.py)
+            modified = await _write(ctx, field, batch, ids, added, removed, concern)
+            if modified:
+                await indexing.after_labels(ctx, batch.keys, field, added, removed)
         # a batch's last statement takes the rest of the query: a message that came meanwhile
         # and was changed is matched too
         matched += max(found, modified)
@@ -105,8 +109,6 @@ async def change(
         # also where nothing changed: a run that stopped between a batch and its threads
         # is finished by running it again
         await _thread_tags_after(ctx, threads, added, removed, concern)
-        if modified:
-            await indexing.after_labels(ctx, batch.keys, field, added, removed)
     return TagReport(matched=matched, changed=changed, dry_run=dry_run)
 
 

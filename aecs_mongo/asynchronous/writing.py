@@ -41,6 +41,7 @@ from ..pure.tags import check_folders, check_tags, needs_change
 from ..pure.variants import variant_blob_key, variant_record_update, variants_in_batch_order
 from ..results import StoreResult
 from . import blobstore, capabilities, indexing
+from .changemarks import AsyncChange
 from .context import AsyncStoreContext, insert_ignoring_duplicates, log, only_duplicates, resolve
 from .parse_pool import ParsePool, worker_count
 from .prefetch import AsyncPrefetch
@@ -326,7 +327,10 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
             for r, a in zip(results, redone, strict=True)
         ]
 
-    await ctx.across_restarts(once, again, "a batch was written")
+    # where there is no change stream (changemarks.py); a copy's folders join a stored message's
+    folders = any(d.message.get("folders") for d in batch)
+    async with AsyncChange(ctx, followed=True, labels=folders):
+        await ctx.across_restarts(once, again, "a batch was written")
     return results
 
 

@@ -81,10 +81,13 @@ def open_store(
     db: Database[dict[str, Any]],
     *,
     shared_view: bool = False,
+    long_lived: bool = False,
 ) -> MessageStore:
     """The store a command reads and writes through: ``--mailbox``, ``--owner``, ``--fast``, the
     local search index of :func:`search_index_for` and the blob store of :func:`blobs_for`.
-    ``shared_view``: what the store reads is seen by others (the MCP server): bcc is never shown."""
+    ``shared_view``: what the store reads is seen by others (the MCP server): bcc is never shown.
+    ``long_lived``: the store serves many reads (the warm command host, the MCP server): its
+    local index keeps its change stream open between them (one ``getMore`` a read)."""
     from ..synchronous.store import MessageStore
 
     blobs = blobs_for(args, db)
@@ -97,4 +100,6 @@ def open_store(
         search_index=search_index_for(args, db),
         blobs=blobs,
     )
+    if long_lived:
+        store._keep_index_stream()
     return store

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from .change_marks import MARKS_COLLECTION
 from .feed import CHECKPOINTS_COLLECTION
 from .indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
 from .keys import blob_prefix
@@ -139,6 +140,8 @@ DATA_COLLECTIONS: tuple[DataCollection, ...] = (
     DataCollection(VECTORS_COLLECTION, "message", "id_range", _ID_INDEX),
     DataCollection(BLOCKS_COLLECTION, "mailbox", "mailboxId", "aecs_vector_blocks_mailbox"),
     DataCollection(CHECKPOINTS_COLLECTION, "mailbox", "id_range", _ID_INDEX),
+    # the mailbox's change mark, where there are no change streams (change_marks.py)
+    DataCollection(MARKS_COLLECTION, "mailbox", "id_range", _ID_INDEX),
     # written by the IMAP import (issue 23): one per message, and per-folder state of the mailbox;
     # their indexes lead with mailboxId, as every index of the store does
     DataCollection("imap_sources", "message", "mailboxId", by="messageKey"),

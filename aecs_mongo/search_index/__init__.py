@@ -10,8 +10,9 @@ the HTML blobs: ``reindex`` rebuilds it, and removing the file only costs a rebu
 Layout of the file (``meta`` says which database it follows, and the schema version):
 
 - ``mailboxes(n, mailbox, mode, token, updated)``: one row per mailbox indexed: ``mode`` is
-  ``stream`` (caught up to the change-stream ``token``), ``count`` (no change streams: caught
-  up when the mailbox's count differs) or ``reconcile`` (a rebuild under way, from ``token``);
+  ``stream`` (caught up to the change-stream ``token``), ``count`` (no change streams: checked
+  against the mailbox's message count when the mailbox's change mark, ``pure/change_marks.py``,
+  differs from the one in ``token``) or ``reconcile`` (a rebuild under way, from ``token``);
 - ``docs_<n>(rowid, key, thread)``: one row per message (key and thread key as 32 bytes);
 - ``labels_<n>(label, rowid)``: a message's tags (``t:<tag>``) and folders (``f:<folder>``),
   for ``tag:``/``is:``/``folder:`` terms (created beside older files' tables: mail stored
@@ -323,6 +324,20 @@ class MailboxIndex:
                 "UPDATE mailboxes SET mode = ?, token = ?, updated = ? WHERE n = ?", (mode, token, time.time(), self.n)
             )
 
+    def settle(self, kept: bytes, mark: bytes) -> bool:
+        """Where the index is settled at the change mark ``kept`` (``count`` mode), settle it at
+        ``mark`` (a write of this store was the only change between them, and it followed it);
+        one statement, so that another process's state is never overwritten by a stale one."""
+        n = self.index.mailbox_number(self.mailbox_id, create=False)
+        if n is None:
+            return False
+        with self.index._write() as conn:
+            done = conn.execute(
+                "UPDATE mailboxes SET token = ?, updated = ? WHERE n = ? AND mode = 'count' AND token = ?",
+                (mark, time.time(), n, kept),
+            )
+            return done.rowcount == 1
+
     # --- writing --------------------------------------------------------------------------------
 
     def upsert(self, records: Iterable[Record]) -> int:
@@ -415,6 +430,15 @@ class MailboxIndex:
                 rows = conn.execute(f"SELECT key FROM {self.docs} WHERE key IN ({marks})", list(part))
                 found.update(bytes(k).hex() for (k,) in rows)
         return found
+
+    def labels_by_key(self) -> dict[str, tuple[str, ...]]:
+        """Each indexed message's labels (sorted), by key (hex); messages without any left out."""
+        found: dict[str, list[str]] = {}
+        with self.index.read() as conn:
+            rows = conn.execute(f"SELECT d.key, l.label FROM {self.labels} l JOIN {self.docs} d ON d.rowid = l.rowid")
+            for key, label in rows:
+                found.setdefault(bytes(key).hex(), []).append(str(label))
+        return {k: tuple(sorted(v)) for k, v in found.items()}
 
     def rowid_of(self, key: str) -> int | None:
         """The row of one message (None: not indexed)."""

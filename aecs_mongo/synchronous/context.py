@@ -19,6 +19,7 @@ from pymongo.errors import DuplicateKeyError
 
 from ..pure import vectors
 from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION, location_verdict, settings_document
+from ..pure.change_marks import MARKS_COLLECTION
 from ..pure.indexes import BARRIER_COLLECTION, BLOCKS_COLLECTION, VECTORS_COLLECTION
 from ..pure.keys import doc_id, message_key
 from ..pure.settings import Capabilities, StoreSettings
@@ -87,6 +88,7 @@ class StoreContext:
         self.vectors = db[VECTORS_COLLECTION]
         self.blocks = db[BLOCKS_COLLECTION]
         self.barrier = db[BARRIER_COLLECTION]
+        self.marks = db[MARKS_COLLECTION]
         self.files = db[f"{settings.bucket_name}.files"]
         self.chunks = db[f"{settings.bucket_name}.chunks"]
         #: vectors written since the last check for a block to seal (the first write checks)
@@ -94,6 +96,9 @@ class StoreContext:
         if search_index is None and settings.search_index is not None:
             search_index = SearchIndex(settings.search_index)
         self.search_index = search_index
+        #: the local index's change stream kept open between reads (``indexing.keep_stream``:
+        #: long-lived stores only; not shared with clones)
+        self.kept_stream: Any = None
         if blobs is None:
             blobs = GridFSBlobs(self)
         #: the blob store (``blob_store()`` checks it against the database's settings first)

@@ -23,6 +23,7 @@ from ..pure.documents import derived_fields, fold_thread_summary, thread_summary
 from ..pure.indexes import VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
 from ..pure.keys import check_str, doc_id
 from . import blobstore, capabilities, embeddings, indexing, lookups, search
+from .changemarks import Change
 from .context import StoreContext, errmsg, only_duplicates, resolve, to_list
 from .writing import build
 
@@ -144,12 +145,13 @@ def _reparse(ctx: StoreContext, message_id: str) -> bool:
     if old.get("variantHashes"):
         docs.message["variantHashes"] = old["variantHashes"]
     blobstore.put_blobs(ctx, [(blob, docs.message_key) for blob in docs.blobs])
-    ctx.bodies.replace_one(ctx.upsert_key(_id), docs.body, upsert=True)
-    ctx.messages.replace_one(ctx.by_id(_id), docs.message)
+    with Change(ctx, followed=True):  # where there is no change stream (changemarks.py)
+        ctx.bodies.replace_one(ctx.upsert_key(_id), docs.body, upsert=True)
+        ctx.messages.replace_one(ctx.by_id(_id), docs.message)
+        indexing.after_reparse(ctx, docs, old["messageKey"])
     recompute_thread(ctx, old["threadKey"])
     if docs.thread_key != old["threadKey"]:
         recompute_thread(ctx, docs.thread_key)
-    indexing.after_reparse(ctx, docs, old["messageKey"])
     return True
 
 
@@ -183,7 +185,8 @@ def reindex(ctx: StoreContext) -> dict[str, int]:
     if batch:
         _repair_messages(ctx, batch, report)
     for start in range(0, len(redated), _REPAIR_BATCH):
-        ctx.write_each(ctx.messages, redated[start : start + _REPAIR_BATCH])
+        with Change(ctx, followed=False):  # the local index learns ts by its rebuild
+            ctx.write_each(ctx.messages, redated[start : start + _REPAIR_BATCH])
     report["undatedRedated"] = len(redated)
     dangling = [
         r["_id"]
@@ -248,7 +251,9 @@ def _repair_messages(ctx: StoreContext, batch: Sequence[Mapping[str, Any]], repo
         changed = {k: v for k, v in derived.items() if message.get(k) != v}
         if changed:
             fixes.append((ctx.by_id(message["_id"]), {"$set": changed}))
-    ctx.write_each(ctx.messages, fixes)
+    if fixes:
+        with Change(ctx, followed=False):  # where there is no change stream (changemarks.py)
+            ctx.write_each(ctx.messages, fixes)
     report["messagesFixed"] += len(fixes)
     records = [
         lookups.uidl_upsert(ctx, m["uidl"], m["messageId"], m["messageKey"]) for m in batch if m.get("uidl") is not None

@@ -45,6 +45,7 @@ from ..pure.tags import (
 )
 from ..results import TagReport
 from . import capabilities, indexing, search
+from .changemarks import Change
 from .context import StoreContext, log, resolve, to_list
 
 __all__ = ["TAG_BATCH", "change", "tag_counts"]
@@ -99,7 +100,10 @@ def change(
                 changed += ctx.messages.count_documents({**ctx.by_ids(ids), **wants})
             continue
         threads = _batch_threads(ctx, field, batch, ids)
-        modified = _write(ctx, field, batch, ids, added, removed, concern)
+        with Change(ctx, followed=True, labels=True):  # without a change stream (changemarks.py)
+            modified = _write(ctx, field, batch, ids, added, removed, concern)
+            if modified:
+                indexing.after_labels(ctx, batch.keys, field, added, removed)
         # a batch's last statement takes the rest of the query: a message that came meanwhile
         # and was changed is matched too
         matched += max(found, modified)
@@ -107,8 +111,6 @@ def change(
         # also where nothing changed: a run that stopped between a batch and its threads
         # is finished by running it again
         _thread_tags_after(ctx, threads, added, removed, concern)
-        if modified:
-            indexing.after_labels(ctx, batch.keys, field, added, removed)
     return TagReport(matched=matched, changed=changed, dry_run=dry_run)
 
 

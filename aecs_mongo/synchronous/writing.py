@@ -42,6 +42,7 @@ from ..pure.tags import check_folders, check_tags, needs_change
 from ..pure.variants import variant_blob_key, variant_record_update, variants_in_batch_order
 from ..results import StoreResult
 from . import blobstore, capabilities, indexing
+from .changemarks import Change
 from .context import StoreContext, insert_ignoring_duplicates, log, only_duplicates, resolve
 from .parse_pool import ParsePool, worker_count
 from .prefetch import Prefetch
@@ -327,7 +328,10 @@ def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[St
             for r, a in zip(results, redone, strict=True)
         ]
 
-    ctx.across_restarts(once, again, "a batch was written")
+    # where there is no change stream (changemarks.py); a copy's folders join a stored message's
+    folders = any(d.message.get("folders") for d in batch)
+    with Change(ctx, followed=True, labels=folders):
+        ctx.across_restarts(once, again, "a batch was written")
     return results
 
 

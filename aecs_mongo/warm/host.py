@@ -223,7 +223,7 @@ class Host:
         )
         store = self._stores.get(key)
         if store is None:
-            store = self._stores[key] = open_store(args, db, **options)
+            store = self._stores[key] = open_store(args, db, long_lived=True, **options)
         return store
 
     @contextlib.contextmanager

@@ -25,8 +25,8 @@ columns) and ``per_message``, ours per message over notmuch's per message.
 The targets (issue 41): the tag change within 2x notmuch's time for the same messages, the reads
 within notmuch's + 10 ms. The load average is printed before and after. Run it with ``--mode rs``:
 the command line's embedded server is a replica set, whose change stream the local index follows;
-on a standalone server each read of the local index first counts the mailbox's messages (the
-section says so), and a write keeps no oplog.
+on a standalone server each read of the local index first reads the mailbox's change mark (one
+``find``; the section says so), each write bumps it, and a write keeps no oplog.
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def measure(ctx: Context, size: int, batch: int, rounds: int) -> Doc:
     report["replicaSet"] = ctx.transactions
     if not ctx.transactions:
         print(
-            "  tags: a standalone server: no change stream, so each read of the local index first counts the"
-            " mailbox's messages (the command line's embedded server is a replica set: --mode rs)"
+            "  tags: a standalone server: no change stream, so each read of the local index first reads the"
+            " mailbox's change mark (the command line's embedded server is a replica set: --mode rs)"
         )
     with tempfile.TemporaryDirectory(prefix="aecs-bench-tags-") as tmp:
         work = Path(tmp)
