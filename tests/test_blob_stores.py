@@ -221,6 +221,48 @@ def test_what_a_crash_left_is_reused_or_swept(make_store: Callable[..., Any], db
     assert db.messages.count_documents({}) == 2
 
 
+def test_blobs_put_ahead_keep_each_message_its_own_bytes(
+    make_store: Callable[..., Any], db: Any, tmp_path: Path
+) -> None:
+    """``store_many`` on the file store puts a batch's blobs while the batch before it is
+    written (filestore.py, "Staged ahead"): a later batch's other copy of a message (same
+    Message-ID, other bytes) never takes the name of the message's own raw bytes, whether the
+    message's batch put its blobs itself (the first two) or ahead; the copy is kept as a
+    variant, and nothing temporary is left."""
+    root = tmp_path / "blobs"
+    store = make_store("alice", blobs=f"file://{root}")
+
+    def raw(n: int, copy: int = 0) -> bytes:
+        head = (
+            f"Message-ID: <p{n}@example.com>\r\nFrom: a@example.com\r\nTo: b@example.com\r\n"
+            f"Subject: s{n}\r\nDate: Mon, 1 Jan 2024 10:{n:02d}:00 +0000\r\n"
+        )
+        if not copy:
+            return f"{head}\r\nbody {n}\r\n".encode()
+        # the other copy has an HTML part its first copy lacks: no body.html for the message
+        return (
+            f'{head}MIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary="b"\r\n\r\n'
+            f"--b\r\nContent-Type: text/plain\r\n\r\nbody {n}\r\n"
+            f"--b\r\nContent-Type: text/html\r\n\r\n<p>body {n}</p>\r\n--b--\r\n"
+        ).encode()
+
+    # batches of two: each message's other copy opens the next batch (2|3 straddles the batch
+    # written by its own put while the next one is put ahead; later ones are all put ahead)
+    items = [raw(0), raw(1), raw(2), raw(3), raw(3, 1), raw(4), raw(5), raw(6), raw(6, 1), raw(7), raw(7, 1)]
+    results = store.store_many(items, batch_size=2)
+    assert [r.inserted for r in results] == [True] * 4 + [False, True, True, True, False, True, False]
+    assert [r.variant for r in results] == [False] * 4 + [True, False, False, False, True, False, True]
+    for n in range(8):
+        assert store.get_raw(f"p{n}@example.com") == raw(n)
+    for n in (3, 6, 7):
+        assert store.get_raw_variants(f"p{n}@example.com") == [raw(n), raw(n, 1)]
+        assert store.get_html(f"p{n}@example.com") is None
+    names = {p.name.split(".", 1)[1].split(".")[0] for p in root.rglob("*") if p.is_file()}
+    assert names == {"raw", "variants"}  # no blob that no row names
+    assert not list(root.rglob("*.tmp"))
+    assert db.messages.count_documents({"mailboxId": "alice"}) == 8
+
+
 def test_create_if_absent_keeps_the_first_complete_copy(tmp_path: Path) -> None:
     blobs = BlobStore.from_url(f"file://{tmp_path}")
     key = "aecs/m/k/raw.eml"

@@ -54,6 +54,14 @@ def test_the_pull_is_filtered_on_the_token_and_spares_what_a_message_still_carri
         ({"_id": "a:1", "tagsRev": "r1"}, {"$pull": {"tags": {"$in": ["y"]}}}),
         ({"_id": "a:2", "tagsRev": None}, {"$pull": {"tags": {"$in": ["x"]}}}),  # no token: matches none set
     ]
+    # one statement per token and tags pulled, each summary still filtered on the token it had
+    more = [({"_id": "a:4", "tagsRev": "r1"}, {"$pull": {"tags": {"$in": ["y"]}}})]
+    more.append(({"_id": "a:5", "tagsRev": "r2"}, {"$pull": {"tags": {"$in": ["y"]}}}))
+    assert tag_rules.thread_pull_groups(pulls + more) == [
+        ({"_id": {"$in": ["a:1", "a:4"]}, "tagsRev": "r1"}, {"$pull": {"tags": {"$in": ["y"]}}}),
+        ({"_id": {"$in": ["a:2"]}, "tagsRev": None}, {"$pull": {"tags": {"$in": ["x"]}}}),
+        ({"_id": {"$in": ["a:5"]}, "tagsRev": "r2"}, {"$pull": {"tags": {"$in": ["y"]}}}),
+    ]
     added = tag_rules.thread_tags_added(["x"], "r9")
     assert added[0]["$set"]["tagsRev"] == {"$literal": "r9"}
     assert tag_rules.thread_tags_filter("a", ["k1"]) == {"mailboxId": "a", "threadKey": {"$in": ["k1"]}}
@@ -170,6 +178,38 @@ def test_a_removal_never_pulls_a_tag_another_writer_added_meanwhile(monitored: A
     store.tag(["m1@example.com"], remove=["x"])
     assert listener.other is None  # the other writer ran between the check and the pull
     assert listed(store) == {"root@example.com": ["x"]} and stored(db) == truth(db)
+
+
+class StoreBeforeTheWrite(monitoring.CommandListener):
+    """When the monitored store is about to write its tag change to ``messages``: another client
+    stores ``message`` (a store ``other``, the tags ``tags``) first."""
+
+    def __init__(self, other: Any, message: Any, tags: list[str]) -> None:
+        self.other, self.message, self.tags = other, message, tags
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name == "update" and event.command.get("update") == "messages" and self.other is not None:
+            other, self.other = self.other, None
+            other.store(self.message, tags=self.tags)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+@pytest.mark.server
+def test_a_message_stored_between_the_read_and_the_write_gets_its_thread_changed(monitored: Any, db: Any) -> None:
+    """A change by a query reads its page (keys, threads, tags), then writes by the query: a
+    message stored in between is changed by the write, and its thread follows."""
+    listener = StoreBeforeTheWrite(MessageStore(db, mailbox_id="alice"), email(3, thread="late@x"), ["batch"])
+    store = monitored(listener)
+    store.store_many([email(1), email(2, thread="b@x")], tags=["batch"])
+    report = store.tag("tag:batch", add=["x"])
+    assert listener.other is None  # the other store ran between the read and the write
+    assert report.changed == 3
+    assert listed(store)["late@x"] == ["batch", "x"] and stored(db) == truth(db)
 
 
 @pytest.mark.server

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from asyncio import wrap_future
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 from ..pure.blob_location import BlobLocation, check_key, parse_blob_url
@@ -70,6 +70,12 @@ class AsyncBlobStore:
         (``durable=False``: skip the syncs, for imports that can be re-run). ``absent``: the
         blobs belong to messages not stored, so none is expected (a hint; never required)."""
         raise NotImplementedError
+
+    def put_started(self, items: Sequence[tuple[Blob, str]], *, durable: bool = True) -> Future[None] | None:
+        """``put(items, absent=True)`` started on a thread, to be waited for before anything
+        that needs the blobs (their records); None where a store has no such thread (GridFS:
+        the caller puts them in order)."""
+        return None
 
     async def get(self, key: str) -> bytes | None:
         """One blob's bytes, or None where none is stored under ``key``."""
@@ -149,6 +155,12 @@ class AsyncExternalBlobStore(AsyncBlobStore):
         unique = {check_key(blob.key): blob.data for blob, _ in items}
         if unique:
             await self._call(self.backend.put_many, list(unique.items()), absent, durable)
+
+    def put_started(self, items: Sequence[tuple[Blob, str]], *, durable: bool = True) -> Future[None] | None:
+        unique = {check_key(blob.key): blob.data for blob, _ in items}
+        if not unique:
+            return None
+        return _runner().submit(self.backend.put_many, list(unique.items()), True, durable)
 
     async def get(self, key: str) -> bytes | None:
         return await self._call(self.backend.get, check_key(key))

@@ -15,11 +15,16 @@ complete, durable file, and a crash leaves at most temporary files, which ``dele
 and the sweep remove. The syncs of a batch run on a pool of threads: the kernel then commits
 them together (a few threads: see ``SYNC_THREADS``).
 
-Staged ahead (``stage``): ``store_iter`` writes and syncs the next batch's files under their
-temporary names while the current batch is written to the database (its build thread), so
-``put`` of that batch only links them and syncs the directories; a staged file whose message
-turns out to be stored already is removed (``unstage``). A temporary name is never a blob, so a
-file staged for a message that is never stored is what an interrupted ``put`` leaves.
+Staged ahead (``stage``): ``store_iter`` puts the next batch's files while the current batch is
+written to the database (its build thread): the same steps as ``put`` (written and synced under
+temporary names, linked to their final names, the directories synced), so ``put`` of that batch
+has nothing left to do for them and the batch's rows still come after durable files. Only the
+first copy of each message of the batch is put ahead, and only where no raw blob of the message
+is there (it is stored, or a crash left it): another copy's other parts would name blobs that
+no row holds; ``put`` takes the rest, as before. A file staged for a message that is then never stored (the run stopped
+before its batch, or the batch failed) is a blob without a row, as a crash between ``put`` and
+the insert leaves: the next delivery of the message reuses it, the sweep removes it
+(``sweep_blobs``, once it is older than the grace period).
 
 Compressed with zstd (level 3): mail compressed 4.05x at 490 MB/s on the test corpus, so a
 directory of blobs takes about a quarter of the mail's size (``zstd -d`` reads a file).
@@ -71,6 +76,11 @@ def _fsync_path(path: str) -> None:
         os.close(fd)
 
 
+def _message_prefix(key: str) -> str:
+    """``aecs/<mailbox>/<messageKey>`` of a blob key."""
+    return "/".join(key.split("/", 3)[:3])
+
+
 def _is_temporary(name: str) -> bool:
     return name.startswith(".") and name.endswith(".tmp")
 
@@ -81,8 +91,8 @@ class FileBackend:
     def __init__(self, location: BlobLocation) -> None:
         self.url = location.url
         self.root = location.path
-        #: files written and synced ahead (``stage``): key -> (the bytes, the temporary path)
-        self._staged: dict[str, tuple[bytes, str]] = {}
+        #: blobs put ahead (``stage``), durable under their names: key -> the bytes staged
+        self._staged: dict[str, bytes] = {}
         self._lock = threading.Lock()
 
     def _path(self, key: str) -> str:
@@ -141,55 +151,59 @@ class FileBackend:
             out.write(compress(data))
 
     def stage(self, items: Sequence[tuple[str, bytes]]) -> None:
-        """Write and sync the blobs of ``items`` under temporary names ahead of their ``put``
-        (the first of a key; one staged already is left as it is). Best effort: what fails is
-        removed and left to ``put``, which reports it."""
+        """Put the blobs of ``items`` ahead of their ``put`` (the first of a key; one staged
+        already is left as it is): durable under their names on return. Best effort: on an
+        error nothing is recorded as staged, and ``put`` does the work again and reports it."""
         with self._lock:
             fresh = {key: data for key, data in items if key not in self._staged}
-        made: set[str] = set()
-        temporary: list[tuple[str, str]] = []
+        # a message whose raw blob is there is stored (or a crash left it): its copy here may
+        # have other parts, which would name blobs its row does not hold; ``put`` decides
+        prefixes = {key.rsplit("/", 1)[0] for key in fresh if key.endswith("/raw.eml")}
+        taken = {p for p in prefixes if os.path.exists(self._path(p + "/raw.eml"))}
+        fresh = {key: data for key, data in fresh.items() if _message_prefix(key) in prefixes - taken}
+        if not fresh:
+            return
         try:
-            for key, data in fresh.items():
-                self._write_temporary(key, data, made, temporary)
-            # the files, and the parent of each directory made (the put syncs only the others)
-            _each(_fsync_path, [temp for temp, _ in temporary] + sorted(made))
+            self._put(list(fresh.items()), durable=True)
         except OSError:
-            for temp, _ in temporary:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp)
             return
         with self._lock:
-            for (key, data), (temp, _) in zip(fresh.items(), temporary, strict=True):
-                self._staged[key] = (data, temp)
+            self._staged.update(fresh)
 
     def unstage(self, items: Sequence[tuple[str, bytes]]) -> None:
-        """Remove the staged files of ``items`` that no ``put`` took (their messages were stored)."""
+        """Forget the staged blobs of ``items`` that no ``put`` took (their messages were stored
+        before, or never will be: their files stay, a blob without a row, which the next
+        delivery reuses and the sweep removes)."""
         with self._lock:
-            gone = [self._staged.pop(key) for key, data in items if self._staged.get(key, (None,))[0] is data]
-        for _, temp in gone:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
+            for key, data in items:
+                if self._staged.get(key) is data:
+                    del self._staged[key]
 
     def put_many(self, items: Sequence[tuple[str, bytes]], absent: bool, durable: bool) -> None:
-        todo = [(key, data) for key, data in items if absent or not os.path.exists(self._path(key))]
+        with self._lock:
+            # put ahead (``stage``), these very bytes: durable under their names already
+            todo = [(key, data) for key, data in items if self._staged.pop(key, None) is not data]
+        todo = [(key, data) for key, data in todo if absent or not os.path.exists(self._path(key))]
         if not todo:
             return
+        try:
+            self._put(todo, durable)
+        except OSError as exc:
+            raise self._failed(exc, "write blobs") from None
+
+    def _put(self, todo: Sequence[tuple[str, bytes]], durable: bool) -> None:
+        """Write ``todo`` to temporary names, sync them, link each to its name unless one is
+        there, sync the directories (the module docstring's order). Raises ``OSError``, with
+        no temporary file left."""
         made: set[str] = set()
         temporary: list[tuple[str, str]] = []
         try:
-            written = 0
             for key, data in todo:
-                with self._lock:
-                    staged = self._staged.get(key)
-                    if staged is not None and staged[0] is data:  # written and synced ahead
-                        del self._staged[key]
-                        temporary.insert(0, (staged[1], self._path(key)))
-                        written += 1
-                        continue
                 self._write_temporary(key, data, made, temporary)
             if durable:
-                _each(_fsync_path, [temp for temp, _ in temporary[written:]])
-            directories = set(made)
+                # the files, and the parent of each directory made
+                _each(_fsync_path, [temp for temp, _ in temporary] + sorted(made))
+            directories: set[str] = set()
             for temp, final in temporary:
                 try:
                     os.link(temp, final)
@@ -206,8 +220,6 @@ class FileBackend:
             temporary = []
             if durable:
                 _each(_fsync_path, sorted(directories))
-        except OSError as exc:
-            raise self._failed(exc, "write blobs") from None
         finally:
             for temp, _ in temporary:
                 with contextlib.suppress(OSError):

@@ -17,7 +17,9 @@ import itertools
 import random
 import re
 import secrets
+import threading
 from collections.abc import Iterator, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from time import monotonic
 from typing import Any
 
@@ -139,22 +141,43 @@ def store_iter(
     every = check_tags(tags)
     numbered = enumerate(items)
     Built = tuple[list[MessageDocuments], list[tuple[int, Any, AecsMongoError]]]
+    Staged = tuple[list[MessageDocuments], list[tuple[int, Any, AecsMongoError]], Future[None] | None]
     workers = worker_count()  # where the machine has cores to spare (parse_pool.py)
     pool: ParsePool | None = None
     batches = 0
-    # a file store writes and syncs the next batch's blobs while this one is written (durable
-    # stores only; once a batch checked the blob location: filestore.py, "Staged ahead")
+    # a file store puts the next batch's blobs (written, synced, named) while this one is
+    # written, on a thread of its own, so the batch after it is parsed meanwhile (durable stores
+    # only; once a batch checked the blob location: filestore.py, "Staged ahead")
     stager = ctx.blobs.stager() if ctx.settings.durable else None
-    staged: list[list[tuple[str, bytes]]] = []
+    staging = ThreadPoolExecutor(1, thread_name_prefix="aecs-stage") if stager is not None else None
+    staged: dict[int, list[tuple[str, bytes]]] = {}  # id() of a batch put ahead -> its blobs
     checked = False
+    # batches built without putting ahead and not written yet: a batch is put ahead only once
+    # every batch before it has its blobs named (a name is taken by the first copy: a later
+    # batch's copy of a message must never take it before the message's own blobs)
+    unnamed: dict[int, int] = {}  # id() of such a batch -> its number
+    named = threading.Condition()
+    stopping = False
 
-    def build_next() -> Built | None:
+    def put_ahead(number: int, items: list[tuple[str, bytes]]) -> None:
+        assert stager is not None
+        with named:
+            named.wait_for(lambda: stopping or all(n > number for n in unnamed.values()))
+            if stopping:
+                return
+        stager.stage(items)
+
+    def build_next() -> Staged | None:
         built = build_batch()
-        if built is not None and stager is not None and checked:
-            items = _blob_items(built[0])
-            staged.append(items)
-            stager.stage(items)
-        return built
+        if built is None:
+            return None
+        if stager is None or staging is None or not checked:
+            with named:
+                unnamed[id(built[0])] = batches
+            return (*built, None)
+        items = _blob_items(built[0])
+        staged[id(built[0])] = items
+        return (*built, staging.submit(put_ahead, batches, items))
 
     def build_batch() -> Built | None:
         nonlocal batches, pool
@@ -181,35 +204,53 @@ def store_iter(
                 break
         return (batch, refused) if batch or refused else None
 
-    prefetch: Prefetch[Built] = Prefetch(build_next)
+    prefetch: Prefetch[Staged] = Prefetch(build_next)
     try:
         while (built := prefetch.next()) is not None:
-            batch, refused = built
+            batch, refused, ahead = built
             for error in refused:
                 assert on_error is not None
                 on_error(*error)
+            if ahead is not None:
+                ahead.result()  # its blobs are durable under their names
             if batch:
                 results = write_batch(ctx, batch)
                 checked = True
+            with named:
+                unnamed.pop(id(batch), None)
+                named.notify_all()
+            if batch:
                 if stager is not None:
-                    stager.unstage(_blob_items(batch))  # of messages stored before
+                    stager.unstage(staged.pop(id(batch), []))  # of messages stored before
                 for result in results:
                     yield result
     finally:
         prefetch.close()
         if pool is not None:
             pool.close()
+        if staging is not None:
+            with named:
+                stopping = True
+                named.notify_all()
+            staging.shutdown(wait=True)
         if stager is not None:
-            for items in staged:
+            for items in staged.values():
                 stager.unstage(items)
 
 
 def _blob_items(batch: Sequence[MessageDocuments]) -> list[tuple[str, bytes]]:
-    """``(key, bytes)`` of each blob of a batch, the first of each key (as ``write_once`` puts)."""
+    """``(key, bytes)`` of the blobs of the first copy of each message in a batch (the copy
+    ``write_once`` inserts; a later one with other parts would name blobs no row holds), of
+    messages with raw bytes (``raw.eml``: the stager skips a message whose raw blob is there)."""
     items: dict[str, bytes] = {}
+    seen: set[str] = set()
     for docs in batch:
-        for blob in docs.blobs:
-            items.setdefault(check_key(blob.key), blob.data)
+        if docs.message["_id"] in seen:
+            continue
+        seen.add(docs.message["_id"])
+        if any(blob.key.endswith("/raw.eml") for blob in docs.blobs):
+            for blob in docs.blobs:
+                items.setdefault(check_key(blob.key), blob.data)
     return list(items.items())
 
 
@@ -319,6 +360,11 @@ def write_once(
     unique = [d for d in first.values() if d.message["_id"] not in stored]
     # other bytes of a new message later in the batch: recorded by its insert, blobs first
     folded = _fold_repeats(batch, unique)
+    # other bytes of a stored message: a file or object store puts their blobs on a thread
+    # while the batch's messages are written, waited for before the records (_keep_variants)
+    ahead = _variants_ahead(batch, stored)
+    started = (ctx.blob_store()).put_started(ahead, durable=ctx.settings.durable) if ahead else None
+    put_ahead = {blob.key for blob, _ in ahead} if started is not None else set()
     blobstore.put_blobs(
         ctx,
         [(blob, d.message_key) for d in unique for blob in d.blobs] + [(b, k) for _, b, k in folded.values()],
@@ -361,8 +407,10 @@ def write_once(
     # a repeat within the batch, and every copy of a stored message, may be other bytes
     copies = [d for d, new in zip(batch, fresh, strict=True) if not new]
     foldered = _add_folders(ctx, copies, stored)
+    if started is not None:
+        started.result()
     variants, wrote = _keep_variants(
-        ctx, [d for d in copies if id(d) not in recorded], stored, concern, repair=repair
+        ctx, [d for d in copies if id(d) not in recorded], stored, concern, repair=repair, put_ahead=put_ahead
     )
     variants |= recorded
     if not wrote and (not journaled or foldered):
@@ -386,6 +434,27 @@ def _raw_blob(docs: MessageDocuments, blob_prefix: str) -> Blob:
     """A copy's raw bytes as the variant blob of the stored message (of ``blob_prefix``)."""
     raw = next(b.data for b in docs.blobs if b.key.endswith("/raw.eml"))
     return Blob(variant_blob_key(blob_prefix, docs.message["rawSha256"]), raw, "message/rfc822")
+
+
+def _variants_ahead(
+    batch: Sequence[MessageDocuments], stored: Mapping[str, Mapping[str, Any]]
+) -> list[tuple[Blob, str]]:
+    """The variant blobs ``_keep_variants`` will upload for the batch's copies of messages the
+    batch's lookup found stored (other bytes than every copy recorded there: its ``rawSha256``
+    and ``variants``), with their messageKey, one per key. A message stored without
+    ``rawSha256`` (its hash is read from its raw blob) is left to ``_keep_variants``."""
+    found: dict[str, tuple[Blob, str]] = {}
+    for docs in batch:
+        message = stored.get(docs.message["_id"])
+        sha = docs.message.get("rawSha256")
+        if message is None or not sha or not message.get("rawSha256"):
+            continue
+        recorded = {v.get("sha256") for v in message.get("variants") or ()}
+        if sha == message["rawSha256"] or sha in recorded:
+            continue
+        blob = _raw_blob(docs, message["blobPrefix"])
+        found.setdefault(blob.key, (blob, message["messageKey"]))
+    return list(found.values())
 
 
 def _fold_repeats(
@@ -458,6 +527,7 @@ def _keep_variants(
     concern: Any,
     *,
     repair: bool = False,
+    put_ahead: set[str] | None = None,
 ) -> tuple[set[int], bool]:
     """Keep the raw bytes of each copy of a stored message that differ from every copy kept
     (compared by SHA-256), as a blob under the message's prefix and a ``variants`` record on it.
@@ -474,6 +544,7 @@ def _keep_variants(
     ``repair`` (a pass after a server restart): a copy whose record is there gets its blob
     uploaded again where its ``files`` document is missing: the blob may have gone with the
     server that restarted, while the driver's retry wrote the record on the new one.
+    ``put_ahead``: keys of variant blobs the caller put already (``_variants_ahead``).
     """
     copies = [d for d in copies if d.message.get("rawSha256")]
     if not copies:
@@ -502,7 +573,7 @@ def _keep_variants(
     blobstore.put_blobs(ctx, recorded)
     if not todo:
         return set(), False
-    kept, wrote = _record_variants(ctx, todo, concern)
+    kept, wrote = _record_variants(ctx, todo, concern, put_ahead or set())
     if repair and _batch_order(ctx, copies):
         ctx.journal_barrier(concern)  # the reordering came after the batch's durable write
     return kept, wrote
@@ -539,12 +610,17 @@ def _batch_order(ctx: StoreContext, copies: Sequence[MessageDocuments]) -> bool:
 
 
 def _record_variants(
-    ctx: StoreContext, todo: Sequence[tuple[MessageDocuments, Mapping[str, Any], Blob]], concern: Any
+    ctx: StoreContext,
+    todo: Sequence[tuple[MessageDocuments, Mapping[str, Any], Blob]],
+    concern: Any,
+    put_ahead: set[str],
 ) -> tuple[set[int], bool]:
-    """Upload the copies' blobs, then record each copy on its message (``_keep_variants``)."""
+    """Upload the copies' blobs (but those in ``put_ahead``), then record each copy on its
+    message (``_keep_variants``)."""
     # none of these is expected to be there (its hash is not recorded); one that is (a
     # concurrent writer's, or an upload a crash cut short) is found and completed there
-    blobstore.put_blobs(ctx, [(blob, message["messageKey"]) for _, message, blob in todo], absent=True)
+    blobs = [(blob, message["messageKey"]) for _, message, blob in todo if blob.key not in put_ahead]
+    blobstore.put_blobs(ctx, blobs, absent=True)
     now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     kept: set[int] = set()
     for n, (docs, message, blob) in enumerate(todo, 1):
