@@ -232,6 +232,9 @@ def test_a_long_scan_reads_only_the_bodies_that_may_match_and_finds_the_same(
             raw_mail("subject@x", "Ocarina meeting", "nothing here", when=old),
             raw_mail("file@x", "Report", "see attached", attachment="kazoo-plan.pdf", when=old),
             raw_mail("both@x", "Kazoo", "and a xylophonist", html="<p>ocarina</p>", when=old),
+            raw_mail("sender@x", "Hi", "hello", sender="Théremin Player <tp@example.net>", when=old),
+            raw_mail("address@x", "Hi", "hello", to="bob@glockenspiel.example, eve@celesta.example", when=old),
+            raw_mail("long@x", "x" * 995 + " harmonium", "nothing", when=old),  # the hot row cuts the subject
         ]
     )
     local.store_many(
@@ -253,13 +256,18 @@ def test_a_long_scan_reads_only_the_bodies_that_may_match_and_finds_the_same(
         "xylophonist NOT ocarina": ["combining@x", "accent@x"],
         "zeppelin OR marimbaphone": ["cc@x", "html@x"],
         "xylo*": ["both@x", "combining@x", "accent@x"],
+        "theremin": ["sender@x"],
+        "from:theremin": ["sender@x"],
+        "glockenspiel": ["address@x"],
+        "to:celesta": ["address@x"],
+        "harmonium": ["long@x"],
     }
     for query, expected in queries.items():
         with caplog.at_level(logging.DEBUG, logger="aecs_mongo"):
             caplog.clear()
             found = scan.search(query, limit=50)
         assert "bodies may hold the words (prefilter)" in caplog.text, query
-        assert sorted(ids(found)) == sorted(expected) and found.complete and found.examined == 507, query
+        assert sorted(ids(found)) == sorted(expected) and found.complete and found.examined == 510, query
         assert ids(local.search(query, limit=50)) == ids(found), query  # the same order: newest, then by key
         assert scan.count(query) == len(expected), query
     assert len(scan.search("ordinary", limit=50)) == 50  # a common word: the page is full first

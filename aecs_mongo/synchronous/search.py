@@ -31,6 +31,7 @@ from ..pure.search_compile import (
     message_filter,
     mongo_pipeline,
     post_match,
+    prefiltered_haystacks,
     search_columns,
     search_haystacks,
     search_keyset,
@@ -53,7 +54,7 @@ _SNIPPET_COLUMNS = ("clean", "subject", "rest", "html", "sender", "recipients", 
 _HIT_FIELDS = {"messageId": 1, "threadId": 1, "subject": 1, "ts": 1, "messageKey": 1, "tags": 1}
 _SCAN_MESSAGE_FIELDS = {**queries.SEARCH_WINDOW_PROJECTION, "threadId": 1, "threadKey": 1, "from": 1}
 _SCAN_MESSAGE_FIELDS |= {"tags": 1, "folders": 1}
-_SCAN_MESSAGE_FIELDS |= {"attachments": 1, "blobs": 1, "blobPrefix": 1}
+_SCAN_MESSAGE_FIELDS |= {"attachments": 1, "blobs": 1, "blobPrefix": 1, "participants": 1}
 #: The ids of one read of the scan's bodies and blobs: SecantusDB tests each document it
 #: fetches against the whole ``$in`` list (in Python), so a list of 100 cost 0.67-1.0 ms a
 #: body and one of 50 0.47-0.62 ms (measured at 20,000 messages); mongod does not care.
@@ -546,15 +547,16 @@ def _match_window(
     if holding is not None:  # the body of a message not in ``holding`` has none of the words
         wanted, html_first = [], list[dict[str, Any]]()
         for message in window:
-            if message["_id"] in holding:
+            own = prefiltered_haystacks(message, "" if html_key(message) is None else None)
+            if message["_id"] in holding or own is None:
                 wanted.append(message)
-            elif may(message, search_haystacks(message, {}, "" if html_key(message) is None else None)):
+            elif may(message, own):
                 (wanted if html_key(message) is None or not reads_html else html_first).append(message)
         data.update(_read_blobs(ctx, [str(html_key(m)) for m in html_first]))
         for message in html_first:
             raw_html = data.get(str(html_key(message)))
             html = None if raw_html is None else raw_html.decode("utf-8", "replace")
-            if may(message, search_haystacks(message, {}, indexing.html_pieces(html))):
+            if may(message, {**(prefiltered_haystacks(message, "") or {}), "html": indexing.html_pieces(html)}):
                 wanted.append(message)
         order = {m["_id"]: i for i, m in enumerate(window)}
         wanted.sort(key=lambda m: order[m["_id"]])
