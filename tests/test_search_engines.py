@@ -213,6 +213,58 @@ def test_words_in_signatures_html_parts_accents_and_names_are_found(make_store: 
     assert "5551234" in snippet
 
 
+def test_a_long_scan_reads_only_the_bodies_that_may_match_and_finds_the_same(
+    make_store: Any, tmp_path: Path, caplog: Any
+) -> None:
+    """Past 200 messages a scan for rare words asks the server for the bodies that may hold
+    them (a pattern per word, accents and case folded) and reads no other body: what the words
+    match in names, subjects, attachment names and HTML parts is still found, as the index
+    finds it (the special messages are the oldest: the scan reaches them after it asked)."""
+    local = make_store("alice", search_index=tmp_path / "index.sqlite")
+    scan = make_store("alice", search_engine="scan")
+    old = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
+    local.store_many(
+        [
+            raw_mail("html@x", "News", "no HTML here", html="<p>A <b>zepp&eacute;lin</b> sale.</p>", when=old),
+            raw_mail("accent@x", "Hello", "the XYLOPHÖNIST played", when=old),
+            raw_mail("combining@x", "Hello", "the xylopho\u0308nist again", when=old),
+            raw_mail("cc@x", "Hello", "hi", to="Quentin Marimbaphone <q@example.org>", when=old),
+            raw_mail("subject@x", "Ocarina meeting", "nothing here", when=old),
+            raw_mail("file@x", "Report", "see attached", attachment="kazoo-plan.pdf", when=old),
+            raw_mail("both@x", "Kazoo", "and a xylophonist", html="<p>ocarina</p>", when=old),
+        ]
+    )
+    local.store_many(
+        [
+            raw_mail(f"f{n}@x", f"filler {n}", f"ordinary words number {n}", when=old + dt.timedelta(days=1, minutes=n))
+            for n in range(500)
+        ]
+    )
+    queries = {
+        "zeppelin": ["html@x"],
+        "xylophonist": ["both@x", "combining@x", "accent@x"],
+        "marimbaphone": ["cc@x"],
+        "to:marimbaphone": ["cc@x"],
+        "ocarina": ["both@x", "subject@x"],
+        "subject:ocarina": ["subject@x"],
+        "attachment:kazoo": ["file@x"],
+        "kazoo": ["both@x", "file@x"],
+        "kazoo xylophonist": ["both@x"],
+        "xylophonist NOT ocarina": ["combining@x", "accent@x"],
+        "zeppelin OR marimbaphone": ["cc@x", "html@x"],
+        "xylo*": ["both@x", "combining@x", "accent@x"],
+    }
+    for query, expected in queries.items():
+        with caplog.at_level(logging.DEBUG, logger="aecs_mongo"):
+            caplog.clear()
+            found = scan.search(query, limit=50)
+        assert "bodies may hold the words (prefilter)" in caplog.text, query
+        assert sorted(ids(found)) == sorted(expected) and found.complete and found.examined == 507, query
+        assert ids(local.search(query, limit=50)) == ids(found), query  # the same order: newest, then by key
+        assert scan.count(query) == len(expected), query
+    assert len(scan.search("ordinary", limit=50)) == 50  # a common word: the page is full first
+
+
 def test_dates_threads_and_negations_agree(make_store: Any, tmp_path: Path) -> None:
     local = make_store("alice", search_index=tmp_path / "index.sqlite")
     scan = make_store("alice", search_engine="scan")

@@ -23,6 +23,7 @@ from ..pure.keys import doc_id, thread_key
 from ..pure.search_compile import (
     MongoSearch,
     atlas_search,
+    body_prefilter,
     check_sort,
     label_hint,
     message_filter,
@@ -55,6 +56,12 @@ _SCAN_MESSAGE_FIELDS |= {"attachments": 1, "blobs": 1, "blobPrefix": 1}
 #: fetches against the whole ``$in`` list (in Python), so a list of 100 cost 0.67-1.0 ms a
 #: body and one of 50 0.47-0.62 ms (measured at 20,000 messages); mongod does not care.
 _SCAN_IN = 50
+#: Messages a scan walks before it asks for the bodies that may hold its words
+#: (``_bodies_passing``; a search that found its page by then never asks), the windows after
+#: that, and the most bodies that prefilter may name (more: the walk reads every body).
+_PREFILTER_AFTER = 200
+_SCAN_CHUNK = 2_000
+_PREFILTER_MAX = 100_000
 
 
 def _thread_key_of(thread_id: str) -> str:
@@ -159,7 +166,7 @@ async def count(ctx: AsyncStoreContext, query: str) -> int:
         matched += len(rows)
         return False
 
-    await _scan_walk(ctx, tree, None, now, None, take, cap=None)
+    await _scan_walk(ctx, tree, None, now, None, take, cap=None, want=None)
     return matched
 
 
@@ -372,7 +379,8 @@ async def _scan(
                 return True
         return False
 
-    examined, capped = await _scan_walk(ctx, tree, after, now, progress, take, cap=ctx.settings.scan_limit)
+    cap = ctx.settings.scan_limit
+    examined, capped = await _scan_walk(ctx, tree, after, now, progress, take, cap=cap, want=limit)
     results.examined = examined
     results.complete = not capped or len(results) >= limit
     return results
@@ -387,27 +395,90 @@ async def _scan_walk(
     take: Callable[[list[Any]], Any],
     *,
     cap: int | None,
+    want: int | None,
 ) -> tuple[int, bool]:
     """Walk the mailbox newest first in windows; hand each window's matches (``(message,
-    columns)``) to ``take`` until it says True. Returns (messages examined, stopped by ``cap``)."""
+    columns)``) to ``take`` until it says True (``want``: the matches it takes at most, None:
+    all). Returns (messages examined, stopped by ``cap``).
+
+    A walk still going after ``_PREFILTER_AFTER`` messages, whose words are rare there and
+    which will read a good part of the mailbox (``_prefilter_pays``), asks the server once for
+    the bodies that may hold the words (``search_compile.body_prefilter``: one pass over the
+    mailbox's bodies, where reading them costs the server two to three times as much) and
+    walks the rest in bigger windows, reading a body only where its message may match."""
     examined = 0
+    hits = 0
     capped = False
+    switch = False
+    last: tuple[int, str] | None = after
     since, until = _date_bounds(tree, now)
     inbox = queries.inbox_query(ctx.mailbox_id, since=since, until=until)
     read = await paging.windowed_read(ctx, inbox)
+    prefilter = body_prefilter(tree)
+    ask = prefilter is not None  # once, after ``_PREFILTER_AFTER`` messages
+    holding: set[str] | None = None
 
     async def window(batch: list[dict[str, Any]]) -> bool:
-        nonlocal examined, capped
+        nonlocal examined, capped, switch, last, hits
         if cap is not None and examined + len(batch) >= cap:
             batch, capped = batch[: cap - examined], True
         examined += len(batch)
-        matched = await _match_window(ctx, tree, batch, now)
+        matched = await _match_window(ctx, tree, batch, now, holding)
+        hits += len(matched)
         if progress is not None and batch:
             progress(examined)
-        return bool(await resolve(take(matched))) or capped
+        if batch:
+            last = (int(batch[-1]["ts"]), str(batch[-1]["messageKey"]))
+        if bool(await resolve(take(matched))) or capped:
+            return True
+        switch = ask and examined >= _PREFILTER_AFTER
+        return switch
 
-    await paging.walk_windows(ctx, inbox, read, after, None, _SCAN_MESSAGE_FIELDS, window)
+    first = _PREFILTER_AFTER if ask else 500  # windows of about this many messages until then
+    await paging.walk_windows(ctx, inbox, read, after, None, _SCAN_MESSAGE_FIELDS, window, chunk=first)
+    if switch and prefilter is not None and await _prefilter_pays(ctx, since, last, cap, examined, hits, want):
+        holding = await _bodies_passing(ctx, prefilter)
+    if switch:
+        chunk = _SCAN_CHUNK if holding is not None else 500
+        ask = switch = False
+        await paging.walk_windows(ctx, inbox, read, last, None, _SCAN_MESSAGE_FIELDS, window, chunk=chunk)
     return examined, capped
+
+
+async def _prefilter_pays(
+    ctx: AsyncStoreContext,
+    since: int | None,
+    last: tuple[int, str] | None,
+    cap: int | None,
+    examined: int,
+    hits: int,
+    want: int | None,
+) -> bool:
+    """Whether the prefilter (a pass over every body of the mailbox, about a third of the
+    cost of reading them) pays for the rest of the walk: the words matched at most one
+    message in twenty so far, and the messages still to read, by that rate and by the store's
+    sample (``paging.mailbox_sample``: the mailbox's size, the part of it the rest of the walk
+    covers), are at least a third of the mailbox."""
+    if hits * 20 > examined or last is None:
+        return False
+    sampled, fraction = await paging.mailbox_sample(ctx)
+    total = len(sampled) / fraction
+    left = sum(1 for r in sampled if int(r["ts"]) <= last[0] and (since is None or int(r["ts"]) >= since)) / fraction
+    if cap is not None:
+        left = min(left, cap - examined)
+    if want is not None and hits:
+        left = min(left, (want - hits) * examined / hits)
+    return left * 3 >= total
+
+
+async def _bodies_passing(ctx: AsyncStoreContext, prefilter: dict[str, Any]) -> set[str] | None:
+    """The ``_id`` of every body of the mailbox that passes ``prefilter`` (None: too many to
+    be worth it, as for a common word: the walk reads every body then, as it does before)."""
+    start = doc_id(ctx.mailbox_id, "")
+    selector = {"_id": {"$gte": start, "$lt": start[:-1] + ";"}, **prefilter}
+    found = await to_list(ctx.bodies.find(selector, {"_id": 1}).limit(_PREFILTER_MAX + 1))
+    log.debug("scan of mailbox %r: %d bodies may hold the words (prefilter)", ctx.mailbox_id, len(found))
+    return None if len(found) > _PREFILTER_MAX else {b["_id"] for b in found}
 
 
 def _date_bounds(tree: Node, now: _dt.datetime) -> tuple[int | None, int | None]:
@@ -427,18 +498,21 @@ def _date_bounds(tree: Node, now: _dt.datetime) -> tuple[int | None, int | None]
 
 
 async def _match_window(
-    ctx: AsyncStoreContext, tree: Node, window: list[dict[str, Any]], now: _dt.datetime
+    ctx: AsyncStoreContext,
+    tree: Node,
+    window: list[dict[str, Any]],
+    now: _dt.datetime,
+    holding: set[str] | None = None,
 ) -> list[tuple[dict[str, Any], dict[str, str]]]:
     """The messages of one window that match, in the window's order, with their columns. The
     HTML part (and a spilled body) is read only for messages that have one and whose answer it
     could change: not where the message matched without it and the tree has no NOT (more text
-    only adds matches then); one read of its blobs, the message and body already in hand."""
+    only adds matches then); one read of its blobs, the message and body already in hand.
+    ``holding``: the bodies that passed the prefilter (``_bodies_passing``); any other body
+    holds none of the words, so its message is tested with the body's columns empty, its HTML
+    part read first where it has one, and the body read only where the message may still match."""
     if not window:
         return []
-    ids = [m["_id"] for m in window]
-    bodies: dict[str, dict[str, Any]] = {}
-    for selector in queries.split_in(ctx.by_ids(ids), _SCAN_IN):
-        bodies.update({b["_id"]: b async for b in ctx.bodies.find(selector, {"raw": 0, "forAI": 0})})
     shared = ctx.settings.shared_view
     reads_html = search_query.has_text(tree)
     monotone = not search_query.has_not(tree)
@@ -462,21 +536,49 @@ async def _match_window(
     def may(message: dict[str, Any], haystacks: Mapping[str, str | None]) -> bool:
         return search_query.may_match(tree, haystacks, **facts(message))
 
+    def html_key(message: dict[str, Any]) -> str | None:
+        return str(message["blobPrefix"]) + "body.html" if "body.html" in (message.get("blobs") or ()) else None
+
+    data: dict[str, bytes] = {}  # blobs read: HTML parts and spilled bodies, by key
+    wanted = window
+    if holding is not None:  # the body of a message not in ``holding`` has none of the words
+        wanted, html_first = [], list[dict[str, Any]]()
+        for message in window:
+            if message["_id"] in holding:
+                wanted.append(message)
+            elif may(message, search_haystacks(message, {}, "" if html_key(message) is None else None)):
+                (wanted if html_key(message) is None or not reads_html else html_first).append(message)
+        data.update(await _read_blobs(ctx, [str(html_key(m)) for m in html_first]))
+        for message in html_first:
+            raw_html = data.get(str(html_key(message)))
+            html = None if raw_html is None else raw_html.decode("utf-8", "replace")
+            if may(message, search_haystacks(message, {}, indexing.html_pieces(html))):
+                wanted.append(message)
+        order = {m["_id"]: i for i, m in enumerate(window)}
+        wanted.sort(key=lambda m: order[m["_id"]])
+    ids = [m["_id"] for m in wanted]
+    bodies: dict[str, dict[str, Any]] = {}
+    for selector in queries.split_in(ctx.by_ids(ids), _SCAN_IN) if ids else ():
+        bodies.update({b["_id"]: b async for b in ctx.bodies.find(selector, {"raw": 0, "forAI": 0})})
+
     # may_match first (a substring test on the fields): the columns are built and tokenized,
     # and an HTML part turned into text, only for a message that may match
     answers: dict[str, tuple[bool, dict[str, str]]] = {}
     second: list[dict[str, Any]] = []
-    for message in window:
+    for message in wanted:
         body = bodies.get(message["_id"])
         if body is None:  # an interrupted store: no body, no hit
             continue
         if body.get("spill"):
             second.append(message)  # the text is in body.json: read with the HTML below
             continue
-        html_unread = reads_html and "body.html" in (message.get("blobs") or ())
+        html_unread = reads_html and html_key(message) is not None and html_key(message) not in data
         haystacks = search_haystacks(message, body, "")
         if html_unread and not may(message, {**haystacks, "html": None}):
             continue  # no match whatever the HTML part holds
+        if html_key(message) in data:
+            second.append(message)  # its HTML part is in hand: tested with it below
+            continue
         matched = False
         if may(message, haystacks):
             columns = search_columns(message, body, None, indexing.html_text)
@@ -485,12 +587,9 @@ async def _match_window(
         if html_unread and not (matched and monotone):
             second.append(message)
     if second:
-        html_keys = {m["_id"]: m["blobPrefix"] + "body.html" for m in second if "body.html" in (m.get("blobs") or ())}
+        html_keys = {m["_id"]: k for m in second if (k := html_key(m)) is not None}
         spilled = {m["_id"]: bodies[m["_id"]]["spill"] for m in second if bodies[m["_id"]].get("spill")}
-        keys = [*html_keys.values(), *spilled.values()]
-        data: dict[str, bytes] = {}
-        for i in range(0, len(keys), _SCAN_IN):
-            data.update(await indexing.read_blobs(ctx, keys[i : i + _SCAN_IN]))
+        data.update(await _read_blobs(ctx, [k for k in [*html_keys.values(), *spilled.values()] if k not in data]))
         for message in second:
             body = dict(bodies[message["_id"]])
             if spilled.get(message["_id"]) in data:
@@ -508,3 +607,11 @@ async def _match_window(
         if found is not None and found[0]:
             out.append((message, found[1]))
     return out
+
+
+async def _read_blobs(ctx: AsyncStoreContext, keys: list[str]) -> dict[str, bytes]:
+    """Blobs by key, ``_SCAN_IN`` a read."""
+    data: dict[str, bytes] = {}
+    for i in range(0, len(keys), _SCAN_IN):
+        data.update(await indexing.read_blobs(ctx, keys[i : i + _SCAN_IN]))
+    return data

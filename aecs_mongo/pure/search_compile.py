@@ -23,22 +23,42 @@ from __future__ import annotations
 
 import collections
 import datetime as _dt
+import functools
 import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .fts_tables import FOLD_EXCEPTIONS
 from .indexes import ATLAS_SEARCH_INDEX
 from .keys import message_key
 from .queries import KeysetQuery
-from .search_query import COLUMNS, And, Date, Label, Node, Not, Or, Phrase, Thread, Word, date_range, has_text, to_text
+from .search_query import (
+    COLUMNS,
+    And,
+    Date,
+    Label,
+    Node,
+    Not,
+    Or,
+    Phrase,
+    Thread,
+    Word,
+    ascii_folded,
+    date_range,
+    fold,
+    has_text,
+    leaves,
+    to_text,
+)
 
 __all__ = [
     "ATLAS_PATHS",
     "SEARCH_SORTS",
     "MongoSearch",
     "atlas_search",
+    "body_prefilter",
     "check_sort",
     "has_labels",
     "index_stream_pipeline",
@@ -168,6 +188,79 @@ def search_haystacks(message: Mapping[str, Any], body: Mapping[str, Any], html: 
         "bcc": _people(body.get("bcc") or ()),
         "attachments": "\n".join(files),
     }
+
+
+#: The ``bodies`` fields ``search_haystacks`` reads (``fullFilenames``, a document of names,
+#: cannot be matched by a pattern: a body that has one always passes ``body_prefilter``).
+_BODY_TEXT_FIELDS = (
+    *("clean", "text", "subject", "from.name", "from.email"),
+    *(f"{who}.{part}" for who in ("to", "cc", "bcc") for part in ("name", "email")),
+)
+#: SecantusDB refuses a pattern over 1,000 characters; a longer word is matched by its start.
+_PATTERN_CHARS = 900
+#: More distinct words than this: no prefilter (the scan reads every body, as it did).
+_PREFILTER_WORDS = 8
+
+
+@functools.cache
+def _folding_into() -> dict[str, tuple[int, ...]]:
+    """For each ASCII character (and "" for nothing) the codes ``ascii_folded`` turns into it,
+    the character itself and its capital included (so patterns need no case-folding flag)."""
+    found: dict[str, list[int]] = collections.defaultdict(list)
+    for code in (*range(0x80), *range(0x80, 0x10000), *(c for c in FOLD_EXCEPTIONS if c >= 0x10000)):
+        folded = ascii_folded(chr(code))
+        if folded.isascii() and len(folded) <= 1:
+            found[folded].append(code)
+    return {k: tuple(v) for k, v in found.items()}
+
+
+def _char_class(codes: Sequence[int]) -> str:
+    runs: list[list[int]] = []
+    for code in sorted(codes):
+        if runs and code == runs[-1][1] + 1:
+            runs[-1][1] = code
+        else:
+            runs.append([code, code])
+    return "[" + "".join(_literal(lo) if lo == hi else f"{_literal(lo)}-{_literal(hi)}" for lo, hi in runs) + "]"
+
+
+def _literal(code: int) -> str:
+    char = chr(code)
+    return char if char.isalnum() or code >= 0x80 else "\\" + char
+
+
+def word_pattern(word: str) -> str:
+    """A regular expression (PCRE and Python alike) that finds every text whose
+    ``ascii_folded`` holds the folded ASCII ``word``: each letter as any character that folds
+    to it, with what folds to nothing (combining marks) allowed between letters. A sound
+    superset: a word too long for one pattern is found by its longest start that fits."""
+    table = _folding_into()
+    gap = _char_class(table[""]) + "*" if table.get("") else ""
+    pattern = ""
+    for i, char in enumerate(word):
+        piece = (gap if i else "") + _char_class(table.get(char, (ord(char),)))
+        if i and len(pattern) + len(piece) > _PATTERN_CHARS:
+            break
+        pattern += piece
+    return pattern
+
+
+def body_prefilter(tree: Node) -> dict[str, Any] | None:
+    """A filter on ``bodies`` that every body passes whose fields hold one of the tree's ASCII
+    words as ``search_query.may_match`` looks for them (a substring of the ``ascii_folded``
+    text): spilled bodies and bodies with full attachment names always pass. A body that fails
+    holds none of the words, so the scan can test its message with the body's columns empty.
+    None: nothing to filter on (no ASCII word, or too many words)."""
+    words: set[str] = set()
+    for leaf in leaves(tree):
+        if isinstance(leaf, (Word, Phrase)):
+            words.update(fold(w) for w in ((leaf.text,) if isinstance(leaf, Word) else leaf.words))
+    wanted = sorted(w for w in words if w and w.isascii())
+    if not wanted or len(wanted) > _PREFILTER_WORDS:
+        return None
+    clauses: list[dict[str, Any]] = [{"spill": {"$exists": True}}, {"fullFilenames": {"$exists": True}}]
+    clauses += [{field: {"$regex": word_pattern(w)}} for w in wanted for field in _BODY_TEXT_FIELDS]
+    return {"$or": clauses}
 
 
 # --- the MongoDB engines ---------------------------------------------------------------------------
