@@ -27,7 +27,15 @@ from bson import ObjectId
 from pymongo import MongoClient, monitoring
 
 from aecs_mongo import MessageStore, SearchIndexError, SearchQueryError
-from aecs_mongo.pure.change_marks import STALE_AFTER_S, labels_moved, mark_key, only_change, stale_tokens
+from aecs_mongo.pure.change_marks import (
+    STALE_AFTER_S,
+    begin_update,
+    labels_moved,
+    mark_key,
+    only_change,
+    removals_moved,
+    stale_tokens,
+)
 from aecs_mongo.pure.search_compile import text_search
 from aecs_mongo.pure.search_query import parse
 from aecs_mongo.search_index import SearchIndex
@@ -415,9 +423,14 @@ class Sent(monitoring.CommandListener):
 
     def __init__(self) -> None:
         self.commands: list[tuple[str, str]] = []
+        self.key_reads = 0
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         self.commands.append((event.command_name, str(event.command.get(event.command_name))))
+        if (event.command_name, event.command.get("find")) == ("find", "messages") and event.command.get(
+            "projection"
+        ) == {"_id": 0, "messageKey": 1}:
+            self.key_reads += 1
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
         pass
@@ -429,6 +442,13 @@ class Sent(monitoring.CommandListener):
         """Whether the messages were counted (``count_documents``: an aggregate) since the last
         call; the record starts again."""
         found = ("aggregate", "messages") in self.commands
+        self.commands.clear()
+        return found
+
+    def keys_read(self) -> bool:
+        """Whether the mailbox's message keys were read (the index reconciled) since the last
+        call; the record starts again."""
+        found, self.key_reads = self.key_reads > 0, 0
         self.commands.clear()
         return found
 
@@ -477,8 +497,8 @@ def test_without_change_streams_a_read_checks_the_store_only_after_a_write(
         other.tag("id:m3@x", remove=["todo"])
         assert ids(reader.search("tag:todo")) == ["m4@x"] and sent.counted()
         assert reader.count("tag:todo") == 1 and not sent.counted()
-        assert other.delete("m1@x")
-        assert ids(reader.search("okapi")) == ["m4@x", "m3@x", "m2@x"] and sent.counted()
+        assert other.delete("m1@x")  # a removal: the keys are compared, whatever the count
+        assert ids(reader.search("okapi")) == ["m4@x", "m3@x", "m2@x"] and sent.keys_read()
         # a writer under way (or killed between its two updates): every read checks
         marks = db["change_marks"]
         marks.update_one({"mailboxId": "alice"}, {"$push": {"pending": ObjectId()}})
@@ -501,10 +521,40 @@ def test_without_change_streams_a_read_checks_the_store_only_after_a_write(
         assert reader.count("okapi") == 0 and sent.counted()
         other.store(mail(5))
         assert marks.find_one({"mailboxId": "alice"})["epoch"] != epoch  # type: ignore[index]
-        assert ids(reader.search("okapi")) == ["m5@x"] and sent.counted()
+        assert ids(reader.search("okapi")) == ["m5@x"] and sent.keys_read()
         assert reader.count("okapi") == 1 and not sent.counted()
     finally:
         watched.close()
+
+
+@pytest.mark.server
+def test_another_stores_delete_and_store_of_as_many_reach_the_index(
+    servers: Any, backend: str, db: Any, tmp_path: Path
+) -> None:
+    """Another process (a store without the index) deletes a message and stores a new one
+    between two searches, or erases the mailbox and stores as many as it held: the count is
+    what the index holds, and the next search still finds the new mail (on a standalone server
+    by the change mark's ``removals`` and epoch; with change streams by the stream)."""
+    reader = MessageStore(db, mailbox_id="alice", search_index=tmp_path / "index.sqlite")
+    other = MessageStore(db, mailbox_id="alice")
+    reader.ensure_indexes()
+
+    def mail(n: int, word: str) -> bytes:
+        return raw_mail(f"d{n}@x", f"swap {n}", f"okapi {word}", when=dt.datetime(2024, 3, n + 1, tzinfo=dt.UTC))
+
+    for n in range(3):
+        reader.store(mail(n, "first"))
+    assert reader.count("okapi") == 3 and reader.count("zebu") == 0
+    assert other.delete("d0@x")
+    other.store(mail(3, "zebu"))
+    assert db.messages.count_documents({"mailboxId": "alice"}) == 3  # as many as the index holds
+    assert ids(reader.search("zebu")) == ["d3@x"]
+    assert ids(reader.search("okapi")) == ["d3@x", "d2@x", "d1@x"] and reader.count("first") == 2
+    other.erase_mailbox()
+    for n in range(4, 7):
+        other.store(mail(n, "yak"))
+    assert reader.count("yak") == 3 and reader.count("first") == 0 and reader.count("zebu") == 0
+    assert ids(reader.search("okapi")) == ["d6@x", "d5@x", "d4@x"]
 
 
 @pytest.mark.server
@@ -586,6 +636,22 @@ def test_a_write_was_the_only_change_only_when_the_marks_say_so() -> None:
     assert labels_moved(kept, {"epoch": ObjectId(), "n": 8, "labels": 3}) and labels_moved(None, {"n": 1})
     assert not labels_moved(kept, None)
     assert mark_key({"epoch": epoch, "n": 6}) != mark_key({"epoch": ObjectId(), "n": 6})
+    # a delete bumps the removals counter: the mark before it had one fewer; one by another
+    # store moves it, and so does an erase (another epoch), where a count may stay the same
+    assert begin_update("alice", token, removals=True)["$inc"] == {"n": 1, "removals": 1}
+    assert begin_update("alice", token)["$inc"] == {"n": 1}
+    removing = {**begun, "removals": 5}
+    assert only_change(removing, {**ended, "removals": 5}, token, removals=True) == (
+        mark_key({"epoch": epoch, "n": 6, "removals": 4}),
+        mark_key({"epoch": epoch, "n": 8, "removals": 5}),
+    )
+    assert only_change(removing, {**ended, "removals": 6}, token, removals=True) is None  # another deleted
+    assert only_change(begun, {**ended, "removals": 1}, token) is None  # another deleted meanwhile
+    kept = mark_key({"epoch": epoch, "n": 8, "removals": 5})
+    assert not removals_moved(kept, {"epoch": epoch, "n": 12, "labels": 2, "removals": 5})
+    assert removals_moved(kept, {"epoch": epoch, "n": 12, "removals": 6})
+    assert removals_moved(kept, {"epoch": ObjectId(), "n": 1}) and removals_moved(None, {"n": 1})
+    assert not removals_moved(kept, None)
     now = dt.datetime.now(dt.UTC)
     old = ObjectId.from_datetime(now - dt.timedelta(seconds=STALE_AFTER_S + 60))
     assert stale_tokens({"pending": [token, old]}, now) == [old] and stale_tokens(None, now) == []

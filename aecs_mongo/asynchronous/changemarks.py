@@ -27,14 +27,24 @@ class AsyncChange:
     midway: what it wrote is then found by the next read's check; where the ``end`` itself
     fails, the token stays until it is stale). ``followed``: the write also brings this store's
     own index up to date (``indexing.after_*``), so that where it was the only change the index
-    stays settled. ``labels``: the write may change tags or folders of stored messages.
+    stays settled. ``labels``: the write may change tags or folders of stored messages;
+    ``removals``: it may remove messages.
     ``create=False``: a mailbox without a mark is left without one (the erase, which removes it:
     a read finds none, and checks)."""
 
-    def __init__(self, ctx: AsyncStoreContext, *, followed: bool, labels: bool = False, create: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: AsyncStoreContext,
+        *,
+        followed: bool,
+        labels: bool = False,
+        removals: bool = False,
+        create: bool = True,
+    ) -> None:
         self.ctx = ctx
         self.followed = followed
         self.labels = labels
+        self.removals = removals
         self.create = create
         self.token: ObjectId | None = None
         self.begun: Mapping[str, Any] | None = None
@@ -46,7 +56,7 @@ class AsyncChange:
         token = ObjectId()
         self.begun = await ctx.marks.find_one_and_update(
             {"_id": mark_id(ctx.mailbox_id)},
-            begin_update(ctx.mailbox_id, token, self.labels),
+            begin_update(ctx.mailbox_id, token, self.labels, self.removals),
             upsert=self.create,
             return_document=ReturnDocument.AFTER,
         )
@@ -69,7 +79,7 @@ class AsyncChange:
         index = ctx.search_index
         if kind is not None or not self.followed or index is None:
             return
-        keys = only_change(self.begun, ended, token, self.labels)
+        keys = only_change(self.begun, ended, token, self.labels, self.removals)
         if keys is not None:
             index.mailbox(ctx.mailbox_id).settle(*keys)
 

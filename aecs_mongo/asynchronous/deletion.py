@@ -109,7 +109,8 @@ class AsyncDeleter:
             await self._delete_once(messages, keep_from_ts, by_prefix)
             await self.ctx.journal_barrier(self.concern)  # its messages delete matched nothing
 
-        async with AsyncChange(self.ctx, followed=True):  # where there is no change stream (changemarks.py)
+        # where there is no change stream (changemarks.py): a removal, which a count may not see
+        async with AsyncChange(self.ctx, followed=True, removals=True):
             await self.ctx.across_restarts(once, again, "a batch was deleted")
 
     async def _delete_once(

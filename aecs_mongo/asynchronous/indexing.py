@@ -27,12 +27,12 @@ It is kept up in three ways, so that neither a crash nor another writer leaves i
   bumps before and after it): the same settled mark as at the last check means nothing was
   written since, and the read costs that one ``find``; else it compares the mailbox's message
   count with the index's and reconciles only when they differ (a key read), then keeps the mark
-  it read; where the mark's ``labels`` counter moved (a tag or folder change), it also reads
-  every message's tags and folders and replaces the labels that differ. A store's own write,
-  where it was the only one, leaves its index settled. (So where there are no change streams, a
-  delete and a store by a process that does not index, between two searches, go unnoticed until
-  ``reindex``; a page of hits is always checked against the stored messages, so deleted mail is
-  never shown.)
+  it read; where the mark's ``removals`` counter or epoch moved (a delete, an expire, an erase
+  by any store) it reconciles whatever the count (a delete and a store of as many messages
+  leave the count as it was); where its ``labels`` counter moved (a tag or folder change), it
+  also reads every message's tags and folders and replaces the labels that differ. A store's
+  own write, where it was the only one, leaves its index settled. A page of hits is always
+  checked against the stored messages, so deleted mail is never shown.
 
 A mailbox stored before its index existed is indexed on first use (the first search, count or
 write of a store with the index): that is the upgrade; ``reindex`` rebuilds it from scratch.
@@ -49,7 +49,7 @@ from typing import Any
 import bson
 from pymongo.errors import OperationFailure
 
-from ..pure.change_marks import labels_moved, mark_key, settled
+from ..pure.change_marks import labels_moved, mark_key, removals_moved, settled
 from ..pure.documents import MessageDocuments
 from ..pure.keys import doc_id
 from ..pure.search_compile import index_stream_pipeline, search_columns, stream_key
@@ -199,7 +199,10 @@ async def current(ctx: AsyncStoreContext) -> MailboxIndex:
     elif mark is not None and settled(mark) and state.token == mark_key(mark):
         return index  # nothing written since the last check
     else:
-        if await ctx.messages.count_documents({"mailboxId": ctx.mailbox_id}) != index.size():
+        if removals_moved(state.token, mark):  # removed and stored alike leave the count as it was
+            log.debug("mailbox %r: messages were removed since the search index's check: reconciling", ctx.mailbox_id)
+            await _reconcile(ctx, index, streams)
+        elif await ctx.messages.count_documents({"mailboxId": ctx.mailbox_id}) != index.size():
             log.debug("mailbox %r: the search index holds another count than the store: reconciling", ctx.mailbox_id)
             await _reconcile(ctx, index, streams)
         if labels_moved(state.token, mark):  # a tag or folder change since (a count does not see it)

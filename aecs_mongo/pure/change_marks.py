@@ -9,21 +9,24 @@ re-parse) brackets itself with two updates of one document per mailbox in
 
 - before its first write, :func:`begin_update`: ``n`` + 1 and its own token (an ObjectId) into
   ``pending``; a write that may change tags or folders of stored messages (a tag change, a
-  batch whose mail carries folders) also bumps ``labels``;
+  batch whose mail carries folders) also bumps ``labels``, one that removes messages (a delete
+  or expire batch) ``removals``;
 - after its last write (and after its own index followed, where it keeps one),
   :func:`end_update`: ``n`` + 1 and its token out of ``pending``.
 
 The document: ``_id`` ``<mailboxId>:changes``, ``mailboxId``, ``epoch`` (an ObjectId set when it
 is created: an erase removes the document, and counting restarts under another epoch), ``n``,
-``labels``, ``pending``. A mark is *settled* when ``pending`` is empty; the index keeps the settled mark it
-last checked against (:func:`mark_key`), read before that check. A read then costs one ``find``
-by ``_id`` where the mark is the same settled one; anything else (a write since, one under way,
-one killed midway: its token stays) sends the read to the check the index always made (the count
-of the mailbox's messages, and a reconcile when it differs). A token older than
+``labels``, ``removals``, ``pending``. A mark is *settled* when ``pending`` is empty; the index
+keeps the settled mark it last checked against (:func:`mark_key`), read before that check. A
+read then costs one ``find`` by ``_id`` where the mark is the same settled one; anything else (a
+write since, one under way, one killed midway: its token stays) sends the read to the check the
+index always made (the count of the mailbox's messages, and a reconcile when it differs). A token older than
 :data:`STALE_AFTER_S` is a writer that died (a batch takes seconds); the check that found it
 takes it out (:func:`stale_tokens`), and the next read settles again. A check that finds
 ``labels`` moved since the mark it keeps (:func:`labels_moved`) also reads every message's tags
-and folders: a count does not see a tag change.
+and folders: a count does not see a tag change. One that finds ``removals`` or the epoch moved
+(:func:`removals_moved`) compares the message keys whatever the count: a delete and a store of
+as many messages by another process leave the count as it was.
 
 A store whose own write was the only change since the mark its index holds (its ``begin`` came
 right after that mark, with no other writer's token, and its ``end`` right after its ``begin``)
@@ -48,6 +51,7 @@ __all__ = [
     "mark_id",
     "mark_key",
     "only_change",
+    "removals_moved",
     "settled",
     "stale_tokens",
 ]
@@ -62,11 +66,16 @@ def mark_id(mailbox_id: str) -> str:
     return f"{mailbox_id}:changes"
 
 
-def begin_update(mailbox_id: str, token: ObjectId, labels: bool = False) -> dict[str, Any]:
+def begin_update(mailbox_id: str, token: ObjectId, labels: bool = False, removals: bool = False) -> dict[str, Any]:
     """The update (an upsert) a write sends before its first write (``labels``: it may change
-    tags or folders of stored messages)."""
+    tags or folders of stored messages; ``removals``: it may remove messages)."""
+    counts = {"n": 1}
+    if labels:
+        counts["labels"] = 1
+    if removals:
+        counts["removals"] = 1
     return {
-        "$inc": {"n": 1, "labels": 1} if labels else {"n": 1},
+        "$inc": counts,
         "$push": {"pending": token},
         "$setOnInsert": {"mailboxId": mailbox_id, "epoch": ObjectId()},
     }
@@ -86,13 +95,16 @@ def settled(mark: Mapping[str, Any] | None) -> bool:
 def mark_key(mark: Mapping[str, Any]) -> bytes:
     """What the index keeps of a settled mark (its epoch and counts, as BSON)."""
     return bson.encode(
-        {"epoch": mark.get("epoch"), "n": int(mark.get("n") or 0), "labels": int(mark.get("labels") or 0)}
+        {
+            "epoch": mark.get("epoch"),
+            "n": int(mark.get("n") or 0),
+            "labels": int(mark.get("labels") or 0),
+            "removals": int(mark.get("removals") or 0),
+        }
     )
 
 
-def labels_moved(kept: bytes | None, mark: Mapping[str, Any] | None) -> bool:
-    """Whether tags or folders may have changed since the mark ``kept`` (an index that keeps
-    none: it may hold labels of any age). No mark: no write of a store that marks since."""
+def _moved(kept: bytes | None, mark: Mapping[str, Any] | None, counter: str) -> bool:
     if mark is None:
         return False
     if kept is None:
@@ -101,11 +113,27 @@ def labels_moved(kept: bytes | None, mark: Mapping[str, Any] | None) -> bool:
         before = bson.decode(kept)
     except Exception:  # a position of another kind: start again
         return True
-    return bool(before.get("epoch") != mark.get("epoch") or before.get("labels") != int(mark.get("labels") or 0))
+    return bool(before.get("epoch") != mark.get("epoch") or before.get(counter) != int(mark.get(counter) or 0))
+
+
+def labels_moved(kept: bytes | None, mark: Mapping[str, Any] | None) -> bool:
+    """Whether tags or folders may have changed since the mark ``kept`` (an index that keeps
+    none: it may hold labels of any age). No mark: no write of a store that marks since."""
+    return _moved(kept, mark, "labels")
+
+
+def removals_moved(kept: bytes | None, mark: Mapping[str, Any] | None) -> bool:
+    """Whether messages may have been removed since the mark ``kept`` (by a delete, an expire, or
+    an erase: the epoch), so that a count equal to the index's proves nothing."""
+    return _moved(kept, mark, "removals")
 
 
 def only_change(
-    begun: Mapping[str, Any] | None, ended: Mapping[str, Any] | None, token: ObjectId, labels: bool = False
+    begun: Mapping[str, Any] | None,
+    ended: Mapping[str, Any] | None,
+    token: ObjectId,
+    labels: bool = False,
+    removals: bool = False,
 ) -> tuple[bytes, bytes] | None:
     """Where one write (``token``: its ``begin`` gave ``begun``, its ``end`` gave ``ended``) was
     the only change since the mark before its ``begin`` was settled: that mark's key and
@@ -115,10 +143,17 @@ def only_change(
         return None
     if begun.get("epoch") != ended.get("epoch") or list(begun.get("pending") or ()) != [token]:
         return None
-    n, marked = int(begun.get("n") or 0), int(begun.get("labels") or 0)
+    n, marked, removed = (int(begun.get(c) or 0) for c in ("n", "labels", "removals"))
     if int(ended.get("n") or 0) != n + 1 or int(ended.get("labels") or 0) != marked:
         return None
-    before = {"epoch": begun.get("epoch"), "n": n - 1, "labels": marked - 1 if labels else marked}
+    if int(ended.get("removals") or 0) != removed:
+        return None
+    before = {
+        "epoch": begun.get("epoch"),
+        "n": n - 1,
+        "labels": marked - 1 if labels else marked,
+        "removals": removed - 1 if removals else removed,
+    }
     return mark_key(before), mark_key(ended)
 
 

@@ -111,7 +111,8 @@ class Deleter:
             self._delete_once(messages, keep_from_ts, by_prefix)
             self.ctx.journal_barrier(self.concern)  # its messages delete matched nothing
 
-        with Change(self.ctx, followed=True):  # where there is no change stream (changemarks.py)
+        # where there is no change stream (changemarks.py): a removal, which a count may not see
+        with Change(self.ctx, followed=True, removals=True):
             self.ctx.across_restarts(once, again, "a batch was deleted")
 
     def _delete_once(
