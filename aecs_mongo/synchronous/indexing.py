@@ -201,11 +201,12 @@ def current(ctx: StoreContext) -> MailboxIndex:
     elif mark is not None and settled(mark) and state.token == mark_key(mark):
         return index  # nothing written since the last check
     else:
-        if removals_moved(state.token, mark):  # removed and stored alike leave the count as it was
-            log.debug("mailbox %r: messages were removed since the search index's check: reconciling", ctx.mailbox_id)
-            _reconcile(ctx, index, streams)
-        elif ctx.messages.count_documents({"mailboxId": ctx.mailbox_id}) != index.size():
-            log.debug("mailbox %r: the search index holds another count than the store: reconciling", ctx.mailbox_id)
+        # after a removal the count proves nothing (removed and stored alike leave it as it was)
+        if (
+            removals_moved(state.token, mark)
+            or ctx.messages.count_documents({"mailboxId": ctx.mailbox_id}) != index.size()
+        ):
+            log.debug("mailbox %r: messages were removed, or the counts differ: reconciling", ctx.mailbox_id)
             _reconcile(ctx, index, streams)
         if labels_moved(state.token, mark):  # a tag or folder change since (a count does not see it)
             _relabel_all(ctx, index)
