@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -9,9 +11,11 @@ from typing import Any
 import gridfs
 import pytest
 from pymongo import MongoClient, monitoring
-from pymongo.errors import PyMongoError
+from pymongo.collation import Collation
+from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
 from aecs_mongo import MessageStore
+from aecs_mongo.embedded.server import LAUNCHER_HELPERS
 from aecs_mongo.pure.explain import plan_stages
 from aecs_mongo.pure.keys import blob_prefix, message_key
 
@@ -278,3 +282,42 @@ def test_every_write_path_statement_uses_an_index(servers: Any, backend: str, db
         explained = db.command({"explain": statement, "verbosity": "queryPlanner"})
         kinds = {s["stage"] for s in plan_stages(explained)}
         assert "COLLSCAN" not in kinds, (statement, kinds)
+
+
+def test_index_options_changed_between_writes_hold_for_the_next(db: Any) -> None:
+    """The embedded server's launcher keeps SecantusDB's index catalog for one write statement
+    (``embedded.server.memo_index_catalog``), never longer: an index created or made unique
+    between two writes holds for the next insert, bulk insert and update of the same
+    connection. A catalog kept across statements let the second ``B`` in."""
+    people = db.people
+    people.create_index("x")
+    people.insert_one({"name": "A", "x": 1})  # the catalog is read with one index besides _id
+    people.create_index("name", unique=True, collation=Collation("en", strength=2))
+    with pytest.raises(DuplicateKeyError):
+        people.insert_one({"name": "a"})
+    with pytest.raises(BulkWriteError) as refused:
+        people.insert_many([{"name": "b"}, {"name": "B"}], ordered=False)
+    assert [e["index"] for e in refused.value.details["writeErrors"]] == [1]
+    with pytest.raises(DuplicateKeyError):
+        people.update_one({"name": "b"}, {"$set": {"name": "a"}})
+    people.create_index("tag", sparse=True)
+    people.insert_one({"tag": 1})
+    db.command("collMod", "people", index={"keyPattern": {"tag": 1}, "prepareUnique": True})
+    with pytest.raises(DuplicateKeyError):
+        people.insert_one({"tag": 1})
+    assert sorted(d.get("name", "") for d in people.find({}, {"_id": 0, "name": 1})) == ["", "A", "b"]
+
+
+def test_the_launcher_keeps_the_index_catalog_of_the_installed_server() -> None:
+    """The installed SecantusDB still has the internals the launcher's catalog memo replaces:
+    where a release renames them, the memo is left out silently and the ingest loses a fifth
+    of its server time; this test says so."""
+    pytest.importorskip("secantus")
+    code = "import os, signal, sys, threading, time\n" + LAUNCHER_HELPERS
+    code += "\nmemo_index_catalog()\nfrom secantus import storage\n"
+    code += "print(storage.Storage._index_options_map.__qualname__, storage.Storage._insert_chunk.__qualname__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.split() == [
+        "memo_index_catalog.<locals>._index_options_map",
+        "memo_index_catalog.<locals>.keeping.<locals>.run",
+    ]

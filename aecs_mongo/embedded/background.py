@@ -136,6 +136,7 @@ def idle_watch():
 
 threading.Thread(target=idle_watch, name="aecs-idle-watch", daemon=True).start()
 relay_signals()
+memo_index_catalog()
 runpy.run_module("secantus", run_name="__main__", alter_sys=True)
 """
 ).replace("\n\n\ndef stop(reason)", "\n\n" + LAUNCHER_HELPERS + "\n\ndef stop(reason)", 1)
