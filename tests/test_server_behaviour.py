@@ -306,6 +306,12 @@ def test_index_options_changed_between_writes_hold_for_the_next(db: Any) -> None
     with pytest.raises(DuplicateKeyError):
         people.insert_one({"tag": 1})
     assert sorted(d.get("name", "") for d in people.find({}, {"_id": 0, "name": 1})) == ["", "A", "b"]
+    # a multi-document update runs in chunks of its own
+    people.insert_many([{"name": "c", "n": 1}, {"name": "d", "n": 1}])
+    people.create_index("nick", unique=True, sparse=True, collation=Collation("en", strength=2))
+    with pytest.raises(DuplicateKeyError):
+        people.update_many({"n": 1}, [{"$set": {"nick": {"$cond": [{"$eq": ["$name", "c"]}, "G", "g"]}}}])
+    assert people.count_documents({"nick": {"$exists": True}}) == 1
 
 
 def test_the_launcher_keeps_the_index_catalog_of_the_installed_server() -> None:

@@ -101,11 +101,12 @@ def embedded_available() -> bool:
 #: once: the flag it trips is the one the first signal tripped).
 #:
 #: ``memo_index_catalog``: SecantusDB 0.7 reads its index catalog (every index's options, a BSON
-#: decode each) three times for each document it inserts and four for each it updates, to learn
-#: options that cannot change while the statement holds the collection's lock. With the 13
-#: indexes of ``messages`` that was a fifth of the server's time in an ingest. The launcher keeps
-#: the catalog for the length of one statement (an insert's chunk, an update) and reads it anew
-#: for the next, so an index created or changed between two writes holds for the second
+#: decode each) three times for each document it inserts and four for each it updates or
+#: deletes, to learn options that cannot change while the statement holds the collection's lock.
+#: With the 13 indexes of ``messages`` that was a fifth of the server's time in an ingest. The
+#: launcher keeps the catalog for the length of one statement (an insert's or update's or
+#: delete's chunk, a single update or delete) and reads it anew for the next, so an index
+#: created or changed between two writes holds for the second
 #: (``test_index_options_changed_between_writes_hold_for_the_next``). Where a SecantusDB release
 #: has other internals, it leaves the server as it is.
 LAUNCHER_HELPERS = """def wake_listener(seconds):
@@ -159,7 +160,9 @@ def memo_index_catalog():
     except ImportError:
         return
     cls = getattr(storage, "Storage", None)
-    statements = ("_insert_chunk", "_update_matching_single_txn")
+    # each runs under the collection's lock, start to end or from before its first catalog read
+    statements = ("_insert_chunk", "_update_matching_single_txn", "_update_chunk", "_delete_chunk")
+    statements += ("_delete_matching_single_txn",)
     if cls is None or not all(callable(getattr(cls, n, None)) for n in ("_index_options_map",) + statements):
         return
     local = threading.local()
