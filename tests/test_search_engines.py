@@ -15,6 +15,7 @@ import logging
 import os
 import sqlite3
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from email.message import EmailMessage
@@ -38,7 +39,7 @@ from aecs_mongo.pure.change_marks import (
 )
 from aecs_mongo.pure.search_compile import text_search
 from aecs_mongo.pure.search_query import parse
-from aecs_mongo.search_index import SearchIndex
+from aecs_mongo.search_index import Record, SearchIndex
 
 from .helpers.children import start_worker
 from .helpers.cli import Cli, aecs
@@ -717,3 +718,59 @@ def test_the_embedded_default_keeps_its_index_in_the_data_directory(tmp_path: Pa
 
     finally:
         aecs("--data-dir", str(data), "server", "stop", cwd=tmp_path)
+
+
+# --- the index's own writer thread (an ingest's batches) ------------------------------------------
+
+
+def _record(n: int, word: str) -> Record:
+    return Record(f"{n:064x}", 1_700_000_000 + n, f"{n:064x}", {"subject": word}, ())
+
+
+def test_writes_handed_to_the_index_thread_come_before_any_other_use(tmp_path: Path) -> None:
+    """``SearchIndex.later`` (an ingest's batch records): a remove that follows waits for the
+    upsert handed over before it, so it removes what the upsert wrote (run in the other order
+    the remove finds nothing and the upsert leaves a message the store deleted)."""
+    index = SearchIndex(tmp_path / "index.sqlite")
+    box = index.mailbox("alice")
+    started = threading.Event()
+
+    def slow_upsert() -> None:
+        started.set()
+        time.sleep(0.3)
+        box.upsert([_record(1, "okapi"), _record(2, "zebu")])
+
+    index.later(slow_upsert)
+    assert started.wait(10)
+    assert box.remove([f"{1:064x}"]) == 1
+    assert box.keys() == {f"{2:064x}"}
+    index.close()
+
+
+def test_a_failed_write_of_the_index_thread_is_raised_by_the_next_use_once(tmp_path: Path) -> None:
+    index = SearchIndex(tmp_path / "index.sqlite")
+    box = index.mailbox("alice")
+
+    def broken() -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    index.later(broken)
+    index.later(lambda: box.upsert([_record(3, "yak")]))  # the writes after it still run
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        box.size()
+    assert box.size() == 1
+    index.close()
+
+
+@pytest.mark.server
+def test_store_many_returns_with_every_batch_in_the_index(make_store: Any, tmp_path: Path) -> None:
+    """``store_iter`` hands each batch's records after the first to the index's thread and goes
+    on with the next batch; every batch reaches the file (opened anew: another process's view)
+    by the time it returns, and the store's own count agrees."""
+    path = tmp_path / "index.sqlite"
+    store = make_store("alice", search_index=path)
+    when = dt.datetime(2024, 3, 5, tzinfo=dt.UTC)
+    mail = [raw_mail(f"m{n}@x", f"batch {n}", "okapi", when=when + dt.timedelta(minutes=n)) for n in range(600)]
+    assert len(store.store_many(mail, batch_size=300)) == 600
+    assert SearchIndex(path).mailbox("alice").size() == 600
+    assert store.count("okapi") == 600

@@ -65,6 +65,7 @@ __all__ = [
     "after_labels",
     "after_reparse",
     "after_write",
+    "caught_up",
     "current",
     "html_text",
     "keep_stream",
@@ -111,6 +112,12 @@ def html_pieces(html: str | None) -> str:
     from ..normalize.html_text import html_text_pieces
 
     return html_text_pieces(html)
+
+
+def caught_up(ctx: AsyncStoreContext) -> None:
+    """The index writes handed to the index's own thread (``after_write(later=True)``) done."""
+    if ctx.search_index is not None:
+        ctx.search_index.caught_up()
 
 
 def mailbox_index(ctx: AsyncStoreContext) -> MailboxIndex | None:
@@ -217,14 +224,16 @@ async def current(ctx: AsyncStoreContext) -> MailboxIndex:
 
 
 async def after_write(
-    ctx: AsyncStoreContext, created: Sequence[MessageDocuments], relabelled: Sequence[str] = ()
+    ctx: AsyncStoreContext, created: Sequence[MessageDocuments], relabelled: Sequence[str] = (), *, later: bool = False
 ) -> None:
     """After a batch's commit: index the messages it created (and the new folders of those it
     found stored: ``relabelled`` keys), from the documents in hand; then catch up with the
     stream, once ``_DRAIN_AFTER`` messages were indexed so since the last time (the stream then
     brings this store's own inserts back, recognised as present, so reading it after every
     batch cost a stream's opening per batch for nothing new: a read catches up first anyway
-    (``current``), and the position stays within the embedded server's oplog)."""
+    (``current``), and the position stays within the embedded server's oplog). ``later``: the
+    records are made and written on the index's own thread while the caller writes its next
+    batch (``store_iter``, which waits for them before it returns: ``caught_up``)."""
     index = mailbox_index(ctx)
     if index is None:
         return
@@ -232,7 +241,11 @@ async def after_write(
     if state is None or state.mode == "reconcile":
         await current(ctx)  # never built (or a rebuild was interrupted): build it, these included
         return
-    index.upsert([record_of(d) for d in created])
+    if later:
+        batch = list(created)
+        index.index.later(lambda: index.upsert([record_of(d) for d in batch]))
+    else:
+        index.upsert([record_of(d) for d in created])
     if relabelled:
         await _relabel(ctx, index, relabelled)
     if state.mode == "stream":

@@ -213,7 +213,7 @@ async def store_iter(
             if ahead is not None:
                 await wrap_future(ahead)  # its blobs are durable under their names
             if batch:
-                results = await write_batch(ctx, batch)
+                results = await write_batch(ctx, batch, index_later=True)
                 checked = True
             with named:
                 unnamed.pop(id(batch), None)
@@ -223,6 +223,7 @@ async def store_iter(
                     stager.unstage(staged.pop(id(batch), []))  # of messages stored before
                 for result in results:
                     yield result
+        indexing.caught_up(ctx)  # the last batches' records are in the local index
     finally:
         prefetch.close()
         if pool is not None:
@@ -309,7 +310,9 @@ _STORED_FIELDS = {
 }
 
 
-async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments]) -> list[StoreResult]:
+async def write_batch(
+    ctx: AsyncStoreContext, batch: Sequence[MessageDocuments], *, index_later: bool = False
+) -> list[StoreResult]:
     """``write_once``, written again while the server restarted (or the primary changed) under it
     (``AsyncStoreContext.across_restarts``): the batch's journaled last write would make only
     what survived the crash durable, so the pass after a restart repairs what the crash took (a
@@ -318,10 +321,10 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
     results: list[StoreResult] = []
 
     async def once() -> None:
-        results.extend(await write_once(ctx, batch))
+        results.extend(await write_once(ctx, batch, index_later=index_later))
 
     async def again() -> None:
-        redone = await write_once(ctx, batch, repair=True)
+        redone = await write_once(ctx, batch, repair=True, index_later=index_later)
         results[:] = [
             dataclasses.replace(r, inserted=r.inserted or a.inserted, variant=r.variant or a.variant)
             for r, a in zip(results, redone, strict=True)
@@ -335,7 +338,7 @@ async def write_batch(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments])
 
 
 async def write_once(
-    ctx: AsyncStoreContext, batch: Sequence[MessageDocuments], *, repair: bool = False
+    ctx: AsyncStoreContext, batch: Sequence[MessageDocuments], *, repair: bool = False, index_later: bool = False
 ) -> list[StoreResult]:
     """C.4 order, batched: blobs, bodies, messages (one unordered insert), thread updates.
 
@@ -345,7 +348,8 @@ async def write_once(
     of the same bytes (a re-delivery) has its blobs looked up and completed where a crash cut
     them. The same find reads what keeping a copy as a variant needs of each stored message.
     ``repair`` (a pass after a server restart): bodies are written again too, where there are
-    no transactions to have written them with their messages.
+    no transactions to have written them with their messages. ``index_later``: the local search
+    index gets the batch's records on its own thread (``indexing.after_write``).
     The batch returns only once its last write is durable (``capabilities.completion_concern``):
     that write is journaled, or, where the batch wrote nothing new (every message already
     stored, as in a re-delivery), one barrier write is.
@@ -415,7 +419,9 @@ async def write_once(
     if not wrote and (not journaled or foldered):
         await ctx.journal_barrier(concern)
     # the local search index (search_index=) follows the commit: what this batch created
-    await indexing.after_write(ctx, [d for d, new in zip(batch, fresh, strict=True) if new], foldered)
+    await indexing.after_write(
+        ctx, [d for d, new in zip(batch, fresh, strict=True) if new], foldered, later=index_later
+    )
     return [
         StoreResult(d.message_id, d.message_key, d.thread_id, d.thread_key, new, id(d) in variants)
         for d, new in zip(batch, fresh, strict=True)

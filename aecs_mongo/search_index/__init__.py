@@ -25,7 +25,9 @@ files the database file's mode); a file open to others is tightened, once, with 
 Connections use WAL (readers never wait for the writer; several processes may share the
 file) and wait up to ``busy_timeout`` for another writer. Each call is one short
 transaction; the async store calls these directly (they block its loop for the statement's
-time: milliseconds for a page, about 0.3 ms per message written).
+time: milliseconds for a page, about 0.3 ms per message written). An ingest hands each batch's
+records to the index's own writer thread (``SearchIndex.later``) and goes on with the next
+batch while they are written; every other use of the index waits for them first.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +128,12 @@ class SearchIndex:
         self._labelled: set[int] = set()  # mailboxes whose labels table is known to exist
         #: the database ``bind`` tied this index to (checked once per object)
         self.bound: str | None = None
+        # writes handed to ``later``, in order, and the thread that runs them
+        self._behind: list[Future[None]] = []
+        self._handover = threading.Lock()
+        self._writer: ThreadPoolExecutor | None = None
+        self._writer_thread: int | None = None
+        self._holding = threading.local()  # how deep this thread is in ``_locked``
 
     def __repr__(self) -> str:
         return f"SearchIndex({str(self.path)!r})"
@@ -165,8 +174,8 @@ class SearchIndex:
     @contextlib.contextmanager
     def _write(self, conn: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection]:
         """One write transaction (``BEGIN IMMEDIATE``: it waits for another writer, not fails)."""
-        conn = conn or self.conn
-        with self._lock:
+        with self._locked():
+            conn = conn or self.conn
             if conn.in_transaction:  # inside another write of this object: part of it
                 yield conn
                 return
@@ -180,8 +189,47 @@ class SearchIndex:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._locked():
             yield self.conn
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The connection's lock, taken once the writes handed to ``later`` are done (not by
+        their own thread, nor inside the lock: what runs inside began before them)."""
+        depth = getattr(self._holding, "depth", 0)
+        if depth == 0 and threading.get_ident() != self._writer_thread:
+            self.caught_up()
+        with self._lock:
+            self._holding.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._holding.depth = depth
+
+    def later(self, write: Callable[[], object]) -> None:
+        """Run ``write`` on the index's own thread, after the writes handed over before it;
+        whatever else uses the index waits for them first, so nothing is read or written out of
+        order. A failure is raised by the next use (``caught_up``)."""
+        with self._handover:
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="aecs-index")
+            self._behind.append(self._writer.submit(self._run_later, write))
+
+    def _run_later(self, write: Callable[[], object]) -> None:
+        self._writer_thread = threading.get_ident()
+        write()
+
+    def caught_up(self) -> None:
+        """Wait for the writes handed to ``later``; the first of them that failed is raised."""
+        with self._handover:
+            behind, self._behind = self._behind, []
+        failed: BaseException | None = None
+        for future in behind:
+            problem = future.exception()
+            if failed is None:
+                failed = problem
+        if failed is not None:
+            raise failed
 
     def bind(self, database: str) -> None:
         """Tie the file to one database (by name) the first time; another database is refused."""
@@ -258,6 +306,7 @@ class SearchIndex:
 
     def file_bytes(self) -> int:
         """The size of the index on disk (the file and its WAL)."""
+        self.caught_up()
         total = 0
         for candidate in (self.path, Path(f"{self.path}-wal")):
             with contextlib.suppress(FileNotFoundError):
@@ -265,11 +314,18 @@ class SearchIndex:
         return total
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-            self._mailboxes.clear()
+        try:
+            self.caught_up()
+        finally:
+            with self._handover:
+                writer, self._writer = self._writer, None
+            if writer is not None:
+                writer.shutdown(wait=True)
+            with self._lock:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                self._mailboxes.clear()
 
 
 def _chunks(items: Sequence[bytes], size: int = 500) -> Iterator[Sequence[bytes]]:

@@ -214,7 +214,7 @@ def store_iter(
             if ahead is not None:
                 ahead.result()  # its blobs are durable under their names
             if batch:
-                results = write_batch(ctx, batch)
+                results = write_batch(ctx, batch, index_later=True)
                 checked = True
             with named:
                 unnamed.pop(id(batch), None)
@@ -224,6 +224,7 @@ def store_iter(
                     stager.unstage(staged.pop(id(batch), []))  # of messages stored before
                 for result in results:
                     yield result
+        indexing.caught_up(ctx)  # the last batches' records are in the local index
     finally:
         prefetch.close()
         if pool is not None:
@@ -310,7 +311,9 @@ _STORED_FIELDS = {
 }
 
 
-def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[StoreResult]:
+def write_batch(
+    ctx: StoreContext, batch: Sequence[MessageDocuments], *, index_later: bool = False
+) -> list[StoreResult]:
     """``write_once``, written again while the server restarted (or the primary changed) under it
     (``StoreContext.across_restarts``): the batch's journaled last write would make only
     what survived the crash durable, so the pass after a restart repairs what the crash took (a
@@ -319,10 +322,10 @@ def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[St
     results: list[StoreResult] = []
 
     def once() -> None:
-        results.extend(write_once(ctx, batch))
+        results.extend(write_once(ctx, batch, index_later=index_later))
 
     def again() -> None:
-        redone = write_once(ctx, batch, repair=True)
+        redone = write_once(ctx, batch, repair=True, index_later=index_later)
         results[:] = [
             dataclasses.replace(r, inserted=r.inserted or a.inserted, variant=r.variant or a.variant)
             for r, a in zip(results, redone, strict=True)
@@ -336,7 +339,7 @@ def write_batch(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[St
 
 
 def write_once(
-    ctx: StoreContext, batch: Sequence[MessageDocuments], *, repair: bool = False
+    ctx: StoreContext, batch: Sequence[MessageDocuments], *, repair: bool = False, index_later: bool = False
 ) -> list[StoreResult]:
     """C.4 order, batched: blobs, bodies, messages (one unordered insert), thread updates.
 
@@ -346,7 +349,8 @@ def write_once(
     of the same bytes (a re-delivery) has its blobs looked up and completed where a crash cut
     them. The same find reads what keeping a copy as a variant needs of each stored message.
     ``repair`` (a pass after a server restart): bodies are written again too, where there are
-    no transactions to have written them with their messages.
+    no transactions to have written them with their messages. ``index_later``: the local search
+    index gets the batch's records on its own thread (``indexing.after_write``).
     The batch returns only once its last write is durable (``capabilities.completion_concern``):
     that write is journaled, or, where the batch wrote nothing new (every message already
     stored, as in a re-delivery), one barrier write is.
@@ -416,7 +420,9 @@ def write_once(
     if not wrote and (not journaled or foldered):
         ctx.journal_barrier(concern)
     # the local search index (search_index=) follows the commit: what this batch created
-    indexing.after_write(ctx, [d for d, new in zip(batch, fresh, strict=True) if new], foldered)
+    indexing.after_write(
+        ctx, [d for d, new in zip(batch, fresh, strict=True) if new], foldered, later=index_later
+    )
     return [
         StoreResult(d.message_id, d.message_key, d.thread_id, d.thread_key, new, id(d) in variants)
         for d, new in zip(batch, fresh, strict=True)
