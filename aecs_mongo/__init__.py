@@ -10,8 +10,6 @@ works as ever.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 
 # ``typing`` is not imported at run time: the command line's thin client (aecs_mongo.warm.client)
 # imports this package first, and typing costs more than the rest of it (mypy knows the name)
@@ -46,7 +44,7 @@ if TYPE_CHECKING:
     from .mail.follow import FileSyncReport, sync_files
     from .mail.sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
     from .mail.sources import IngestReport, Origin, RawMessage, Skipped, read_messages
-    from .normalize import ParsedEmail, normalize, parse_email
+    from .normalizer import ParsedEmail, normalize, parse_email
     from .pure.indexes import IndexReport
     from .pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
     from .results import (
@@ -186,7 +184,7 @@ _LAZY = {
     "NormalizedEmail": ".types",
     "NotFoundError": ".errors",
     "Origin": ".mail.sources",
-    "ParsedEmail": ".normalize",
+    "ParsedEmail": ".normalizer",
     "Processing": ".types",
     "RawMessage": ".mail.sources",
     "SearchHit": ".types",
@@ -203,9 +201,9 @@ _LAZY = {
     "ThreadSummary": ".types",
     "ToolError": ".errors",
     "UnsafeFieldNameError": ".errors",
-    "normalize": ".normalize",
+    "normalize": ".normalizer",
     "open_writer": ".mail.sinks",
-    "parse_email": ".normalize",
+    "parse_email": ".normalizer",
     "read_messages": ".mail.sources",
     "sync_files": ".mail.follow",
 }
@@ -224,16 +222,3 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
-
-class _Package(types.ModuleType):
-    """This package's module type: the ``normalize`` function is public here and shadows the
-    subpackage of the same name; importing the subpackage later (the store does, on first use)
-    must not rebind ``aecs_mongo.normalize`` to the module, as the import system would."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "normalize" and isinstance(value, types.ModuleType):
-            return  # the subpackage stays reachable as sys.modules["aecs_mongo.normalize"]
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -586,7 +586,7 @@ def main(
         args = parser.parse_args(tag_changes(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # --help, or a usage error argparse already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    normalizer_log = logging.getLogger("aecs_mongo.normalize")
+    normalizer_log = logging.getLogger("aecs_mongo.normalizer")
     previous_level = normalizer_log.level
     if not args.verbose:
         normalizer_log.setLevel(logging.ERROR)

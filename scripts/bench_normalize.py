@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark aecs_mongo.normalize over a directory of .eml files.
+"""Benchmark aecs_mongo.normalizer over a directory of .eml files.
 
 Reports messages/s and MB/s (median of several rounds) for ``parse_email`` and, as the
 floor, for the bare stdlib work it builds on: ``BytesParser(policy=compat32)`` (the
@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from aecs_mongo.normalize import parse_email  # noqa: E402
+from aecs_mongo.normalizer import parse_email  # noqa: E402
 
 
 def stdlib_floor(raw: bytes, policy: object = compat32) -> int:
@@ -68,7 +68,7 @@ def main() -> int:
     parser.add_argument("--compare-default-policy", action="store_true", help="also time email.policy.default")
     args = parser.parse_args()
 
-    logging.getLogger("aecs_mongo.normalize").setLevel(logging.ERROR)
+    logging.getLogger("aecs_mongo.normalizer").setLevel(logging.ERROR)
     files = sorted(Path(args.eml_dir).glob("*.eml"))
     if not files:
         print(f"no .eml files in {args.eml_dir}", file=sys.stderr)
@@ -79,7 +79,7 @@ def main() -> int:
     rows = [run("stdlib floor (compat32)", stdlib_floor, messages, args.rounds)]
     if args.compare_default_policy:
         rows.append(run("stdlib (policy.default)", lambda raw: stdlib_floor(raw, default), messages, args.rounds))
-    rows.append(run("aecs_mongo.normalize", normalize_one, messages, args.rounds))
+    rows.append(run("aecs_mongo.normalizer", normalize_one, messages, args.rounds))
     floor = rows[0][1]
     print(f"{'':26} {'msgs/s':>10} {'MB/s':>8} {'x floor':>8}")
     for label, rate, mbps in rows:

@@ -79,7 +79,7 @@ JUDGED: dict[tuple[str, str, str], str] = {
         "MimeKit reads the lowercase name as +0000"
     ),
     ("stalwart", "stalwart__eml_thirdparty_000.eml", "text"): (
-        "ours removes NUL and other C0 controls from text on purpose (normalize/parse.py); stalwart keeps U+0000"
+        "ours removes NUL and other C0 controls from text on purpose (normalizer/parse.py); stalwart keeps U+0000"
     ),
     ("postal-mime", "flanker__from-encoding.eml", "from.name"): (
         "raw 8-bit 0xFC in a header is not UTF-8: ours falls back to windows-1252 (ü) as mail clients do; "

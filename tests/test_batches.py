@@ -18,7 +18,7 @@ import pytest
 from pymongo import MongoClient, monitoring
 
 from aecs_mongo import MessageStore
-from aecs_mongo.normalize import parse_email
+from aecs_mongo.normalizer import parse_email
 from aecs_mongo.pure.documents import (
     build_documents,
     merge_thread_summaries,

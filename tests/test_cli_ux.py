@@ -426,8 +426,8 @@ def test_a_short_command_imports_only_what_it_needs(servers: Any, backend: str) 
     never = {
         "motor",
         "aecs_mongo.asynchronous.store",
-        "aecs_mongo.normalize",
-        "aecs_mongo.normalize.parse",
+        "aecs_mongo.normalizer",
+        "aecs_mongo.normalizer.parse",
         "aecs_mongo.mail.imap",
         "aecs_mongo.mail.pop3",
         "aecs_mongo.mail.sources",
@@ -447,7 +447,7 @@ def test_the_public_names_stay_importable_and_sorted() -> None:
         "assert 'aecs_mongo.synchronous.store' not in sys.modules\n"
         "assert aecs_mongo.__all__ == sorted(aecs_mongo.__all__)\n"
         "from aecs_mongo import MessageStore, AsyncMessageStore, normalize, parse_email\n"
-        "import aecs_mongo.normalize.dates\n"
+        "import aecs_mongo.normalizer.dates\n"
         "assert callable(aecs_mongo.normalize) and aecs_mongo.normalize is normalize\n"
         "assert all(getattr(aecs_mongo, n) is not None for n in aecs_mongo.__all__)\n"
         "print('ok')\n"

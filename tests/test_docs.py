@@ -109,9 +109,9 @@ def test_the_reference_check_finds_a_name_left_out(hooks: ModuleType) -> None:
     without = re.sub(r"^::: aecs_mongo\.open_writer\s*$", "", reference, flags=re.MULTILINE)
     assert without != reference
     assert hooks.undocumented(without) == ["open_writer"]
-    # the subpackage of the same name is not the function aecs_mongo.normalize
-    assert "normalize" in hooks.undocumented("::: aecs_mongo.normalize\n")
-    assert "normalize" not in hooks.undocumented("::: aecs_mongo.normalize.normalize\n")
+    # the subpackage of the same name is not the function aecs_mongo.normalizer
+    assert "normalize" in hooks.undocumented("::: aecs_mongo.normalizer\n")
+    assert "normalize" not in hooks.undocumented("::: aecs_mongo.normalizer.normalize\n")
 
 
 def test_every_public_name_has_a_docstring() -> None:

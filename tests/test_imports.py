@@ -1,7 +1,7 @@
 """The package's layout rules, read from the source.
 
 - The modules depend on each other one way: no import cycle, type-only imports included.
-- The pure modules (``pure/``, ``normalize/``) import no I/O module, and the public-surface
+- The pure modules (``pure/``, ``normalizer/``) import no I/O module, and the public-surface
   modules they may import (``errors``, ``types``, ``results``) are held to the same rule.
 - ``asynchronous/`` and ``synchronous/`` never import each other, and ``synchronous/`` is exactly
   what ``scripts/unasync.py`` generates (a hand edit fails here, not only in CI's ``--check``).
@@ -119,7 +119,7 @@ def test_the_cycle_finder_finds_a_type_only_cycle(tmp_path: Path) -> None:
 # --- the pure modules import no I/O module ------------------------------------------------------
 
 #: the pure folders: no I/O, no driver calls
-PURE = ("aecs_mongo.pure", "aecs_mongo.normalize")
+PURE = ("aecs_mongo.pure", "aecs_mongo.normalizer")
 #: the public-surface modules a pure module may import (so they are held to the same rule)
 SURFACE = ("aecs_mongo.errors", "aecs_mongo.types", "aecs_mongo.results")
 #: outside modules that do I/O (``bson`` is allowed: types only)
@@ -171,7 +171,7 @@ def pure_violations(found: dict[str, Path]) -> list[str]:
 def test_the_pure_modules_import_no_io_module() -> None:
     found = modules()
     checked = [name for name in found if within(name, PURE + SURFACE)]
-    assert {"aecs_mongo.pure.keys", "aecs_mongo.normalize.parse", "aecs_mongo.results"} <= set(checked)
+    assert {"aecs_mongo.pure.keys", "aecs_mongo.normalizer.parse", "aecs_mongo.results"} <= set(checked)
     assert pure_violations(found) == []
 
 
@@ -195,13 +195,13 @@ def test_the_pure_rule_finds_io_imports(tmp_path: Path) -> None:
             "cli.py": "import socket\n",  # not pure: free to do I/O
             "asynchronous/__init__.py": "",
             "asynchronous/store.py": "import pymongo\n",
-            "normalize/__init__.py": "from concurrent.futures import ThreadPoolExecutor\n",
-            "normalize/parse.py": "",
+            "normalizer/__init__.py": "from concurrent.futures import ThreadPoolExecutor\n",
+            "normalizer/parse.py": "",
             "pure/__init__.py": "",
             "pure/other.py": "",
             "pure/fine.py": (
                 "from __future__ import annotations\nimport bson\nimport json\n"
-                "from .. import errors\nfrom ..normalize import parse\nfrom . import other\n"
+                "from .. import errors\nfrom ..normalizer import parse\nfrom . import other\n"
                 "from aecs_mongo.errors import AecsError\n"
             ),
             "pure/bad.py": (
@@ -216,7 +216,7 @@ def test_the_pure_rule_finds_io_imports(tmp_path: Path) -> None:
         },
     )
     assert sorted(pure_violations(modules(tree))) == [
-        "aecs_mongo.normalize imports concurrent.futures",
+        "aecs_mongo.normalizer imports concurrent.futures",
         "aecs_mongo.pure.bad imports aecs_mongo",
         "aecs_mongo.pure.bad imports aecs_mongo.asynchronous.store",
         "aecs_mongo.pure.bad imports aecs_mongo.commands",

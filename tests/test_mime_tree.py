@@ -1,4 +1,4 @@
-"""The fast MIME reader (``normalize/mime_tree.py``) builds the feed parser's tree, field for field.
+"""The fast MIME reader (``normalizer/mime_tree.py``) builds the feed parser's tree, field for field.
 
 Every message of the real-world corpus (as given and as the header-block repair hands it on),
 crafted edge cases of the feed parser's algorithm, and Hypothesis-built MIME-shaped line
@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aecs_mongo.normalize.header_block import repair_header_block
-from aecs_mongo.normalize.mime_tree import MAX_DEPTH, Fallback, parse_tree
-from aecs_mongo.normalize.parse import _POLICY
+from aecs_mongo.normalizer.header_block import repair_header_block
+from aecs_mongo.normalizer.mime_tree import MAX_DEPTH, Fallback, parse_tree
+from aecs_mongo.normalizer.parse import _POLICY
 
 from .helpers.budgets import budget
 

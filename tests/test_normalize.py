@@ -1,4 +1,4 @@
-"""aecs_mongo.normalize: conformance fixtures, API, headers, dates, attachments, content rules."""
+"""aecs_mongo.normalizer: conformance fixtures, API, headers, dates, attachments, content rules."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aecs_mongo.errors import InputTooLargeError, InvalidEmailError
-from aecs_mongo.normalize import (
+from aecs_mongo.normalizer import (
     clean_text,
     compute_thread_id,
     is_valid_message_id,
@@ -108,13 +108,13 @@ def test_conformance_through_normalize(fixture: dict[str, Any], validator: Any) 
 
 
 def test_rule_four_logs_at_debug_not_warning(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.DEBUG, logger="aecs_mongo.normalize"):
+    with caplog.at_level(logging.DEBUG, logger="aecs_mongo.normalizer"):
         compute_thread_id(
             message_id="no-at-sign", in_reply_to=None, references=[], from_email="a@b.c", subject="x", date=None
         )
-    assert [record.levelno for record in caplog.records if record.name == "aecs_mongo.normalize"] == [logging.DEBUG]
+    assert [record.levelno for record in caplog.records if record.name == "aecs_mongo.normalizer"] == [logging.DEBUG]
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="aecs_mongo.normalize"):
+    with caplog.at_level(logging.DEBUG, logger="aecs_mongo.normalizer"):
         compute_thread_id(
             message_id="ok@example.com", in_reply_to=None, references=[], from_email=None, subject=None, date=None
         )

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from aecs_mongo.normalize import parse_email
+from aecs_mongo.normalizer import parse_email
 
 from .helpers.normalize import PROCESSED, load_validator
 
@@ -38,7 +38,7 @@ def test_corpus_normalizes_validates_and_is_deterministic(caplog: pytest.LogCapt
     files = corpus_files()
     validator = load_validator()
     failures: list[str] = []
-    with caplog.at_level(logging.ERROR, logger="aecs_mongo.normalize"):
+    with caplog.at_level(logging.ERROR, logger="aecs_mongo.normalizer"):
         for path in files:
             raw = path.read_bytes()
             first = parse_email(raw, processed_at=PROCESSED)
@@ -65,7 +65,7 @@ _DIGEST_SCRIPT = """
 import hashlib, json, logging, sys
 from pathlib import Path
 logging.disable(logging.CRITICAL)
-from aecs_mongo.normalize import parse_email
+from aecs_mongo.normalizer import parse_email
 digest = hashlib.sha256()
 for path in sorted(Path(sys.argv[1]).glob("*.eml")):
     parsed = parse_email(path.read_bytes(), processed_at="2026-01-02T03:04:05Z")

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from aecs_mongo.normalize import parse_date
-from aecs_mongo.normalize.header_block import repair_header_block
-from aecs_mongo.normalize.headers import decode_header_value, parse_addresses
-from aecs_mongo.normalize.message_ids import normalize_message_id, parse_references
+from aecs_mongo.normalizer import parse_date
+from aecs_mongo.normalizer.header_block import repair_header_block
+from aecs_mongo.normalizer.headers import decode_header_value, parse_addresses
+from aecs_mongo.normalizer.message_ids import normalize_message_id, parse_references
 
 from .helpers.normalize import parse
 

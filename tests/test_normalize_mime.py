@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aecs_mongo.normalize.charsets import decode_bytes
-from aecs_mongo.normalize.parse import decode_base64_lenient
+from aecs_mongo.normalizer.charsets import decode_bytes
+from aecs_mongo.normalizer.parse import decode_base64_lenient
 
 from .helpers.normalize import parse
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aecs_mongo.errors import InputTooLargeError
-from aecs_mongo.normalize import parse_email
+from aecs_mongo.normalizer import parse_email
 
 from .helpers.budgets import BIG
 from .helpers.normalize import aecs1_schema
@@ -63,7 +63,7 @@ def check(raw: bytes) -> None:
 
 @pytest.fixture(autouse=True)
 def _quiet_fallback_warnings() -> Any:
-    logger = logging.getLogger("aecs_mongo.normalize")
+    logger = logging.getLogger("aecs_mongo.normalizer")
     level = logger.level
     logger.setLevel(logging.ERROR)
     yield

@@ -25,7 +25,7 @@ import pytest
 from aecs_mongo import MessageStore
 from aecs_mongo.errors import DocumentTooLargeError, InvalidTagError
 from aecs_mongo.mail.sources import Origin, RawMessage
-from aecs_mongo.normalize.build import RawSpec, build_raw
+from aecs_mongo.normalizer.build import RawSpec, build_raw
 from aecs_mongo.synchronous.parse_pool import ParsePool, worker_count
 from tests.helpers.end_state import COLLECTIONS, canonical, unreferenced_blobs
 from tests.helpers.paths import SHARED

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aecs_mongo import AecsMongoError, SearchQueryError
-from aecs_mongo.normalize.html_text import html_text_pieces, html_to_text
+from aecs_mongo.normalizer.html_text import html_text_pieces, html_to_text
 from aecs_mongo.pure import search_query as sq
 from aecs_mongo.pure.search_query import And, Date, Not, Or, Phrase, Thread, Word, parse, to_text
 

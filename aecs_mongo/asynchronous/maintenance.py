@@ -111,7 +111,7 @@ async def recompute_thread(ctx: AsyncStoreContext, tkey: str) -> None:
 
 async def reparse_stale(ctx: AsyncStoreContext, spec_version: str | None) -> dict[str, int]:
     """Re-normalize from ``raw.eml`` every message stored under another spec version."""
-    from ..normalize import SPEC_VERSION
+    from ..normalizer import SPEC_VERSION
 
     target = SPEC_VERSION if spec_version is None else check_str(spec_version, "spec_version")
     report = {"reparsed": 0, "skipped": 0}
@@ -234,7 +234,7 @@ async def _undated_ts(ctx: AsyncStoreContext, message: Mapping[str, Any]) -> int
     raw = await blobstore.get_raw(ctx, message["messageId"])
     if raw is None:
         return None
-    from ..normalize.dates import received_timestamp
+    from ..normalizer.dates import received_timestamp
 
     found = received_timestamp(raw)
     return found if found is not None and found != at else None

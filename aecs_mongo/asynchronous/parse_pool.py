@@ -1,4 +1,4 @@
-"""Parse raw mail in worker processes (the documents: ``normalize/build.py``) where the machine has two cores or more.
+"""Parse raw mail in worker processes (the documents: ``normalizer/build.py``) where the machine has two cores or more.
 
 ``store_many``/``store_iter`` (and so ``aecs-mongo ingest``) build the next batch on a thread
 while the current one is written (``asynchronous/prefetch.py``); parsing is pure Python, so that
@@ -40,7 +40,7 @@ from ..errors import AecsMongoError
 from ..pure.documents import MessageDocuments
 
 if TYPE_CHECKING:  # the normalizer is imported on first use (writing.py imports this module)
-    from ..normalize.build import RawJob, RawSpec
+    from ..normalizer.build import RawJob, RawSpec
 
 __all__ = ["MAX_WORKERS", "ParsePool", "worker_count"]
 
@@ -96,7 +96,7 @@ class ParsePool:
         """The documents (or typed error) of each job, by index. Other exceptions propagate."""
         if not jobs:
             return {}
-        from ..normalize.build import restore_error
+        from ..normalizer.build import restore_error
 
         if self._executor is None:
             with warnings.catch_warnings():
@@ -123,7 +123,7 @@ class ParsePool:
 
     def _submit(self, jobs: list[RawJob]) -> list[Future[Any]]:
         assert self._executor is not None
-        from ..normalize.build import build_chunk
+        from ..normalizer.build import build_chunk
 
         # chunks of about equal bytes, one per worker, in input order
         total = sum(len(raw) for _index, raw, _at in jobs)

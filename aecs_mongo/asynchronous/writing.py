@@ -55,7 +55,7 @@ _INDEX = re.compile(r"\[\d+\]")
 
 def parse_raw(raw: bytes, for_ai_max_chars: int) -> Any:
     """Normalize raw RFC 5322 bytes (the normalizer is imported on first use)."""
-    from ..normalize import parse_email
+    from ..normalizer import parse_email
 
     return parse_email(raw, for_ai_max_chars=for_ai_max_chars)
 
@@ -64,14 +64,14 @@ def fallback_ts(raw: bytes | None, received_at: _dt.datetime | None) -> int | No
     """The sort time of a message without a usable Date: the newest Received header's date,
     else the source's own date (``received_at``: an mbox From_ line, a file's time, IMAP
     INTERNALDATE); None: ``processedAt`` then (seed 000's fallback, kept last)."""
-    from ..normalize.build import fallback_ts as computed
+    from ..normalizer.build import fallback_ts as computed
 
     return computed(raw, received_at)
 
 
 def _raw_spec(ctx: AsyncStoreContext) -> Any:
-    """What building a raw message's documents needs of the store (``normalize.build.RawSpec``)."""
-    from ..normalize.build import RawSpec
+    """What building a raw message's documents needs of the store (``normalizer.build.RawSpec``)."""
+    from ..normalizer.build import RawSpec
 
     settings = ctx.settings
     return RawSpec(ctx.mailbox_id, settings.owner_addresses, settings.for_ai_max_chars)
@@ -96,7 +96,7 @@ def build(
     folder_list = check_folders(folders)
     settings = ctx.settings
     if isinstance(email, (bytes, bytearray, memoryview)):
-        from ..normalize.build import build_raw
+        from ..normalizer.build import build_raw
 
         docs = build_raw(_raw_spec(ctx), bytes(email), attachments, uidl, received_at)
     else:

@@ -29,7 +29,7 @@ __all__ = [
     "parse_duration",
 ]
 
-#: The AECS-1 version the normalizer writes (``aecs_mongo.normalize`` takes it from here, so a
+#: The AECS-1 version the normalizer writes (``aecs_mongo.normalizer`` takes it from here, so a
 #: read that needs the constant does not import the normalizer).
 SPEC_VERSION = "1.1"
 

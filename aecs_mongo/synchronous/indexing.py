@@ -101,7 +101,7 @@ _BODY_FIELDS = {"raw": 0, "forAI": 0, "mailboxId": 0}
 
 def html_text(html: str) -> str:
     """The normalizer's text of an HTML body (imported on first use, as the normalizer is)."""
-    from ..normalize.html_text import html_to_text
+    from ..normalizer.html_text import html_to_text
 
     return html_to_text(html)
 
@@ -111,7 +111,7 @@ def html_pieces(html: str | None) -> str:
     none; the scan's test before ``html_text``)."""
     if html is None:
         return ""
-    from ..normalize.html_text import html_text_pieces
+    from ..normalizer.html_text import html_text_pieces
 
     return html_text_pieces(html)
 

@@ -120,7 +120,7 @@ def bench_before_after(ref: str, rounds: int) -> Doc | None:
     corpus = gen_mbox.CORPUS
     if not corpus.is_dir():
         return None
-    from aecs_mongo.normalize import parse_email
+    from aecs_mongo.normalizer import parse_email
 
     blobs = [p.read_bytes() for p in sorted(corpus.glob("*.eml"))]
     megabytes = sum(len(b) for b in blobs) / 1e6

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from aecs_mongo.normalize import ParsedEmail, parse_email
+from aecs_mongo.normalizer import ParsedEmail, parse_email
 
 from .paths import SHARED
 

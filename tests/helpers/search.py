@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from aecs_mongo import parse_email
-from aecs_mongo.normalize.html_text import html_text_pieces, html_to_text
+from aecs_mongo.normalizer.html_text import html_text_pieces, html_to_text
 from aecs_mongo.pure.documents import build_documents
 from aecs_mongo.pure.search_compile import search_columns, search_haystacks
 

@@ -36,7 +36,7 @@ Which parts are what (where AECS-1 is silent, like the TypeScript reference on p
 Content levels: ``raw`` is the body text before normalization (line endings and spacing as
 decoded; for HTML-only mail the converted text), ``text`` is ``raw`` normalized (LF, blanks
 collapsed, NUL and other C0 controls except tab removed), ``clean``/``forAI`` follow
-:mod:`aecs_mongo.normalize.content`. A message with no text or HTML part at all has null
+:mod:`aecs_mongo.normalizer.content`. A message with no text or HTML part at all has null
 text levels; a body part that is empty gives empty strings.
 
 ``rawFull`` is the original octets as text: UTF-8 when they are valid UTF-8, else latin-1

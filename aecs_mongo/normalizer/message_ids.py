@@ -32,7 +32,7 @@ __all__ = [
     "parse_references",
 ]
 
-logger = logging.getLogger("aecs_mongo.normalize")
+logger = logging.getLogger("aecs_mongo.normalizer")
 
 _BRACKETED_RE = re.compile(r"<([^<>]*)>")
 _COMMENT_RE = re.compile(r"\([^()<>]*\)")
@@ -149,7 +149,7 @@ def compute_thread_id(
     Values may carry brackets and whitespace (they are normalized first). ``references`` is
     the header value (tokenized with :func:`parse_references`) or a list of entries,
     earliest first, each normalized with :func:`normalize_message_id`. Logs at DEBUG on
-    ``aecs_mongo.normalize`` when the fallback hash (rule 4) is used: real mail without a
+    ``aecs_mongo.normalizer`` when the fallback hash (rule 4) is used: real mail without a
     valid Message-ID is common, nothing a user should act on.
     """
     entries = (
