@@ -329,7 +329,7 @@ class AsyncMessageStore:
     ) -> SearchResults[SearchHit]:
         """Messages matching ``query`` (the query language: words, "phrases", OR, NOT/-word,
         parentheses, prefix*, from:, to:, subject:, body:, attachment:, thread:, date:A..B; see
-        ``aecs_mongo/pure/search_query.py``): messageId, threadId, subject, ts, snippet, score.
+        ``aecs_mongo/pure/search_query/``): messageId, threadId, subject, ts, snippet, score.
 
         Newest first (``sort="date"``; ``next_cursor`` pages on with ``cursor=``), or best
         first (``sort="relevance"``) where the engine ranks (the local index, ``$text``, Atlas).
