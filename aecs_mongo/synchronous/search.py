@@ -6,7 +6,7 @@ that chooses the engine.
 The query is parsed once (``pure/search_query/``) and the same tree goes to the engine
 ``choose_engine`` picks: Atlas Search, ``$text`` on ``aecs_bodies_search``, the local index
 (``search_index=``) or the scan (``scan.py``), which reads every message and matches the tree
-here; a query of labels alone goes to ``messages`` and their indexes, exact, whatever engine
+in Python; a query of labels alone goes to ``messages`` and their indexes, exact, whatever engine
 serves the words. Each engine implements ``SearchEngine`` (``search_engine.py``); the hits
 are shaped the same way whatever engine found them: newest first (``sort="date"``, keyset
 cursors) or best first (``sort="relevance"``, where the engine ranks).
