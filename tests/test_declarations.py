@@ -3,8 +3,7 @@
 - Every ``__all__`` is one assignment of a list literal, sorted as ruff's RUF022 sorts it
   (constants, then classes, then the rest; digits by their value): no ``__all__ +=`` appendix
   that a reader of the list would miss, no list computed at run time. The generated
-  ``synchronous/`` is held to the first part only: its lists are ``asynchronous/``'s, sorted
-  there, with ``Async`` taken off the names, which can move them.
+  ``synchronous/`` too: ``scripts/unasync.py`` sorts its lists again once ``Async`` is off.
 - The package's public names: ``aecs_mongo/__init__.py`` states each one in its
   ``TYPE_CHECKING`` imports (what mypy sees), in ``__all__`` (what mypy and ``import *``
   export) and in ``_LAZY`` (where ``__getattr__`` imports it from on first use). mypy needs the
@@ -46,9 +45,8 @@ def _mentions_all(node: ast.AST) -> bool:
     return any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets)
 
 
-def all_problems(path: Path, *, ordered: bool = True) -> list[str]:
-    """What keeps ``path``'s ``__all__`` (if it has one) from being one list literal, sorted
-    unless ``ordered`` is false."""
+def all_problems(path: Path) -> list[str]:
+    """What keeps ``path``'s ``__all__`` (if it has one) from being one sorted list literal."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     statements = [node for node in ast.walk(tree) if _mentions_all(node)]
     if not statements:
@@ -64,7 +62,7 @@ def all_problems(path: Path, *, ordered: bool = True) -> list[str]:
     ):
         return [f"{path}:{node.lineno}: __all__ is not a list literal of names"]
     names = [e.value for e in value.elts if isinstance(e, ast.Constant)]
-    if ordered and names != sorted(names, key=ruff_order):
+    if names != sorted(names, key=ruff_order):
         return [f"{path}:{node.lineno}: __all__ is not sorted"]
     if len(set(names)) != len(names):
         return [f"{path}:{node.lineno}: __all__ names one twice"]
@@ -72,12 +70,7 @@ def all_problems(path: Path, *, ordered: bool = True) -> list[str]:
 
 
 def test_every_all_is_one_sorted_list_literal() -> None:
-    generated = PACKAGE / "synchronous"
-    problems = [
-        problem
-        for path in sorted(PACKAGE.rglob("*.py"))
-        for problem in all_problems(path, ordered=generated not in path.parents)
-    ]
+    problems = [problem for path in sorted(PACKAGE.rglob("*.py")) for problem in all_problems(path)]
     assert not problems, "\n".join(problems)
 
 
