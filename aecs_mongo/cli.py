@@ -1,16 +1,13 @@
 """``aecs-mongo``: store mail in MongoDB and read it back from the command line.
 
-Global options (before or after the command, listed once in ``aecs-mongo --help``): ``--uri``
-(default ``$MONGODB_URI``), ``--db`` (default ``aecs``), ``--mailbox`` (default ``default``),
-``--data-dir`` (default ``$AECS_DATA_DIR``, else ``$XDG_DATA_HOME/aecs-mongo``, i.e.
-``~/.local/share/aecs-mongo``: one per user, wherever the command runs), ``--keep-server``
-(default ``$AECS_KEEP_SERVER`` or ``5m``), ``--json`` and ``--verbose``. Without a URI the
-embedded SecantusDB server of the data directory (kept between runs) is used: the one already
-running in the background for that directory, or a new one that keeps running after the command
-and stops by itself once unused for ``--keep-server`` (:mod:`aecs_mongo.embedded.background`;
-``server status|stop|start`` manage it). ``--keep-server 0`` starts a server of the command's
-own, stopped when the command ends, also on Ctrl-C, SIGTERM or an error. It needs ``pip install
-'aecs-mongo[embedded]'``.
+The global options (``--uri``, ``--db``, ``--mailbox``, ``--data-dir``...; their defaults and
+help in :data:`aecs_mongo.commands.table.GLOBAL_OPTIONS`, listed once in ``aecs-mongo --help``)
+go before or after the command. Without a URI the embedded SecantusDB server of the data
+directory (kept between runs) is used: the one already running in the background for that
+directory, or a new one that keeps running after the command and stops by itself once unused
+for ``--keep-server`` (:mod:`aecs_mongo.embedded.background`; ``server status|stop|start``
+manage it). ``--keep-server 0`` starts a server of the command's own, stopped when the command
+ends, also on Ctrl-C, SIGTERM or an error. It needs ``pip install 'aecs-mongo[embedded]'``.
 
 Exit codes: 0 success; 1 the command ran but something failed (an input that could not be
 stored, a message that is not there, a database error, a full disk, an unreachable server);
