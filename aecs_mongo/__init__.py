@@ -142,7 +142,9 @@ __all__ = [
     "sync_files",
 ]
 
-#: Where each public name lives (imported on first use).
+#: Where each public name lives (imported on first use): the imports under ``TYPE_CHECKING``
+#: above, for run time, where reading them would cost a parse of this file; mypy needs those
+#: and ``__all__`` as written, so tests/test_declarations.py checks that the three agree.
 _LAZY = {
     "Address": ".types",
     "AecsMongoError": ".errors",

@@ -4,8 +4,9 @@
 One folder rule, as in PyMongo: every ``asynchronous/<name>.py`` becomes
 ``synchronous/<name>.py`` (the same module name), with ``async``/``await`` removed and every
 ``Async<Name>`` class or type renamed ``<Name>`` (``AsyncMessageStore`` -> ``MessageStore``,
-``AsyncIterator`` -> ``Iterator``, ``AsyncMongoClient`` -> ``MongoClient``). The async code is
-the source. ``--check`` exits 1 when a committed sync module differs from what this would write,
+``AsyncIterator`` -> ``Iterator``, ``AsyncMongoClient`` -> ``MongoClient``), its ``__all__``
+sorted again as ruff sorts it (a name without ``Async`` can move). The async code is the
+source. ``--check`` exits 1 when a committed sync module differs from what this would write,
 or when ``synchronous/`` holds a module that has no async source (CI runs it).
 """
 
@@ -50,12 +51,28 @@ REPLACEMENTS: list[tuple[str, str]] = [
 ]
 
 
+_ALL = re.compile(r"^__all__ = \[(?P<items>[^\]]*)\]", re.MULTILINE)
+
+
+def _ruff_order(name: str) -> tuple[int, list[int | str]]:
+    """ruff's RUF022 order: SCREAMING_CASE, then CamelCase, then the rest; digits by value."""
+    category = 0 if len(name) > 1 and name.isupper() else 1 if name[:1].isupper() else 2
+    return category, [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _sort_all(match: re.Match[str]) -> str:
+    names = sorted(re.findall(r'"([^"]+)"', match["items"]), key=_ruff_order)
+    if "\n" in match["items"]:
+        return "__all__ = [\n" + "".join(f'    "{name}",\n' for name in names) + "]"
+    return "__all__ = [" + ", ".join(f'"{name}"' for name in names) + "]"
+
+
 def generate(source: str, name: str) -> str:
     """The sync module for the async source text of ``asynchronous/<name>``."""
     body = source
     for pattern, replacement in REPLACEMENTS:
         body = re.sub(pattern, replacement, body, flags=re.MULTILINE)
-    return BANNER.format(name=name) + body
+    return BANNER.format(name=name) + _ALL.sub(_sort_all, body, count=1)
 
 
 def expected_files() -> dict[str, str]:

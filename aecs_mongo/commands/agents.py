@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import EXIT_USAGE, CliError, Context, Handlers, Output, note
+from .base import EXIT_USAGE, CliError, Context, Output, note
 
-__all__ = ["HANDLERS"]
+__all__ = ["mcp"]
 
 INSTALL_HINT = "pip install 'aecs-mongo[mcp]'"
 
@@ -83,6 +83,3 @@ def mcp(ctx: Context) -> Output:
 
     anyio.run(serve)
     return Output()
-
-
-HANDLERS: Handlers = {"mcp": mcp}

@@ -33,7 +33,6 @@ __all__ = [
     "CliError",
     "Context",
     "Handler",
-    "Handlers",
     "JsonLines",
     "Output",
     "StatusLine",
@@ -112,9 +111,8 @@ class Context:
         return bool(self.args.json)
 
 
+#: A command's handler (:data:`aecs_mongo.commands.table.COMMANDS` names each one).
 Handler = Callable[[Context], Output]
-#: The handlers of one module, by command name.
-Handlers = Mapping[str, Handler]
 
 
 # --- values as text ----------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from .base import (
     EXIT_USAGE,
     CliError,
     Context,
-    Handlers,
     Output,
     StatusLine,
     disk_full_message,
@@ -28,7 +27,7 @@ from .base import (
 )
 from .interrupts import signals_as_interrupt
 
-__all__ = ["HANDLERS"]
+__all__ = ["delete", "erase", "expire", "export"]
 
 
 def delete(ctx: Context) -> Output:
@@ -186,6 +185,3 @@ def erase(ctx: Context) -> Output:
         + (f"; {report.remaining} messages stored during the erase remain" if report.remaining else "")
     )
     return Output(report.as_dict(), [text], EXIT_FAILED if report.remaining else EXIT_OK)
-
-
-HANDLERS: Handlers = {"delete": delete, "export": export, "expire": expire, "erase": erase}

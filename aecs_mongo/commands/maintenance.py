@@ -7,9 +7,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .base import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Context, Handlers, Output, human_size, plural
+from .base import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Context, Output, human_size, plural
 
-__all__ = ["HANDLERS"]
+__all__ = ["blobs", "indexes", "reindex", "stats"]
 
 _ENGINE_NOTES = {
     "atlas": "Atlas index",
@@ -181,6 +181,3 @@ def blobs(ctx: Context) -> Output:
     ]
     notes = [f"{len(report.missing)} blob(s) named by messages were not in {report.source}: {report.missing[:3]}"]
     return Output(data, text, EXIT_FAILED if report.missing else EXIT_OK, notes=notes if report.missing else ())
-
-
-HANDLERS: Handlers = {"reindex": reindex, "indexes": indexes, "stats": stats, "blobs": blobs}

@@ -16,7 +16,6 @@ from .base import (
     EXIT_USAGE,
     CliError,
     Context,
-    Handlers,
     JsonLines,
     Output,
     StatusLine,
@@ -29,7 +28,7 @@ from .base import (
     terminal_width,
 )
 
-__all__ = ["HANDLERS", "SHORT_ID"]
+__all__ = ["SHORT_ID", "count", "find", "inbox", "mailboxes", "replies", "search", "show", "thread", "threads", "with_"]
 
 #: Hex digits of a thread key shown as a thread's short id (``thread`` takes 4 or more, like git).
 SHORT_ID = 8
@@ -372,17 +371,3 @@ class _SearchProgress(StatusLine):
         if self.total is None:  # counted once, on the first window: only a scan reports progress
             self.total = self.ctx.db["messages"].count_documents({"mailboxId": self.ctx.store.mailbox_id})
         self.show(f"searched {examined:,} of {self.total:,}", force=examined >= self.total)
-
-
-HANDLERS: Handlers = {
-    "mailboxes": mailboxes,
-    "inbox": inbox,
-    "threads": threads,
-    "thread": thread,
-    "show": show,
-    "with": with_,
-    "replies": replies,
-    "find": find,
-    "search": search,
-    "count": count,
-}

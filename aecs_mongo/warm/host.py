@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .client import READS, socket_path
+from .client import socket_path
 from .protocol import (
     ACCEPT,
     DECLINE,
@@ -192,14 +192,14 @@ class Host:
         except SystemExit:
             return False
         if self.data_dir is None:  # a --uri: that one exactly; its --keep-server is the host's idle time
-            if args.entry.name not in READS or args.uri != self.uri or args.keep_server <= 0:
+            if not args.entry.warm or args.uri != self.uri or args.keep_server <= 0:
                 return False
             self.idle = args.keep_server
             return True
         given = getattr(args, "data_dir", None)
         data_dir = Path(given).expanduser().resolve() if given else user_data_dir().resolve()
         return (
-            args.entry.name in READS
+            args.entry.warm
             and not args.uri
             and data_dir == self.data_dir
             and args.keep_server > 0
