@@ -24,7 +24,7 @@ from ..results import SearchResults
 from ..types import SearchHit
 from .context import StoreContext
 
-__all__ = ["HIT_FIELDS", "SearchEngine", "Hits", "hit_snippet", "messages_of"]
+__all__ = ["HIT_FIELDS", "Hits", "SearchEngine", "hit_snippet", "messages_of"]
 
 #: The columns a snippet is taken from, in order (bcc only outside a shared view).
 _SNIPPET_COLUMNS = ("clean", "subject", "rest", "html", "sender", "recipients", "attachments", "bcc")
