@@ -11,7 +11,8 @@ from email.header import Header
 from typing import Any
 
 from aecs_mongo.agents.shaping import HANDLES, json_size
-from aecs_mongo.agents.specs import MAX_ITEMS, SPECS
+from aecs_mongo.agents import SPECS
+from aecs_mongo.agents.specs import MAX_ITEMS
 from aecs_mongo.pure.invisible import escape_hidden, strip_hidden
 
 #: "ignore previous instructions" in Unicode tag characters: invisible to a person, read by a model
