@@ -1,6 +1,8 @@
 """The pure parts of the agent tools: hidden characters (pure/invisible.py), argument checks
-(agents/arguments.py), the byte cap (agents/shaping.fit) and the Bcc fields of a raw message.
-No server: these are the rules; tests/test_agents.py runs them through every tool."""
+against the schemas derived from the tools' typed signatures (agents/arguments.py, every cap
+refused one past its bound and accepted at it), the byte cap (agents/shaping.fit) and the Bcc
+fields of a raw message. No server: these are the rules; tests/test_agents.py runs them
+through every tool."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from aecs_mongo.agents.bodies import drop_bcc_headers
 from aecs_mongo.agents.shaping import fit, json_size, result
 from aecs_mongo.pure.invisible import HIDDEN_PATTERN, escape_hidden, strip_hidden, strip_hidden_in, unescape_hidden
 
-from .helpers.agents import BIDI_PAYLOAD, PERSIAN, TAG_PAYLOAD, VS_PAYLOAD, ZW_PAYLOAD
+from .helpers.agents import BIDI_PAYLOAD, CAP_KEYS, CAPS, PERSIAN, TAG_PAYLOAD, VS_PAYLOAD, ZW_PAYLOAD, capped
 from .helpers.budgets import budget
 
 EXAMPLES = budget("AECS_HIDDEN_EXAMPLES", big=3000, small=300)
@@ -105,6 +107,56 @@ def test_arguments_are_checked_against_the_schema() -> None:
         with pytest.raises(ToolError, match=message):
             check_arguments(spec, bad)
     assert isinstance(ToolError("x"), ValueError)
+
+
+#: a valid value of each argument a call needs, and an item of each array argument
+REQUIRED = {"query": "x", "thread_id": "t@x", "message_id": "m@x", "address": "a@b.example", "raw": "x"}
+ITEMS = {"vector": 1.0, "message_ids": "m@x", "add": "todo", "remove": "todo"}
+
+
+def test_every_capped_argument_states_its_caps_in_its_schema() -> None:
+    """The derived schemas carry every cap, and every capped argument is in ``CAPS`` (a new
+    one must be listed, and so tested below)."""
+    for name, argument, caps in CAPS:
+        assert capped(dict(SPECS[name].input_schema), argument) == caps, (name, argument)
+    listed = {(name, argument) for name, argument, _ in CAPS}
+    for name, spec in SPECS.items():
+        for argument in spec.input_schema["properties"]:
+            if capped(dict(spec.input_schema), argument):
+                assert (name, argument) in listed, (name, argument)
+    assert all(spec.input_schema["additionalProperties"] is False for spec in SPECS.values())
+
+
+def _at(argument: str, key: str, bound: int) -> object:
+    """A value of ``argument`` of size ``bound`` (a number, characters or items, as ``key`` counts)."""
+    if key in ("minimum", "maximum"):
+        return bound
+    if key in ("minLength", "maxLength"):
+        return "x" * bound
+    return [ITEMS[argument]] * bound
+
+
+@pytest.mark.parametrize(
+    ("name", "argument", "key", "bound"),
+    [(n, a, k, b) for n, a, caps in CAPS for k, b in caps.items() if k in CAP_KEYS],
+    ids=lambda v: str(v),
+)
+def test_an_argument_past_its_cap_is_refused_and_one_at_it_is_taken(
+    name: str, argument: str, key: str, bound: int
+) -> None:
+    spec = SPECS[name]
+    base = {a: v for a, v in REQUIRED.items() if a in spec.input_schema.get("required", ())}
+    at = check_arguments(spec, {**base, argument: _at(argument, key, bound)})
+    assert at[argument] == _at(argument, key, bound)
+    past = bound + 1 if key.startswith("max") else bound - 1
+    with pytest.raises(ToolError) as refused:
+        check_arguments(spec, {**base, argument: _at(argument, key, past)})
+    message = str(refused.value)
+    assert f"argument {argument!r}" in message, message
+    if key == "minLength" and bound == 1:
+        assert "must not be empty" in message
+    else:
+        assert str(bound) in message, message  # the bound it passed, said
 
 
 def test_fit_shortens_the_longest_texts_then_drops_trailing_items() -> None:

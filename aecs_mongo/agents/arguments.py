@@ -1,11 +1,10 @@
 """A tool call's arguments checked against the tool's typed signature (pydantic).
 
-``arguments_model`` makes the pydantic model of a tool method's arguments, as the MCP SDK
-does for a function: one field per parameter, its ``Annotated`` constraints and default; no
-other field (``additionalProperties: false``), and strict types: a model makes mistakes a
-programmer would not (a number as a string, a missing field, a field of another tool, a 10 MB
-string), and each is refused, never coerced. JSON has one number type, so ``20.0`` is the
-integer 20; null is an absent argument (its default).
+Each tool's pydantic model (``specs.arguments_model``) has one field per parameter of its
+method, with its ``Annotated`` constraints and default, no other field and strict types: a
+model makes mistakes a programmer would not (a number as a string, a missing field, a field of
+another tool, a 10 MB string), and each is refused, never coerced. JSON has one number type,
+so ``20.0`` is the integer 20; null is an absent argument (its default).
 
 ``check_arguments`` returns the arguments with defaults filled in, or raises a ``ToolError``
 that says which argument and what it must be.
@@ -15,19 +14,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from ..errors import ToolError
+from .specs import ToolSpec
 
-if TYPE_CHECKING:
-    from .specs import ToolSpec
-
-__all__ = ["arguments_model", "bind_arguments", "check_arguments"]
-
-_CONFIG = ConfigDict(extra="forbid", strict=True)
+__all__ = ["bind_arguments", "check_arguments"]
 
 #: what a strict type error means, by pydantic's error type
 _EXPECTED = {
@@ -37,15 +32,6 @@ _EXPECTED = {
     "bool_type": "true or false",
     "list_type": "an array",
 }
-
-
-def arguments_model(method: Callable[..., Any]) -> type[BaseModel]:
-    """The pydantic model of ``method``'s arguments (every parameter but the first, ``self``)."""
-    parameters = list(inspect.signature(method, eval_str=True).parameters.values())[1:]
-    fields: dict[str, Any] = {
-        p.name: (p.annotation, ... if p.default is inspect.Parameter.empty else p.default) for p in parameters
-    }
-    return create_model(f"{method.__name__}_arguments", __config__=_CONFIG, **fields)
 
 
 def _type_name(value: object) -> str:
@@ -114,7 +100,9 @@ def _message(spec: ToolSpec, error: ErrorDetails) -> str:
         return f"argument {arg!r} must be one of {', '.join(map(str, schema.get('enum', ())))}"
     if kind == "string_too_short":
         least = (error.get("ctx") or {}).get("min_length", 1)
-        return f"argument {arg!r} must not be empty" if least <= 1 else f"argument {arg!r} is too short"
+        if least <= 1:
+            return f"argument {arg!r} must not be empty"
+        return f"argument {arg!r} is too short (at least {least} characters)"
     if kind == "string_too_long":
         return f"argument {arg!r} is too long (at most {(error.get('ctx') or {}).get('max_length')} characters)"
     if kind in ("too_short", "too_long"):

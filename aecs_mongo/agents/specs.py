@@ -4,9 +4,9 @@ A tool is a typed method of ``MailTools``/``AsyncMailTools``: its arguments are 
 types with pydantic ``Field`` constraints (the types below), its description is its docstring.
 ``tool_spec`` derives a ``ToolSpec`` from that, as the MCP SDK's ``MCPServer`` derives a tool
 from a function: the JSON schema of the arguments (with every cap: counts, lengths, bytes) and
-the pydantic model that checks a call (``arguments``). The caps are constants here, and a
-docstring names them by placeholder (``{MAX_ITEMS}``), so the descriptions, the schemas and
-the code that enforces them cannot disagree.
+the pydantic model that checks a call (``arguments_model``; ``arguments`` words a refusal). The
+caps are constants here, and a docstring names them by placeholder (``{MAX_ITEMS}``), so the
+descriptions, the schemas and the code that enforces them cannot disagree.
 
 Write tools (``store_message``, ``delete_message``, ``tag_messages``) say so first in their
 descriptions and exist only on a tool set made with ``writable=True``.
@@ -19,9 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
-
-from .arguments import arguments_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 __all__ = [
     "BODY_DEFAULT_CHARS",
@@ -41,6 +39,7 @@ __all__ = [
     "THREAD_MAX_CHARS",
     "VECTOR_MAX_DIMS",
     "ToolSpec",
+    "arguments_model",
     "tool_spec",
 ]
 
@@ -159,6 +158,19 @@ class ToolSpec:
     write: bool = False
     annotations: Mapping[str, Any] = field(default_factory=dict)
     model: type[BaseModel] | None = field(default=None, repr=False, compare=False)
+
+
+#: no argument but the method's parameters, and no coercion (a model's "20" is not 20)
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+def arguments_model(method: Callable[..., Any]) -> type[BaseModel]:
+    """The pydantic model of ``method``'s arguments (every parameter but the first, ``self``)."""
+    parameters = list(inspect.signature(method, eval_str=True).parameters.values())[1:]
+    fields: dict[str, Any] = {
+        p.name: (p.annotation, ... if p.default is inspect.Parameter.empty else p.default) for p in parameters
+    }
+    return create_model(f"{method.__name__}_arguments", __config__=_STRICT, **fields)
 
 
 #: what a docstring may name by placeholder
