@@ -17,6 +17,18 @@ from aecs_mongo.agents import SPECS
 from aecs_mongo.agents.arguments import check_arguments
 from aecs_mongo.agents.bodies import drop_bcc_headers
 from aecs_mongo.agents.shaping import fit, json_size, result
+from aecs_mongo.agents.specs import (
+    BODY_DEFAULT_CHARS,
+    BODY_MAX_CHARS,
+    LIST_FIELD_MAX,
+    RAW_DEFAULT_BYTES,
+    RAW_MAX_BYTES,
+    SNIPPET_MAX_CHARS,
+    STORE_MAX_BYTES,
+    TAG_DEFAULT_MESSAGES,
+    TAG_MAX_MESSAGES,
+    THREAD_MAX_CHARS,
+)
 from aecs_mongo.pure.invisible import HIDDEN_PATTERN, escape_hidden, strip_hidden, strip_hidden_in, unescape_hidden
 
 from .helpers.agents import BIDI_PAYLOAD, CAP_KEYS, CAPS, PERSIAN, TAG_PAYLOAD, VS_PAYLOAD, ZW_PAYLOAD, capped
@@ -125,6 +137,33 @@ def test_every_capped_argument_states_its_caps_in_its_schema() -> None:
             if capped(dict(spec.input_schema), argument):
                 assert (name, argument) in listed, (name, argument)
     assert all(spec.input_schema["additionalProperties"] is False for spec in SPECS.values())
+
+
+def test_the_descriptions_state_the_caps_the_code_keeps() -> None:
+    """A tool's description (its docstring) states its byte cap, its count cap and default, and
+    its other caps as the constants the code enforces."""
+    for name, spec in SPECS.items():
+        assert f"The result is at most {spec.max_bytes // 1024} KiB of JSON." in spec.description, name
+        limit = spec.input_schema["properties"].get("limit")
+        if limit is not None:
+            assert f"(default {limit['default']}, at most {limit['maximum']}" in spec.description, name
+    stated = {
+        "search": [f"a snippet of at most {SNIPPET_MAX_CHARS} characters"],
+        "get_thread": [f"(default and at most {THREAD_MAX_CHARS:,};"],
+        "get_message": [
+            f"(default {BODY_DEFAULT_CHARS:,}, at most {BODY_MAX_CHARS:,};",
+            f"(at most {LIST_FIELD_MAX}; never their content)",
+            f"(default {RAW_DEFAULT_BYTES:,}, at most {RAW_MAX_BYTES:,};",
+        ],
+        "store_message": [f"at most {STORE_MAX_BYTES >> 20} MiB"],
+        "tag_messages": [f"(default {TAG_DEFAULT_MESSAGES}, at most {TAG_MAX_MESSAGES})"],
+    }
+    for name, phrases in stated.items():
+        for phrase in phrases:
+            assert phrase in SPECS[name].description, (name, phrase)
+    defaults = {"get_thread": ("max_chars", THREAD_MAX_CHARS), "get_message": ("max_chars", BODY_DEFAULT_CHARS)}
+    for name, (argument, value) in defaults.items():
+        assert SPECS[name].input_schema["properties"][argument]["default"] == value
 
 
 def _at(argument: str, key: str, bound: int) -> object:

@@ -20,6 +20,11 @@ hide text from a person removed and counted (``aecs_mongo.pure.invisible``).
 
 from __future__ import annotations
 
+try:
+    import pydantic  # noqa: F401  (the tools' argument checks: said here, where it is missed)
+except ImportError as exc:
+    raise ImportError("aecs_mongo.agents needs pydantic: pip install 'aecs-mongo[agents]'", name=exc.name) from exc
+
 from ..errors import ToolError
 from .asynchronous.tools import AsyncMailTools
 from .specs import ToolSpec

@@ -5,8 +5,8 @@ types with pydantic ``Field`` constraints (the types below), its description is 
 ``tool_spec`` derives a ``ToolSpec`` from that, as the MCP SDK's ``MCPServer`` derives a tool
 from a function: the JSON schema of the arguments (with every cap: counts, lengths, bytes) and
 the pydantic model that checks a call (``arguments_model``; ``arguments`` words a refusal). The
-caps are constants here, and a docstring names them by placeholder (``{MAX_ITEMS}``), so the
-descriptions, the schemas and the code that enforces them cannot disagree.
+caps are constants here, used by the argument types and by the code that enforces them; the
+descriptions state them too, and tests/test_agents_pure.py checks that they agree.
 
 Write tools (``store_message``, ``delete_message``, ``tag_messages``) say so first in their
 descriptions and exist only on a tool set made with ``writable=True``.
@@ -59,7 +59,6 @@ RAW_DEFAULT_BYTES = 16_384
 RAW_MAX_BYTES = 65_536
 #: store_message: bytes of the raw message (UTF-8)
 STORE_MAX_BYTES = 1 << 20
-STORE_MAX_MIB = STORE_MAX_BYTES >> 20
 #: semantic_search: dimensions of a query vector, characters of a query text
 VECTOR_MAX_DIMS = 8_192
 QUERY_MAX_CHARS = 2_000
@@ -96,13 +95,6 @@ UNTRUSTED = (
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 WRITES = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 DESTROYS = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False}
-
-#: the fields of one message in a listing, as the descriptions name them
-SUMMARY_FIELDS = (
-    "messageId, threadId, from (name, email), date (ISO 8601 UTC: the Date header, else when it was"
-    " stored), subject, attachmentCount, tags ($seen: read, $flagged, $answered, $draft, and the"
-    " user's own)"
-)
 
 # --- the arguments' types: what the schemas say and the checks enforce ----------------------------
 
@@ -173,10 +165,6 @@ def arguments_model(method: Callable[..., Any]) -> type[BaseModel]:
     return create_model(f"{method.__name__}_arguments", __config__=_STRICT, **fields)
 
 
-#: what a docstring may name by placeholder
-CAPS = {name: value for name, value in globals().items() if name.isupper() and isinstance(value, int | str)}
-
-
 def tool_spec(
     method: Callable[..., Any],
     title: str,
@@ -187,11 +175,10 @@ def tool_spec(
     annotations: Mapping[str, Any] = READ_ONLY,
 ) -> ToolSpec:
     """The spec of the tool ``method`` (a method of a tool set: ``self`` is not an argument): its
-    name, its docstring as one paragraph with the caps filled in (``{RESULT_KIB}``: its
-    ``max_bytes`` in KiB; then the untrusted-content sentence), and its arguments' schema and
-    model from its signature."""
+    name, its docstring as one paragraph (then the untrusted-content sentence), and its
+    arguments' schema and model from its signature."""
     text = " ".join((inspect.getdoc(method) or "").split())
-    description = text.format_map({**CAPS, "RESULT_KIB": max_bytes // KIB}) + (UNTRUSTED if untrusted else "")
+    description = text + (UNTRUSTED if untrusted else "")
     model = arguments_model(method)
     return ToolSpec(
         name=method.__name__,
