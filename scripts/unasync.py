@@ -53,6 +53,7 @@ REPLACEMENTS: list[tuple[str, str]] = [
     (r"\basynchronous\b", "synchronous"),
     (r"\bVectors \| Awaitable\[Vectors\]", "Vectors"),
     (r"\bAwaitable\[None\]", "None"),
+    (r"\bAwaitable\[bool\]", "bool"),
     (r"\bfrom collections\.abc import Awaitable, ", "from collections.abc import "),
 ]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import SearchQueryError
@@ -393,7 +393,7 @@ async def _scan_walk(
     after: tuple[int, str] | None,
     now: _dt.datetime,
     progress: Callable[[int], None] | None,
-    take: Callable[[list[Any]], Any],
+    take: Callable[[list[Any]], Awaitable[bool]],
     *,
     cap: int | None,
     want: int | None,
@@ -430,7 +430,7 @@ async def _scan_walk(
             progress(examined)
         if batch:
             last = (int(batch[-1]["ts"]), str(batch[-1]["messageKey"]))
-        if bool(await resolve(take(matched))) or capped:
+        if await take(matched) or capped:
             return True
         switch = ask and examined >= _PREFILTER_AFTER
         return switch

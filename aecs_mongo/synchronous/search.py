@@ -395,7 +395,7 @@ def _scan_walk(
     after: tuple[int, str] | None,
     now: _dt.datetime,
     progress: Callable[[int], None] | None,
-    take: Callable[[list[Any]], Any],
+    take: Callable[[list[Any]], bool],
     *,
     cap: int | None,
     want: int | None,
@@ -432,7 +432,7 @@ def _scan_walk(
             progress(examined)
         if batch:
             last = (int(batch[-1]["ts"]), str(batch[-1]["messageKey"]))
-        if bool(resolve(take(matched))) or capped:
+        if take(matched) or capped:
             return True
         switch = ask and examined >= _PREFILTER_AFTER
         return switch
