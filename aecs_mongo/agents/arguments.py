@@ -117,7 +117,8 @@ def check_arguments(spec: ToolSpec, arguments: object) -> dict[str, Any]:
         arguments = {}
     if not isinstance(arguments, Mapping):
         raise ToolError(f"the arguments of {spec.name} must be an object, not {_type_name(arguments)}")
-    assert spec.model is not None, spec.name
+    if spec.model is None:  # a spec made by hand, not derived from a tool method
+        raise ToolError(f"{spec.name} has no argument model to check a call against")
     try:
         checked = spec.model.model_validate(_json_values(spec, arguments))
     except ValidationError as exc:
