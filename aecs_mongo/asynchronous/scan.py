@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..pure import queries, search_query
@@ -22,7 +22,7 @@ from ..pure.search_compile import body_prefilter, prefiltered_haystacks, search_
 from ..pure.search_query import Node
 from ..pure.tags import row_tags
 from . import indexing, paging
-from .context import AsyncStoreContext, log, resolve, to_list
+from .context import AsyncStoreContext, log, to_list
 from .search_engine import Hits, hit_snippet
 
 __all__ = ["Scan"]
@@ -115,7 +115,7 @@ async def _scan_walk(
     after: tuple[int, str] | None,
     now: _dt.datetime,
     progress: Callable[[int], None] | None,
-    take: Callable[[list[Any]], Any],
+    take: Callable[[list[Any]], Awaitable[bool]],
     *,
     cap: int | None,
     want: int | None,
@@ -152,7 +152,7 @@ async def _scan_walk(
             progress(examined)
         if batch:
             last = (int(batch[-1]["ts"]), str(batch[-1]["messageKey"]))
-        if bool(await resolve(take(matched))) or capped:
+        if await take(matched) or capped:
             return True
         switch = ask and examined >= _PREFILTER_AFTER
         return switch

@@ -24,7 +24,7 @@ from ..pure.search_compile import body_prefilter, prefiltered_haystacks, search_
 from ..pure.search_query import Node
 from ..pure.tags import row_tags
 from . import indexing, paging
-from .context import StoreContext, log, resolve, to_list
+from .context import StoreContext, log, to_list
 from .search_engine import Hits, hit_snippet
 
 __all__ = ["Scan"]
@@ -117,7 +117,7 @@ def _scan_walk(
     after: tuple[int, str] | None,
     now: _dt.datetime,
     progress: Callable[[int], None] | None,
-    take: Callable[[list[Any]], Any],
+    take: Callable[[list[Any]], bool],
     *,
     cap: int | None,
     want: int | None,
@@ -154,7 +154,7 @@ def _scan_walk(
             progress(examined)
         if batch:
             last = (int(batch[-1]["ts"]), str(batch[-1]["messageKey"]))
-        if bool(resolve(take(matched))) or capped:
+        if take(matched) or capped:
             return True
         switch = ask and examined >= _PREFILTER_AFTER
         return switch
