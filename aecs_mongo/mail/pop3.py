@@ -153,11 +153,11 @@ def _gdbm_records(path: str) -> Iterator[tuple[bytes, bytes]]:
     except ImportError:
         yield from _gdbm_dump_records(path)
         return
-    with _open_gnu(gnu, path) as db:
-        key = db.firstkey()
+    with _open_gnu(gnu, path) as gdbm_file:
+        key = gdbm_file.firstkey()
         while key is not None:
-            yield key, db[key]
-            key = db.nextkey(key)
+            yield key, gdbm_file[key]
+            key = gdbm_file.nextkey(key)
 
 
 def _open_gnu(gnu: ModuleType, path: str) -> Any:
