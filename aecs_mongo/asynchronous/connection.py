@@ -29,52 +29,52 @@ _TEXT_INDEX = "aecs_bodies_search"
 
 class AsyncMailDatabase:
     """One database of mail: what stores open on (``open_store``), and the reads across its
-    mailboxes. ``handle`` is the driver's database, for the store layer only."""
+    mailboxes."""
 
     def __init__(self, handle: Any) -> None:
-        self.handle = handle
+        self._handle = handle
 
     @property
     def name(self) -> str:
-        return str(self.handle.name)
+        return str(self._handle.name)
 
     def open_store(self, **options: Any) -> AsyncMessageStore:
         """An ``AsyncMessageStore`` on this database (``options``: its keyword arguments)."""
-        return AsyncMessageStore(self.handle, **options)
+        return AsyncMessageStore(self._handle, **options)
 
     async def mailboxes(self) -> list[str]:
         """Every mailbox that holds a message, sorted."""
-        return sorted(await self.handle["messages"].distinct("mailboxId"))
+        return sorted(await self._handle["messages"].distinct("mailboxId"))
 
     async def counts(self, mailbox_id: str) -> tuple[int, int]:
         """The messages and threads of one mailbox (one index count each)."""
-        messages = await self.handle["messages"].count_documents({"mailboxId": mailbox_id})
-        threads = await self.handle["threads"].count_documents({"mailboxId": mailbox_id})
+        messages = await self._handle["messages"].count_documents({"mailboxId": mailbox_id})
+        threads = await self._handle["threads"].count_documents({"mailboxId": mailbox_id})
         return int(messages), int(threads)
 
     async def has_text_index(self) -> bool:
         """Whether the server's ``$text`` index of bodies is there (it then serves search)."""
-        listed = await to_list(await resolve(self.handle["bodies"].list_indexes()))
+        listed = await to_list(await resolve(self._handle["bodies"].list_indexes()))
         return _TEXT_INDEX in {ix["name"] for ix in listed}
 
     async def recorded_blobs(self) -> dict[str, Any] | None:
         """The database's blob-location settings document (``pure/blob_location.py``), or None
         before the first write recorded one. By ``_id``: one indexed read."""
-        found: dict[str, Any] | None = await self.handle[SETTINGS_COLLECTION].find_one({"_id": BLOBS_SETTING})
+        found: dict[str, Any] | None = await self._handle[SETTINGS_COLLECTION].find_one({"_id": BLOBS_SETTING})
         return found
 
     async def holds_mail(self) -> bool:
         """Whether any message is stored (one read on the ``_id`` index)."""
-        return await holds_mail(self.handle["messages"])
+        return await holds_mail(self._handle["messages"])
 
     async def migrate_blobs(self, to: str, *, source: str | None = None) -> MigrationReport:
         """Move every blob of the database to ``to`` (``migration.migrate_blobs``)."""
-        return await migrate_blobs(self.handle, to, source=source)
+        return await migrate_blobs(self._handle, to, source=source)
 
     async def oplog(self) -> dict[str, Any] | None:
         """The server's oplog (``local.oplog.rs``): entries, bytes and its bounds, as far as the
         server says; None where there is none (a standalone server) or it cannot be read."""
-        local = self.handle.client["local"]
+        local = self._handle.client["local"]
         entry: dict[str, Any] = dict.fromkeys(("count", "size", "storageSize", "maxSize", "max"))
         found = False
         try:
