@@ -6,7 +6,8 @@
     print(report.summary())   # "10,000 files: 12 new, 3 flag changes, 2 gone (kept)"
 
 The record of what was read lives in the database (``file_sources``, ``pure/file_records.py``),
-per mailbox, so any worker that opens the mailbox sees it. A run:
+per mailbox, so any worker that opens the mailbox sees it; it is read and written through
+``store.file_records``. A run:
 
 1. Lists the sources: each Maildir directory (``new``, ``cur`` of every folder) whose mtime is
    the one recorded is not listed at all (a Maildir file is never written in place; a delivery,

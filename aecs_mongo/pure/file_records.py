@@ -1,6 +1,7 @@
 """The ingest record of file sources (Maildir, directories, mbox): documents and the re-run plan.
 
-No I/O here; ``aecs_mongo/mail/follow.py`` lists the files, reads the records and applies the plan.
+No I/O here; ``aecs_mongo/mail/follow.py`` lists the files and applies the plan, reading and
+writing the records through the store (``asynchronous/file_records.py``, ``store.file_records``).
 One collection, ``file_sources``, one document per thing a re-run compares (its ``_id``:
 ``<mailboxId>:<sha256 of [root, key]>``; ``root`` is the absolute path the source was given as,
 ``key`` what identifies the thing under it):
