@@ -16,6 +16,7 @@ from email.message import EmailMessage
 from typing import Any, Self
 
 from pymongo import WriteConcern
+from pymongo.errors import OperationFailure
 
 from ..pure.blob_location import parse_blob_url
 from ..pure.indexes import IndexReport
@@ -40,7 +41,7 @@ from . import (
 from .blobstores import AsyncBlobStore, open_external
 from .capabilities import DURABLE_WRITES, completion_concern
 from .context import AsyncStoreContext, Setting
-from .driver_errors import database_errors
+from .driver_errors import translated
 from .file_records import AsyncFileRecords
 from .imap_records import AsyncImapRecords
 from .views import AsyncMailboxViews
@@ -169,10 +170,13 @@ class AsyncMessageStore:
 
     async def checkpoint(self) -> None:
         """Make everything written so far durable on the server (its ``fsync`` command; nothing
-        where the server takes no commands). A refusal is a ``DatabaseError``."""
-        if self.capabilities.server_commands:
-            with database_errors():
-                await self.db.client.admin.command("fsync")
+        where the server takes no commands). The server's refusal is a ``DatabaseError``."""
+        if not self.capabilities.server_commands:
+            return
+        try:
+            await self.db.client.admin.command("fsync")
+        except OperationFailure as exc:  # a refusal; a failure to reach the server stays the driver's
+            raise translated(exc) from exc
 
     @property
     def file_records(self) -> AsyncFileRecords:

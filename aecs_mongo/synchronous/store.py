@@ -18,6 +18,7 @@ from email.message import EmailMessage
 from typing import Any, Self
 
 from pymongo import WriteConcern
+from pymongo.errors import OperationFailure
 
 from ..pure.blob_location import parse_blob_url
 from ..pure.indexes import IndexReport
@@ -42,7 +43,7 @@ from . import (
 from .blobstores import BlobStore, open_external
 from .capabilities import DURABLE_WRITES, completion_concern
 from .context import StoreContext, Setting
-from .driver_errors import database_errors
+from .driver_errors import translated
 from .file_records import FileRecords
 from .imap_records import ImapRecords
 from .views import MailboxViews
@@ -171,10 +172,13 @@ class MessageStore:
 
     def checkpoint(self) -> None:
         """Make everything written so far durable on the server (its ``fsync`` command; nothing
-        where the server takes no commands). A refusal is a ``DatabaseError``."""
-        if self.capabilities.server_commands:
-            with database_errors():
-                self.db.client.admin.command("fsync")
+        where the server takes no commands). The server's refusal is a ``DatabaseError``."""
+        if not self.capabilities.server_commands:
+            return
+        try:
+            self.db.client.admin.command("fsync")
+        except OperationFailure as exc:  # a refusal; a failure to reach the server stays the driver's
+            raise translated(exc) from exc
 
     @property
     def file_records(self) -> FileRecords:
