@@ -108,6 +108,8 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
             settings["action"] = "store_true"
         if option.metavar is not None:
             settings["metavar"] = option.metavar
+        if option.dest is not None:
+            settings["dest"] = option.dest
         if option.type is not None:
             settings["type"] = getattr(options, option.type)
         group.add_argument(*option.names, **settings)
@@ -281,25 +283,23 @@ def _database_error(args: argparse.Namespace, exc: Exception) -> CliError:
 
 
 #: How the warm command host (:mod:`aecs_mongo.warm.host`) runs a command on what it keeps
-#: open: for the parsed arguments, a context that yields an open ``MongoClient`` and the function
-#: that opens the command's store (:func:`aecs_mongo.commands.stores.open_store` or a cache of it).
+#: open: for the parsed arguments, a context that yields an open ``MailClient`` (the store
+#: layer's client: ``aecs_mongo.synchronous.connection``) and the function that opens the
+#: command's store (:func:`aecs_mongo.commands.stores.open_store` or a cache of it).
 Connector = Callable[[argparse.Namespace], contextlib.AbstractContextManager[tuple[Any, Callable[..., Any]]]]
 
 
 @contextlib.contextmanager
 def _connect(args: argparse.Namespace) -> Iterator[tuple[Any, Callable[..., Any]]]:
     """A new client on the command's server (``--uri`` or the embedded one), closed at the end."""
-    from pymongo import MongoClient
-    from pymongo.errors import ConfigurationError
-
     from .commands.stores import open_store
+    from .errors import DatabaseUriError
+    from .synchronous.connection import MailClient
 
     with _server_uri(args) as uri:
         try:
-            client: MongoClient[dict[str, Any]] = MongoClient(
-                uri, serverSelectionTimeoutMS=SERVER_SELECTION_MS, connectTimeoutMS=SERVER_SELECTION_MS
-            )
-        except ConfigurationError as exc:  # InvalidURI is one; so is an SRV name that does not resolve
+            client = MailClient(uri, timeout_ms=SERVER_SELECTION_MS)
+        except DatabaseUriError as exc:  # a malformed URI; so is an SRV name that does not resolve
             raise CliError(_uri_problem(uri, exc), EXIT_USAGE) from None
         try:
             yield client, open_store
@@ -312,23 +312,25 @@ def _run(args: argparse.Namespace, connect: Connector | None = None) -> int:
     if not command.store:  # 'server': the embedded server itself
         return _print(_handler(command)(args), args.json)
 
-    from pymongo.errors import PyMongoError, ServerSelectionTimeoutError
+    from .errors import DatabaseError, ServerUnavailableError
+    from .synchronous.connection import database_errors
 
     with (connect or _connect)(args) as (client, open_store):
         try:
-            db = client[args.db]
-            store = open_store(args, db)
-            handler: Handler = _handler(command)
-            if command.indexes:
-                store.ensure_indexes()
+            with database_errors():
+                database = client.database(args.database_name)
+                store = open_store(args, database)
+                handler: Handler = _handler(command)
+                if command.indexes:
+                    store.ensure_indexes()
 
-            def emit(item: Output) -> None:
-                _print(item, args.json, line=True)
+                def emit(item: Output) -> None:
+                    _print(item, args.json, line=True)
 
-            return _print(handler(Context(args, store, db, emit)), args.json)
-        except ServerSelectionTimeoutError as exc:
+                return _print(handler(Context(args, store, database, emit)), args.json)
+        except ServerUnavailableError as exc:
             raise CliError(_unreachable(exc, SERVER_SELECTION_MS)) from None
-        except PyMongoError as exc:
+        except DatabaseError as exc:
             raise _database_error(args, exc) from None
         except SearchQueryError as exc:
             raise CliError(f"query: {exc}", EXIT_USAGE) from None
@@ -414,20 +416,17 @@ def main(
 def run() -> None:
     """The ``aecs-mongo`` console script (and ``python -m aecs_mongo``): :func:`main`, then exit.
 
-    Every client the command opened is closed when ``main`` returns, but PyMongo's exit hook
-    still joins their monitor threads, which sleep in steps of 0.5 s (PyMongo's minimum
-    heartbeat interval): about half of a warm short command's time (0.45 of 0.9 s measured).
-    Those threads are daemon threads of closed clients, so the hook is left out here; the
-    interpreter's other exit work (flushing output, other hooks) runs as usual.
+    Every client the command opened is closed when ``main`` returns, but the driver's exit hook
+    still joins their monitor threads: about half of a warm short command's time (0.45 of 0.9 s
+    measured). Those threads are daemon threads of closed clients, so the hook is left out
+    (``skip_monitor_join_at_exit``); the interpreter's other exit work (flushing output, other
+    hooks) runs as usual.
     """
     code = main()
-    import atexit
+    if "aecs_mongo.synchronous.connection" in sys.modules:  # a client was opened
+        from .synchronous.connection import skip_monitor_join_at_exit
 
-    monitor = sys.modules.get("pymongo.synchronous.monitor")
-    shutdown = getattr(monitor, "_shutdown_resources", None)
-    allowed = getattr(sys.modules.get("pymongo.periodic_executor"), "_daemon_threads_allowed", None)
-    if shutdown is not None and allowed is not None and allowed():
-        atexit.unregister(shutdown)
+        skip_monitor_join_at_exit()
     sys.exit(code)
 
 

@@ -62,7 +62,7 @@ def mcp(ctx: Context) -> Output:
         return Output({"token": token}, [token])
     # a shared view: whoever reads the agent's answers is not assumed to be the owner (no bcc);
     # the same engine and local index as the other commands (commands/stores.py decides them)
-    store = open_store(args, ctx.db, shared_view=True, long_lived=True)
+    store = open_store(args, ctx.database, shared_view=True, long_lived=True)
     if args.allow_writes:
         store.ensure_indexes()
     tools = MailTools(store, writable=args.allow_writes, embed=_embedder(args.embedder))

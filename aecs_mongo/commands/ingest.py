@@ -171,7 +171,7 @@ class _Run:
 
 def _mailbox_count(ctx: Context) -> int | None:
     try:
-        return int(ctx.db["messages"].count_documents({"mailboxId": ctx.store.mailbox_id}))
+        return ctx.store.views.message_count()
     except Exception:  # the server is gone: the report says what was confirmed
         return None
 

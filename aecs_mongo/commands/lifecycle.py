@@ -52,15 +52,7 @@ def _not_empty(path: Path) -> str | None:
 def _left_out(ctx: Context) -> int:
     """The other copies (variants) an export without ``--variants`` leaves out (one aggregation
     over the exported messages' ``variantHashes``)."""
-    from ..pure.lifecycle import export_filter
-
-    selector = export_filter(ctx.store.mailbox_id, ctx.args.since, ctx.args.until)
-    pipeline: list[dict[str, object]] = [
-        {"$match": {**selector, "variantHashes.0": {"$exists": True}}},
-        {"$group": {"_id": None, "copies": {"$sum": {"$size": "$variantHashes"}}}},
-    ]
-    rows = list(ctx.db["messages"].aggregate(pipeline))
-    return int(rows[0]["copies"]) if rows else 0
+    return ctx.store.views.variant_copies(ctx.args.since, ctx.args.until)
 
 
 def export(ctx: Context) -> Output:

@@ -56,27 +56,7 @@ def stats(ctx: Context) -> Output:
 def _oplog(ctx: Context) -> dict[str, Any] | None:
     """The server's oplog (``local.oplog.rs``): entries, bytes and its bounds, as far as the
     server says; None where there is none (a standalone server) or it cannot be read."""
-    from pymongo.errors import PyMongoError
-
-    local = ctx.db.client["local"]
-    entry: dict[str, Any] = dict.fromkeys(("count", "size", "storageSize", "maxSize", "max"))
-    found = False
-    try:
-        stats = local.command({"collStats": "oplog.rs"})
-        entry.update({k: stats.get(k) for k in entry})
-        found = True
-    except (PyMongoError, NotImplementedError):
-        pass
-    try:
-        rows = list(local["oplog.rs"].aggregate([{"$collStats": {"storageStats": {}}}]))
-        storage = rows[0].get("storageStats", {}) if rows else {}
-        for key in entry:
-            if entry[key] is None and storage.get(key) is not None:
-                entry[key] = storage[key]
-                found = True
-    except (PyMongoError, NotImplementedError):
-        pass
-    return entry if found else None
+    return ctx.database.oplog()
 
 
 #: What the embedded server's files hold (SecantusDB's WiredTiger tables), for the ``stats`` table.
@@ -147,10 +127,8 @@ def _stats_lines(
 
 def blobs(ctx: Context) -> Output:
     """``blobs show`` and ``blobs migrate --to URL`` (``aecs_mongo/asynchronous/migration.py``)."""
-    from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION
-
     if ctx.args.action == "show":
-        recorded = ctx.db[SETTINGS_COLLECTION].find_one({"_id": BLOBS_SETTING}) or {}
+        recorded = ctx.database.recorded_blobs() or {}
         data = {
             "url": recorded.get("url") or ctx.store.blobs.url,
             "recorded": bool(recorded),
@@ -162,9 +140,7 @@ def blobs(ctx: Context) -> Output:
         return Output(data, text)
     if not ctx.args.to:
         raise CliError("blobs migrate needs --to URL", EXIT_USAGE)
-    from ..synchronous.migration import migrate_blobs
-
-    report = migrate_blobs(ctx.db, ctx.args.to, source=ctx.store.blobs.url)
+    report = ctx.database.migrate_blobs(ctx.args.to, source=ctx.store.blobs.url)
     data = {
         "source": report.source,
         "target": report.target,

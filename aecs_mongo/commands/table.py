@@ -20,9 +20,10 @@ class Option:
     given); ``metavar``: its value's name in the help (None: argparse's, from the long name);
     ``env``: the environment variable whose value, when set and not empty, is the default, else
     ``default``; ``type``: the function of :mod:`aecs_mongo.commands.options` that reads the
-    value (None: the text as it is)."""
+    value (None: the text as it is); ``dest``: the attribute it is parsed into (None: argparse's,
+    from the long name)."""
 
-    __slots__ = ("default", "env", "flag", "help", "metavar", "names", "type")
+    __slots__ = ("default", "dest", "env", "flag", "help", "metavar", "names", "type")
 
     def __init__(
         self,
@@ -33,8 +34,10 @@ class Option:
         default: object = None,
         env: str | None = None,
         type: str | None = None,
+        dest: str | None = None,
     ) -> None:
         self.names = names
+        self.dest = dest
         self.help = help
         self.flag = flag
         self.metavar = metavar
@@ -85,7 +88,7 @@ GLOBAL_OPTIONS = (
         env="MONGODB_URI",
         help="MongoDB URI (default: $MONGODB_URI; none: the embedded server of the data directory)",
     ),
-    Option("--db", default="aecs", help="database name (default: aecs)"),
+    Option("--db", dest="database_name", metavar="DB", default="aecs", help="database name (default: aecs)"),
     Option("--mailbox", default="default", help="mailbox id (default: default; 'aecs-mongo mailboxes' lists them)"),
     Option(
         "--data-dir",

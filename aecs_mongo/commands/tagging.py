@@ -41,7 +41,7 @@ def _change(ctx: Context, change: Any) -> Output:
 
 def tags(ctx: Context) -> Output:
     counts = ctx.store.tags()
-    total = ctx.db["messages"].count_documents({"mailboxId": ctx.store.mailbox_id})
+    total = ctx.store.views.message_count()
     unread = total - counts.get("$seen", 0)
     found: list[dict[str, Any]] = [{"tag": name, "count": n} for name, n in counts.items()]
 

@@ -108,11 +108,10 @@ class Host:
     def __init__(
         self, data_dir: Path | None, uri: str | None = None, home: Path | None = None, idle: float = 300.0
     ) -> None:
-        from pymongo import MongoClient
-
         from .. import cli
         from ..commands import reading, stores  # noqa: F401  (imported now, not by the first command)
         from ..embedded import background
+        from ..synchronous.connection import MailClient
 
         self.data_dir = data_dir
         self.home = data_dir or home or Path.cwd()  # the host's working directory between commands
@@ -131,16 +130,16 @@ class Host:
             if found is None:
                 raise SystemExit(f"aecs-mongo: warm host: no shared server runs for {data_dir}")
             self.record, self.uri = found
-        self._client_class = MongoClient
+        self._client_class = MailClient
         self._client: Any = self._new_client()
-        self._client.admin.command("ping")  # connected before the first command
+        self._client.ping()  # connected before the first command
         self._command: tuple[int, Any] | None = None  # the running command's thread and client
         self.broken = False
         self._lock = threading.Lock()
 
     def _new_client(self) -> Any:
         ms = self._cli.SERVER_SELECTION_MS
-        return self._client_class(self.uri, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms)
+        return self._client_class(self.uri, timeout_ms=ms)
 
     @property
     def client(self) -> Any:
@@ -206,12 +205,12 @@ class Host:
             and args.keep_server == self.record.get("idleSeconds")
         )
 
-    def open_store(self, args: argparse.Namespace, db: Any, **options: Any) -> Any:
+    def open_store(self, args: argparse.Namespace, database: Any, **options: Any) -> Any:
         """``stores.open_store``, kept: the same arguments get the same (open) store."""
         from ..commands.stores import open_store
 
         key = (
-            args.db,
+            args.database_name,
             args.mailbox,
             getattr(args, "blobs", None),
             os.environ.get("XDG_CACHE_HOME"),  # where a --uri's local index is
@@ -223,7 +222,7 @@ class Host:
         )
         store = self._stores.get(key)
         if store is None:
-            store = self._stores[key] = open_store(args, db, long_lived=True, **options)
+            store = self._stores[key] = open_store(args, database, long_lived=True, **options)
         return store
 
     @contextlib.contextmanager
