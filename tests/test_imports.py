@@ -314,38 +314,6 @@ def test_the_agents_sync_folder_is_exactly_what_unasync_generates() -> None:
     assert generated_drift(expected, target) == []
 
 
-#: the driver's packages, which only the store's modules may import
-DRIVER = ("pymongo", "motor", "gridfs", "bson")
-
-
-def driver_imports(found: dict[str, Path], rooms: Iterable[str]) -> list[str]:
-    """``<module> imports <target>`` for each import of the driver by a module of ``rooms``."""
-    known = set(found)
-    return [
-        f"{name} imports {target}"
-        for name, path in found.items()
-        if within(name, rooms)
-        for target in sorted(imported_names(name, path, known))
-        if within(target, DRIVER)
-    ]
-
-
-def test_the_agents_import_no_driver(tmp_path: Path) -> None:
-    assert driver_imports(modules(), ("aecs_mongo.agents",)) == []
-    tree = write_tree(
-        tmp_path,
-        {
-            "agents/__init__.py": "",
-            "agents/tools.py": "from pymongo.errors import PyMongoError\nfrom ..errors import ToolError\n",
-            "agents/other.py": "def later() -> None:\n    import bson.json_util\n",
-        },
-    )
-    assert sorted(driver_imports(modules(tree), ("aecs_mongo.agents",))) == [
-        "aecs_mongo.agents.other imports bson.json_util",
-        "aecs_mongo.agents.tools imports pymongo.errors",
-    ]
-
-
 def test_the_generated_folder_check_finds_a_hand_edit(tmp_path: Path) -> None:
     unasync = load_unasync()
     source = "async def ping(client: AsyncMongoClient) -> None:\n    await client.admin.command('ping')\n"
@@ -376,7 +344,6 @@ DRIVER = frozenset({"pymongo", "bson", "gridfs", "motor"})
 #: embedded server's background module still starts the warm host.
 KNOWN_PENDING = frozenset(
     {
-        "aecs_mongo.agents.tools imports pymongo.errors",
         "aecs_mongo.embedded.background imports aecs_mongo.warm.spawn",
     }
 )
