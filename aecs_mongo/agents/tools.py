@@ -27,7 +27,8 @@ import math
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from ..errors import AecsMongoError, InvalidCursorError, NotFoundError, ToolError
+from ..errors import AecsMongoError, DatabaseError, InvalidCursorError, NotFoundError, ToolError
+from ..synchronous.driver_errors import translated
 from .specs import ToolSpec
 
 __all__ = ["AsyncEmbedder", "Embedder", "ToolSet", "checked_vector", "described", "grouped", "store_errors"]
@@ -36,13 +37,6 @@ log = logging.getLogger("aecs_mongo.agents")
 
 Embedder = Callable[[str], Sequence[float]]
 AsyncEmbedder = Callable[[str], Sequence[float] | Awaitable[Sequence[float]]]
-
-
-def _database_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` is the database driver's own: the store lets the driver's errors through
-    as they are (it has no error of its own for a server that failed), so they are told apart
-    by their family here, without importing the driver."""
-    return any(cls.__module__.partition(".")[0] == "pymongo" for cls in type(exc).__mro__)
 
 
 @contextlib.contextmanager
@@ -56,16 +50,23 @@ def store_errors(name: str, said: set[str]) -> Iterator[None]:
         raise ToolError("that cursor is not one this listing gave: start again without a cursor") from None
     except NotFoundError:
         raise ToolError("no message with that messageId in this mailbox") from None
+    except DatabaseError as exc:
+        raise _database_failed(name, exc.__cause__ or exc, said) from None
     except (AecsMongoError, TypeError, ValueError) as exc:
         raise ToolError(f"{name}: {exc}") from None
     except Exception as exc:
-        if not _database_failure(exc):
+        if translated(exc) is exc:
             raise
-        kind = type(exc).__name__
-        if kind not in said:  # what an operator acts on, said once per kind
-            said.add(kind)
-            log.warning("agent tool %s: the database failed (%s): %s", name, kind, exc)
-        raise ToolError(f"the database did not answer ({kind}); try again later") from None
+        raise _database_failed(name, exc, said) from None
+
+
+def _database_failed(name: str, exc: BaseException, said: set[str]) -> ToolError:
+    """A server failure, as a model reads it; the operator is told once per kind."""
+    kind = type(exc).__name__
+    if kind not in said:  # what an operator acts on, said once per kind
+        said.add(kind)
+        log.warning("agent tool %s: the database failed (%s): %s", name, kind, exc)
+    return ToolError(f"the database did not answer ({kind}); try again later")
 
 
 def checked_vector(value: object) -> list[float]:
