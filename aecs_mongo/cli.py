@@ -389,6 +389,14 @@ def embedded_notice(data_dir: Path) -> str:
     return f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}"
 
 
+def _start_warm_host(data_dir: Path) -> None:
+    """Start the warm command host beside the data directory's shared server: it serves the
+    reads that follow (:mod:`aecs_mongo.warm`)."""
+    from .warm import spawn
+
+    spawn.start(data_dir)
+
+
 @contextlib.contextmanager
 def _server_uri(args: argparse.Namespace) -> Iterator[str]:
     """``--uri``, or the embedded server of the data directory: the shared one in the background
@@ -427,7 +435,8 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
     with signals_as_interrupt(), contextlib.ExitStack() as stack:
         try:
             if args.keep_server > 0 and not durable:
-                uri = stack.enter_context(background.use(data_dir, args.keep_server, on_start=notice))
+                shared_server = background.use(data_dir, args.keep_server, on_start=notice, companion=_start_warm_host)
+                uri = stack.enter_context(shared_server)
             else:
                 shared = stack.enter_context(background.attach(data_dir))
                 if shared is None:
@@ -515,7 +524,7 @@ def _run(args: argparse.Namespace, connect: Connector | None = None) -> int:
     if command.handlers is None:  # 'server': the embedded server itself, no store
         from .commands.server import server
 
-        return _print(server(args), args.json)
+        return _print(server(args, companion=_start_warm_host), args.json)
 
     from pymongo.errors import PyMongoError, ServerSelectionTimeoutError
 
