@@ -1,10 +1,9 @@
 """The command line's shared embedded server: one per data directory, kept between commands.
 
-Starting SecantusDB costs about 2 s and stopping it as much, so a command that started its own
-server would spend 4 s around a 0.4 s query. Like gpg-agent or ssh's ControlPersist, the command
-line keeps one server per data directory running in the background and lets it stop itself
-once idle. The library's ``EmbeddedServer`` (a child of its caller, stopped on exit) does not
-change: this module is the command line's choice.
+A server started and stopped around each command would cost more than most commands take. Like
+gpg-agent or ssh's ControlPersist, the command line keeps one server per data directory running
+in the background and lets it stop itself once idle. The library's ``EmbeddedServer`` (a child
+of its caller, stopped on exit) does not change: this module is the command line's choice.
 
 In the data directory (private, like the rest of it; see :mod:`aecs_mongo.embedded.datadir`):
 
@@ -19,9 +18,10 @@ In the data directory (private, like the rest of it; see :mod:`aecs_mongo.embedd
   long as it runs (a ``watch`` for hours); the kernel drops it when the command dies.
 - ``server.used``: its mtime is the last time a command started or ended.
 
-The server's launcher runs a watch thread: every second, when no command holds
-``server.clients`` and nobody holds ``server.lock``, and the last use is ``idleSeconds`` ago, it
-removes the record and stops the server cleanly (SIGTERM: SecantusDB checkpoints and closes).
+The server's launcher runs a watch thread (:func:`aecs_mongo.embedded.launcher.watch_idle`):
+every second, when no command holds ``server.clients`` and nobody holds ``server.lock``, and the
+last use is ``idleSeconds`` ago, it removes the record and stops the server cleanly (SIGTERM:
+SecantusDB checkpoints and closes).
 It also stops when the record no longer names it (removed, or replaced), so a server whose
 starter died before writing the record, or whose data directory was deleted, does not linger.
 """
@@ -64,6 +64,7 @@ DEFAULT_KEEP_SECONDS = 300.0
 KEEP_ENV = "AECS_KEEP_SERVER"
 LOCK_TIMEOUT = 120.0  # a start (first start: two) or a stop holds the lock for seconds, never minutes
 STOP_TIMEOUT = 60.0
+_FORMER_MARK = "# aecs-mongo: the shared embedded SecantusDB server"
 IDLE_TICK_SECONDS = 1.0  # how often the shared server looks whether it is idle
 STOP_GRACE_SECONDS = 10.0  # how long its own stop may take before it exits hard
 
@@ -108,7 +109,10 @@ def _is_ours(record: dict[str, Any], data_dir: Path) -> bool:
         argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return False
-    shared = MODULE in argv and argv[argv.index(MODULE) + 1 : argv.index(MODULE) + 3] == ["--shared", str(data_dir)]
+    if MODULE in argv:
+        shared = argv[argv.index(MODULE) + 1 : argv.index(MODULE) + 3] == ["--shared", str(data_dir)]
+    else:  # a shared server started by a release whose launcher ran as ``python -c SOURCE``
+        shared = any(a.startswith(_FORMER_MARK) for a in argv)
     return shared and str(data_dir / "db") in argv
 
 

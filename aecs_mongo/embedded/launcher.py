@@ -108,7 +108,7 @@ def relay_signals() -> None:
         if code is None:
             if not told:
                 told.append(True)
-                say(f"aecs-mongo: the server's handler of signal {signum} is not a Python function: not relayed")
+                say(f"aecs-mongo: the server's handler of signal {signum} has no Python code: not relayed")
             return True
         frame = sys._current_frames().get(main_id)
         while frame is not None:

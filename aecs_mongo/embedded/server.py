@@ -43,11 +43,10 @@ _USER_EXISTS = 51003  # createUser of a user that exists
 
 
 #: The oplog kept by the embedded server: what a feed consumer (``store.watch``, ``embed_new``)
-#: reads between two runs. Every message is five to ten oplog entries (blobs, body, message,
-#: thread), each a copy of what it wrote, so SecantusDB's default (100,000 entries, an hour) kept
-#: a copy of the last 10,000+ messages, raw mail and attachments included: 372 MB of an 858 MB data
-#: directory at 10,000 messages. A consumer whose position fell out of the oplog continues by a
-#: backfill (``aecs_mongo.asynchronous.workers``), so a short oplog loses nothing.
+#: reads between two runs. Every message is five to ten oplog entries, each a copy of what it
+#: wrote, so SecantusDB's default (100,000 entries, an hour) kept the last 10,000 messages' raw
+#: mail and attachments a second time. A consumer whose position fell out of the oplog continues
+#: by a backfill (``aecs_mongo.asynchronous.workers``), so a short oplog loses nothing.
 OPLOG_MAX_ENTRIES = 10_000
 OPLOG_RETENTION_SECONDS = 3600
 
