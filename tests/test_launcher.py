@@ -4,6 +4,7 @@ release's internals are not the ones it knows."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from aecs_mongo.embedded.secantus_patches import (
 )
 from aecs_mongo.embedded.server import EmbeddedServer, embedded_available
 
+EMBEDDED = Path(__file__).resolve().parents[1] / "aecs_mongo" / "embedded"
 needs_server = pytest.mark.skipif(not embedded_available(), reason="the embedded server is not installed")
 
 
@@ -132,6 +134,19 @@ def test_the_launcher_checks_the_installed_release(tmp_path: Path) -> None:
     assert done.stdout.rstrip().endswith("running without the index-catalog memo")
 
 
+def test_a_launcher_without_secantus_says_so_and_stops(tmp_path: Path) -> None:
+    (tmp_path / "secantus.py").write_text('raise ImportError("a broken install")\n')
+    path = os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])
+    done = subprocess.run(
+        [sys.executable, "-m", MODULE, "--parent", str(os.getpid()), "--", "--port", "1"],
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (1, "aecs-mongo: SecantusDB is not installed (a broken install)\n")
+
+
 @needs_server
 def test_every_patch_applies_to_the_installed_release() -> None:
     """The installed SecantusDB is the release the patches know (the ``embedded`` extra pins it),
@@ -231,3 +246,52 @@ def test_an_orphaned_server_stops_cleanly_and_quickly(tmp_path: Path) -> None:
         if took[-1] < 1.8:
             break
     assert min(took) < 1.8, took
+
+
+# --- what the launcher imports -------------------------------------------------------------------
+
+#: rooms above the embedded server: it imports none of them (they pass in what they need)
+ABOVE = ("aecs_mongo.warm", "aecs_mongo.cli", "aecs_mongo.commands", "aecs_mongo.mail", "aecs_mongo.agents")
+
+
+def imports(source: str, package: str, top_level_only: bool = False) -> set[str]:
+    """The modules ``source`` (a module of ``package``) imports, relative imports resolved."""
+    tree = ast.parse(source)
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(filter(None, [base, node.module]))
+            found.update(f"{module}.{alias.name}" if node.level and not node.module else module for alias in node.names)
+    return found
+
+
+def test_the_import_checks_can_fail() -> None:
+    source = "import os\nfrom ..warm import spawn\nfrom . import secantus_patches\ndef f():\n    import json\n"
+    assert imports(source, "aecs_mongo.embedded") == {
+        "os",
+        "aecs_mongo.warm",
+        "aecs_mongo.embedded.secantus_patches",
+        "json",
+    }
+    assert imports(source, "aecs_mongo.embedded", top_level_only=True) == {
+        "os",
+        "aecs_mongo.warm",
+        "aecs_mongo.embedded.secantus_patches",
+    }
+
+
+def test_the_embedded_server_imports_no_room_above_it() -> None:
+    for path in sorted(EMBEDDED.glob("*.py")):
+        above = [m for m in imports(path.read_text(), "aecs_mongo.embedded") if m.startswith(ABOVE)]
+        assert above == [], path.name
+
+
+def test_the_launcher_imports_the_standard_library_before_the_server() -> None:
+    """On every start's path: nothing of the package's own but the launcher and its patches."""
+    for name in ("launcher.py", "secantus_patches.py"):
+        for module in imports((EMBEDDED / name).read_text(), "aecs_mongo.embedded", top_level_only=True):
+            assert module.partition(".")[0] in sys.stdlib_module_names, (name, module)

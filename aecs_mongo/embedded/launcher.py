@@ -6,7 +6,7 @@ watch that stops it when it is no longer wanted and the patches of :mod:`.secant
 ``... --shared DATA_DIR -- SERVER_ARGS``: the shared server (:mod:`.background`), stopped when
 idle or when its record no longer names it. ``... --check``: the patches' check, nothing started.
 
-On every start's path: it imports the standard library only (and SecantusDB) before the server.
+On every start's path: before the server it imports the standard library and SecantusDB only.
 """
 
 from __future__ import annotations
@@ -207,8 +207,9 @@ def patch_server(report: Callable[[str], None] = say) -> bool:
 
     try:
         import secantus
-    except ImportError:
-        return True  # running it says why
+    except ImportError as exc:
+        report(f"aecs-mongo: SecantusDB is not installed ({exc})")
+        return False
     try:
         from secantus import storage
     except ImportError:
