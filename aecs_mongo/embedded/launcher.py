@@ -32,6 +32,10 @@ __all__ = [
     "main",
     "patch_server",
     "relay_signals",
+    "say",
+    "wake_listener",
+    "watch_idle",
+    "watch_parent",
 ]
 
 MODULE = "aecs_mongo.embedded.launcher"

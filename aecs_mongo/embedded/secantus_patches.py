@@ -13,7 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CATALOG_MEMO", "KNOWN_VERSION", "Patch", "apply", "memo_index_catalog"]
+__all__ = [
+    "CATALOG_MEMO",
+    "CATALOG_STATEMENTS",
+    "KNOWN_VERSION",
+    "PATCHES",
+    "Patch",
+    "apply",
+    "catalog_differences",
+    "memo_index_catalog",
+]
 
 #: The SecantusDB release whose internals these patches are written for (the ``embedded`` extra
 #: pins it).
@@ -49,9 +58,9 @@ class Patch:
     essential: bool = False
 
 
-def _parameters(function: object) -> tuple[str, ...] | None:
+def _parameters(function: Callable[..., Any]) -> tuple[str, ...] | None:
     try:
-        return tuple(inspect.signature(function).parameters)  # type: ignore[arg-type]
+        return tuple(inspect.signature(function).parameters)
     except (TypeError, ValueError):
         return None
 
