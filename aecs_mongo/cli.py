@@ -226,7 +226,8 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
     with signals_as_interrupt(), contextlib.ExitStack() as stack:
         try:
             if args.keep_server > 0 and not durable:
-                uri = stack.enter_context(background.use(data_dir, args.keep_server, on_start=notice))
+                shared_server = background.use(data_dir, args.keep_server, on_start=notice, companion=args.companion)
+                uri = stack.enter_context(shared_server)
             else:
                 shared = stack.enter_context(background.attach(data_dir))
                 if shared is None:
@@ -310,7 +311,7 @@ def _connect(args: argparse.Namespace) -> Iterator[tuple[Any, Callable[..., Any]
 def _run(args: argparse.Namespace, connect: Connector | None = None) -> int:
     command: Command = args.entry
     if not command.store:  # 'server': the embedded server itself
-        return _print(_handler(command)(args), args.json)
+        return _print(_handler(command)(args, companion=args.companion), args.json)
 
     from .errors import DatabaseError, ServerUnavailableError
     from .synchronous.connection import database_errors
@@ -371,14 +372,18 @@ def main(
     *,
     parser: argparse.ArgumentParser | None = None,
     connect: Connector | None = None,
+    companion: Callable[[Path], None] | None = None,
 ) -> int:
     """Run ``aecs-mongo`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code.
-    The warm command host passes the ``parser`` it built once and its ``connect``."""
+    The warm command host passes the ``parser`` it built once and its ``connect``; the thin
+    client passes the ``companion`` started beside a shared embedded server it starts (the warm
+    command host, for the reads that follow)."""
     parser = parser or build_parser()
     try:
         args = parser.parse_args(tag_changes(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # --help, or a usage error argparse already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    args.companion = companion
     normalizer_log = logging.getLogger("aecs_mongo.normalizer")
     previous_level = normalizer_log.level
     if not args.verbose:
@@ -413,7 +418,7 @@ def main(
         normalizer_log.setLevel(previous_level)
 
 
-def run() -> None:
+def run(companion: Callable[[Path], None] | None = None) -> None:
     """The ``aecs-mongo`` console script (and ``python -m aecs_mongo``): :func:`main`, then exit.
 
     Every client the command opened is closed when ``main`` returns, but the driver's exit hook
@@ -422,7 +427,7 @@ def run() -> None:
     (``skip_monitor_join_at_exit``); the interpreter's other exit work (flushing output, other
     hooks) runs as usual.
     """
-    code = main()
+    code = main(companion=companion)
     if "aecs_mongo.synchronous.connection" in sys.modules:  # a client was opened
         from .synchronous.connection import skip_monitor_join_at_exit
 

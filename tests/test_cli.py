@@ -770,7 +770,7 @@ def test_a_server_whose_stop_hangs_still_ends_after_its_parent_is_killed(tmp_pat
     """The launcher's promise without relying on the server's own SIGTERM handling: a stand-in
     server that ignores SIGTERM (a stop that hangs) still exits once the grace after its parent's
     death is over, so a SIGKILLed command never leaves the data directory held."""
-    from aecs_mongo.embedded import server as embedded
+    from aecs_mongo.embedded.launcher import MODULE
 
     if not Path("/proc/self/stat").exists():
         pytest.skip("needs /proc to follow the processes")
@@ -782,12 +782,14 @@ def test_a_server_whose_stop_hangs_still_ends_after_its_parent_is_killed(tmp_pat
     )
     parent_code = (
         "import os, subprocess, sys, time\n"
-        "child = subprocess.Popen([sys.executable, '-c', sys.argv[1], str(os.getpid()), '2'], stdout=sys.stdout)\n"
+        "launcher = [sys.executable, '-m', sys.argv[1], '--parent', str(os.getpid()), '--grace', '2', '--']\n"
+        "child = subprocess.Popen(launcher, stdout=sys.stdout)\n"
         "time.sleep(600)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    path = os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "PYTHONPATH": path}  # the stand-in first
     parent = subprocess.Popen(
-        [sys.executable, "-c", parent_code, embedded._LAUNCHER], env=env, stdout=subprocess.PIPE, cwd=tmp_path
+        [sys.executable, "-c", parent_code, MODULE], env=env, stdout=subprocess.PIPE, cwd=tmp_path
     )
     assert parent.stdout is not None
     assert parent.stdout.readline() == b"up\n"  # the stand-in runs, with SIGTERM ignored

@@ -319,7 +319,8 @@ def run() -> None:
 
             start_uri(route[2], argv, env)
         from ..cli import run as in_process
+        from .spawn import start
 
-        in_process()
+        in_process(companion=start)
         return
     sys.exit(code)

@@ -2,7 +2,8 @@
 search index open (``python -m aecs_mongo.warm.host DATA_DIR``).
 
 Started in the background by the command that finds the data directory's shared embedded server
-without one (:func:`aecs_mongo.warm.spawn.start`, called by ``embedded.background.use``), it serves
+without one (:func:`aecs_mongo.warm.spawn.start`, the companion the command line gives
+``embedded.background.use``), it serves
 ``<data directory>/warm.sock`` (the directory is 0700; each connection's peer must be this
 user: ``SO_PEERCRED``) one command at a time, and stops when the server stops (its record
 gone or naming another process: the server idles out after ``--keep-server`` without
