@@ -339,14 +339,6 @@ def test_the_generated_folder_check_finds_a_hand_edit(tmp_path: Path) -> None:
 ABOVE_STORE = ("aecs_mongo.mail", "aecs_mongo.commands", "aecs_mongo.agents", "aecs_mongo.warm", "aecs_mongo.cli")
 #: the driver's packages
 DRIVER = frozenset({"pymongo", "bson", "gridfs", "motor"})
-#: Violations that another change removes, each to be deleted here once it lands (the test fails
-#: on an entry no longer violated): the agent tools still catch the driver's errors, and the
-#: embedded server's background module still starts the warm host.
-KNOWN_PENDING = frozenset(
-    {
-        "aecs_mongo.embedded.background imports aecs_mongo.warm.spawn",
-    }
-)
 
 
 def driver_violations(found: dict[str, Path]) -> list[str]:
@@ -381,7 +373,7 @@ def test_the_rooms_above_the_store_import_no_driver() -> None:
     found = modules()
     assert "aecs_mongo.mail.follow" in found and "aecs_mongo.cli" in found
     bad = driver_violations(found)
-    assert sorted(set(bad) - KNOWN_PENDING) == []
+    assert sorted(bad) == []
 
 
 def test_the_rooms_above_the_store_name_no_collection() -> None:
@@ -503,14 +495,7 @@ def test_no_room_imports_one_above_it() -> None:
     found = modules()
     graph = {name: imports_of(name, path, set(found)) for name, path in found.items()}
     assert "aecs_mongo.cli" in graph["aecs_mongo.warm.client"]  # the walk sees lazy imports
-    assert sorted(set(room_violations(found)) - KNOWN_PENDING) == []
-
-
-def test_every_pending_exception_is_still_a_violation() -> None:
-    """An entry of ``KNOWN_PENDING`` that the tree no longer violates is to be deleted."""
-    found = modules()
-    still = set(driver_violations(found)) | set(room_violations(found))
-    assert sorted(KNOWN_PENDING - still) == []
+    assert room_violations(found) == []
 
 
 def test_the_room_rule_finds_an_import_upwards(tmp_path: Path) -> None:
