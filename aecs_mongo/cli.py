@@ -5,7 +5,7 @@ Global options (before or after the command, listed once in ``aecs-mongo --help`
 ``--data-dir`` (default ``$AECS_DATA_DIR``, else ``$XDG_DATA_HOME/aecs-mongo``, i.e.
 ``~/.local/share/aecs-mongo``: one per user, wherever the command runs), ``--keep-server``
 (default ``$AECS_KEEP_SERVER`` or ``5m``), ``--json`` and ``--verbose``. Without a URI the
-embedded SecantusDB server of the data directory (kept between runs) is used: the one already
+embedded server (:mod:`aecs_mongo.embedded`) of the data directory (kept between runs) is used: the one already
 running in the background for that directory, or a new one that keeps running after the command
 and stops by itself once unused for ``--keep-server`` (:mod:`aecs_mongo.embedded.background`;
 ``server status|stop|start`` manage it). ``--keep-server 0`` starts a server of the command's
@@ -62,6 +62,7 @@ from .commands.base import (
     stdout,
 )
 from .errors import AecsMongoError, SearchQueryError
+from .pure.dialect import EMBEDDED
 
 __all__ = ["build_parser", "command_names", "main"]
 
@@ -386,7 +387,7 @@ def _print(output: Output, as_json: bool, *, line: bool = False) -> int:
 
 def embedded_notice(data_dir: Path) -> str:
     """What a command says on stderr when it starts the embedded server (or with ``-v``)."""
-    return f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}"
+    return f"no --uri or $MONGODB_URI: using the embedded {EMBEDDED.server} server, data in {data_dir}"
 
 
 @contextlib.contextmanager

@@ -421,7 +421,7 @@ def test_a_vector_written_while_a_block_is_sealed_stays_unsealed(make_store: Cal
     store.set_embedding("m4@example.com", stored["m4@example.com"])
     # ... and the sealer goes on with what it read: the replaced vector is left out, and unsealed
     (entries,) = vectors.plan_blocks(rows, partial=True)
-    sealer = StoreContext(db, StoreSettings.checked("alice"), Capabilities.of_database(db))
+    sealer = StoreContext(db, StoreSettings.checked("alice"), Capabilities())
     assert vectors_sync._seal_block(sealer, entries) == 19
     rewritten = db.vectors.find_one({"_id": doc_id("alice", message_key("m4@example.com"))})
     assert "block" not in rewritten and "int8" in rewritten

@@ -352,7 +352,7 @@ def download(
 
 DURABLE = WriteConcern(w="majority", j=True)
 """Write concern of a download that deletes on the server: acknowledged once journaled (on disk)
-by a majority. On the embedded SecantusDB ``j: true`` syncs the log on that commit."""
+by a majority (``j: true`` syncs the server's log on that commit)."""
 
 _S = TypeVar("_S", bound=MailboxStore)
 
@@ -370,15 +370,14 @@ def durable_store(store: _S) -> _S:
 def _flush(store: MailboxStore) -> bool:
     """Make everything the store wrote so far durable: the ``fsync`` command (a checkpoint) on a
     ``MessageStore``'s server; other stores are trusted. False when the server refuses it."""
-    from pymongo.errors import OperationFailure
-
+    from ..synchronous.context import REFUSED
     from ..synchronous.store import MessageStore
 
-    if not isinstance(store, MessageStore) or not store.capabilities.server_commands:
+    if not isinstance(store, MessageStore):
         return True
     try:
         store.db.client.admin.command("fsync")
-    except OperationFailure as exc:
+    except REFUSED as exc:
         if "fsync" not in _said:
             _said.add("fsync")
             log.warning(

@@ -141,7 +141,7 @@ class MessageStore:
             durable=durable,
             search_index=search_index,
         )
-        self._context = StoreContext(db, settings, Capabilities.of_database(db), blobs=blobs)
+        self._context = StoreContext(db, settings, Capabilities(), blobs=blobs)
         self.db = db
 
     @property
@@ -151,10 +151,7 @@ class MessageStore:
 
     def with_write_concern(self, write_concern: WriteConcern) -> Self:
         """This store writing with ``write_concern`` (its transactions' commits too); for writes
-        that must be durable before something irreversible, as POP3's delete-on-server.
-        (mongomock, the unit tier, has no write concerns: there it is this store.)"""
-        if not self.capabilities.write_concerns:
-            return self
+        that must be durable before something irreversible, as POP3's delete-on-server."""
         clone = object.__new__(type(self))
         clone.db = self.db.with_options(write_concern=write_concern)
         clone._context = self._context.rebind(clone.db)
