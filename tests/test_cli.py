@@ -385,6 +385,7 @@ def test_text_output_of_the_reads(cli: Cli) -> None:
     assert cli("thread", "nothing@example.com").code == 1
 
 
+@pytest.mark.server
 def test_stats_counts_every_registry_collection(make_store: Callable[..., Any], db: Any, backend: str) -> None:
     """``store.stats()`` (what the ``stats`` command prints) lists every collection of the deletion
     core's registry and counts the mailbox's documents in each, apart from another mailbox's."""
