@@ -110,7 +110,7 @@ async def thread_context(ctx: AsyncStoreContext, thread_id: str, limit: int = 20
         # where counting would read a big thread whole (its page was read in windows); else a
         # count (without transactions a crash can leave the summary short by one until reindex)
         size = None if extent is None else extent.count
-        await capabilities.dialect(ctx)  # what it says of the server's limits (read above: learned)
+        await capabilities.dialect(ctx)  # whether the server stops at a limit
         big = size is not None and size > windows.PLAIN_MAX_THREAD and not ctx.capabilities.stops_at_limit
         exact = size is not None and size >= limit and await capabilities.transactions(ctx)
         total = size if (big or exact) and size is not None else await ctx.messages.count_documents(selector)
