@@ -18,7 +18,7 @@ def test_the_dialect_is_chosen_from_build_info() -> None:
     assert of_server({"version": "8.0.4", "gitVersion": "abc"}) is MONGODB
     assert of_server({"version": "7.0.0", "secantusVersion": "0.7.0b3"}) is SECANTUSDB
     unknown = of_server({})  # a server that refused buildInfo: plain statements, the rest learned
-    assert (unknown.gte_as_gt, unknown.in_limit, unknown.barrier_counter) == (False, None, False)
+    assert (unknown.gte_as_gt, unknown.in_limit, unknown.barrier_counter) == (False, MONGODB.in_limit, False)
     assert unknown.stops_at_limit is None
     assert of_server(None) == unknown
 
@@ -60,6 +60,8 @@ def test_mongod_names_every_value_in_one_in_and_secantusdb_a_hundred() -> None:
     ids = [f"alice:{n:064x}" for n in range(250)]
     selector = {"_id": {"$in": ids}, "mailboxId": "alice"}
     assert MONGODB.split_in(selector) == [selector]
+    many = {"_id": {"$in": [f"alice:{n:064x}" for n in range(25_000)]}}  # mongod's own bound: 16 MB a command
+    assert [len(p["_id"]["$in"]) for p in MONGODB.split_in(many)] == [10_000, 10_000, 5_000]
     parts = SECANTUSDB.split_in(selector)
     assert [len(p["_id"]["$in"]) for p in parts] == [100, 100, 50]
     assert [i for p in parts for i in p["_id"]["$in"]] == ids and all(p["mailboxId"] == "alice" for p in parts)

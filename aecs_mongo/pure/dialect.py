@@ -49,8 +49,10 @@ class Dialect:
     server: str = "MongoDB"
     #: an integer lower bound of a sort time (``SORT_TIMES``), ``$gte lo``, sent as ``$gt lo - 1``
     gte_as_gt: bool = False
-    #: the most values one ``$in`` names (a longer list: several statements); None: one statement
-    in_limit: int | None = None
+    #: the most values one ``$in`` names (a longer list: several statements). mongod's own bound
+    #: is the 16 MB a command may hold: 10,000 ids (about 70 bytes each) stay far below it,
+    #: whatever the mailbox's size; None: one statement
+    in_limit: int | None = 10_000
     #: the most ids one read of a search scan's bodies names (None: the window's, in one read)
     scan_in: int | None = None
     #: the most blobs one export ``chunks`` read names
