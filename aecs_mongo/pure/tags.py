@@ -245,7 +245,7 @@ def thread_pull_groups(
     the one read: a token changed meanwhile leaves it unmatched, as its own ``update_one`` would).
     A tag change's summaries mostly share a token (one add writes one to all of its batch's
     threads), and on the embedded server a statement per summary costs about a third more than
-    one ``update_many`` for them all. ``queries.split_in`` bounds the ``$in`` of each."""
+    one ``update_many`` for them all. ``Dialect.split_in`` bounds the ``$in`` of each."""
     groups: dict[tuple[Any, tuple[str, ...]], list[Any]] = {}
     for selector, update in pulls:
         pulled = tuple(update["$pull"]["tags"]["$in"])
