@@ -2,7 +2,7 @@
 
 The global options (``--uri``, ``--db``, ``--mailbox``, ``--data-dir``...; their defaults and
 help in :data:`aecs_mongo.commands.table.GLOBAL_OPTIONS`, listed once in ``aecs-mongo --help``)
-go before or after the command. Without a URI the embedded SecantusDB server of the data
+go before or after the command. Without a URI the embedded server of the data
 directory (kept between runs) is used: the one already running in the background for that
 directory, or a new one that keeps running after the command and stops by itself once unused
 for ``--keep-server`` (:mod:`aecs_mongo.embedded.background`; ``server status|stop|start``
@@ -60,6 +60,7 @@ from .commands.base import (
 )
 from .commands.table import Command
 from .errors import AecsMongoError, SearchQueryError
+from .pure.dialect import EMBEDDED
 
 __all__ = ["build_parser", "command_names", "main"]
 
@@ -185,7 +186,7 @@ def _print(output: Output, as_json: bool, *, line: bool = False) -> int:
 
 def embedded_notice(data_dir: Path) -> str:
     """What a command says on stderr when it starts the embedded server (or with ``-v``)."""
-    return f"no --uri or $MONGODB_URI: using the embedded SecantusDB server, data in {data_dir}"
+    return f"no --uri or $MONGODB_URI: using the embedded {EMBEDDED.server} server, data in {data_dir}"
 
 
 @contextlib.contextmanager

@@ -1,6 +1,10 @@
 """One suite, several backends.
 
-- ``mongomock``: the fast unit tier (no sessions, no explain, no text index).
+- ``mongomock``: the fast tier, running the product's one program as far as mongomock can: a test
+  whose path it cannot run (a hinted ``find_one``, a bulk of PyMongo 4's ``UpdateOne`` or
+  ``ReplaceOne``, a write concern on a database, ``$text``, change streams) is marked ``server``.
+  What it lacks as a server (``hello``, ``buildInfo``, ``explain``, sessions) the store learns as
+  it does of any server that refuses a command.
 - ``rs`` / ``standalone``: SecantusDB started as a subprocess on a free loopback port, once as a
   single-node replica set (transactions) and once with ``--standalone``; failpoints enabled
   (``--enable-test-commands``). They run as the CLI's embedded server does: with ``--auth``, the

@@ -58,6 +58,7 @@ def checked(name: str, result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.server
 def test_message_summaries_of_given_ids_in_one_read(mailbox: Any) -> None:
     """The store method the search tools use: summaries in the order given, absent ones left
     out, brackets accepted, no other mailbox's message."""
@@ -72,6 +73,7 @@ def test_message_summaries_of_given_ids_in_one_read(mailbox: Any) -> None:
         mailbox.message_summaries([{"$gt": ""}])
 
 
+@pytest.mark.server
 def test_search_gives_sender_date_subject_and_a_snippet_never_bodies(mailbox: Any, make_tools: Any) -> None:
     tools = make_tools(mailbox)
     found = checked("search", tools.search("budget"))
@@ -87,6 +89,7 @@ def test_search_gives_sender_date_subject_and_a_snippet_never_bodies(mailbox: An
     assert len(tools.search("the", limit=2)["mail"]) <= 2
 
 
+@pytest.mark.server
 def test_get_thread_is_newest_n_oldest_first_within_a_budget_the_caller_lowers(mailbox: Any, make_tools: Any) -> None:
     tools = make_tools(mailbox)
     whole = checked("get_thread", tools.get_thread("plan-1@example.com"))
@@ -111,6 +114,7 @@ def test_get_thread_is_newest_n_oldest_first_within_a_budget_the_caller_lowers(m
         tools.get_thread("nothing-here@example.com")
 
 
+@pytest.mark.server
 def test_get_message_caps_text_and_raw_and_names_attachments(mailbox: Any, make_tools: Any) -> None:
     tools = make_tools(mailbox)
     message = checked("get_message", tools.get_message("budget-1@example.org"))
@@ -129,6 +133,7 @@ def test_get_message_caps_text_and_raw_and_names_attachments(mailbox: Any, make_
     assert raw["mail"]["raw"].startswith("From:") or "Message-ID" in raw["mail"]["raw"]
 
 
+@pytest.mark.server
 def test_a_shared_view_shows_no_bcc_anywhere(mailbox: Any, make_tools: Any, make_store: Callable[..., Any]) -> None:
     shared = make_tools(mailbox)
     seen = json.dumps(
@@ -147,6 +152,7 @@ def test_a_shared_view_shows_no_bcc_anywhere(mailbox: Any, make_tools: Any, make
     assert mine["bcc"] == [{"name": None, "email": SECRET_BCC}] and SECRET_BCC in mine["raw"]
 
 
+@pytest.mark.server
 def test_listings_page_with_cursors(mailbox: Any, make_tools: Any) -> None:
     tools = make_tools(mailbox)
     every = tools.list_messages(limit=MAX_ITEMS)["mail"]
@@ -181,6 +187,7 @@ def test_listings_page_with_cursors(mailbox: Any, make_tools: Any) -> None:
         tools.list_messages(since="last tuesday")
 
 
+@pytest.mark.server
 def test_replies_to_are_oldest_first_and_say_when_there_are_more(mailbox: Any, make_tools: Any) -> None:
     tools = make_tools(mailbox)
     replies = checked("replies_to", tools.replies_to(f"<{ROOT_ID}>"))
@@ -190,6 +197,7 @@ def test_replies_to_are_oldest_first_and_say_when_there_are_more(mailbox: Any, m
     assert tools.replies_to("nobody@example.com")["mail"] == []
 
 
+@pytest.mark.server
 def test_hidden_characters_are_removed_from_every_tool_result(mailbox: Any, make_tools: Any) -> None:
     mailbox.set_embeddings({mid: toy_embed(mid) for mid in (ROOT_ID, REPLY_ID, SENT_ID)})
     tools = make_tools(mailbox, embed=toy_embed)
@@ -211,6 +219,7 @@ def test_hidden_characters_are_removed_from_every_tool_result(mailbox: Any, make
     assert tools.get_message(escaped)["mail"]["text"].startswith("nothing to see")
 
 
+@pytest.mark.server
 def test_bad_arguments_are_tool_errors_and_change_nothing(mailbox: Any, make_tools: Any) -> None:
     tools = make_tools(mailbox)
     before = tools.list_messages(limit=MAX_ITEMS)
@@ -243,6 +252,7 @@ def test_bad_arguments_are_tool_errors_and_change_nothing(mailbox: Any, make_too
     assert tools.get_message(ROOT_ID)["mail"]["messageId"] == ROOT_ID
 
 
+@pytest.mark.server
 def test_write_tools_only_when_writable_and_listed_apart(mailbox: Any, make_tools: Any) -> None:
     reader = make_tools(mailbox)
     names = [s.name for s in reader.specs()]
@@ -267,6 +277,7 @@ def test_write_tools_only_when_writable_and_listed_apart(mailbox: Any, make_tool
         writer.store_message("x" * (STORE_MAX_BYTES + 1))
 
 
+@pytest.mark.server
 def test_tag_messages_is_a_capped_write_tool_whose_results_carry_tags(mailbox: Any, make_tools: Any) -> None:
     reader = make_tools(mailbox)
     assert "tag_messages" not in [s.name for s in reader.specs()]
@@ -293,6 +304,7 @@ def test_tag_messages_is_a_capped_write_tool_whose_results_carry_tags(mailbox: A
         writer.call("tag_messages", {"message_ids": ["m"] * 101, "add": ["x"]})
 
 
+@pytest.mark.server
 def test_semantic_search_is_listed_where_vectors_are_stored(mailbox: Any, make_tools: Any) -> None:
     assert "semantic_search" not in [s.name for s in make_tools(mailbox).specs()]
     ids = ["plan-1@example.com", "plan-2@example.org", "budget-1@example.org", ROOT_ID]
@@ -309,6 +321,7 @@ def test_semantic_search_is_listed_where_vectors_are_stored(mailbox: Any, make_t
         tools.semantic_search(vector=[1.0, float("nan")])
 
 
+@pytest.mark.server
 def test_results_keep_their_byte_cap_whatever_the_mail_holds(make_store: Callable[..., Any], make_tools: Any) -> None:
     """Every field within its own cap still adds up past the byte cap here (100 recipients with
     200-character names of 4-byte characters, 32,000 of them in the text, 64 KiB of raw), so
@@ -334,6 +347,7 @@ def test_results_keep_their_byte_cap_whatever_the_mail_holds(make_store: Callabl
     checked("search", tools.search("subject"))
 
 
+@pytest.mark.server
 def test_the_mailbox_is_fixed_when_the_tools_are_made(
     mailbox: Any, make_store: Callable[..., Any], make_tools: Any
 ) -> None:
@@ -352,6 +366,7 @@ def test_the_mailbox_is_fixed_when_the_tools_are_made(
 # --- LangChain ------------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_the_retriever_returns_documents_through_invoke(mailbox: Any) -> None:
     mailbox.tag("id:plan-1@example.com", add=["todo"])
     retriever = MailRetriever(store=mailbox, k=3)
@@ -391,6 +406,7 @@ def test_the_retriever_returns_documents_through_invoke(mailbox: Any) -> None:
     assert [d.metadata["messageId"] for d in found] == ["plan-1@example.com"]
 
 
+@pytest.mark.server
 def test_the_loader_yields_one_document_per_thread(mailbox: Any) -> None:
     mailbox.tag("thread:plan-1@example.com", add=["project"])
     documents = ThreadLoader(mailbox, page_size=2).load()

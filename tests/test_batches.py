@@ -53,6 +53,7 @@ def with_attachment_and_html(mid: str) -> bytes:
     ).encode()
 
 
+@pytest.mark.server
 def test_a_later_copy_in_a_later_batch_uploads_only_its_raw_bytes(store: Any, db: Any) -> None:
     store.store_many([plain("plan@example.com"), plain("other@example.com")])
     (result,) = store.store_many([with_attachment_and_html("plan@example.com")])

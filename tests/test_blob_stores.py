@@ -95,6 +95,7 @@ def test_the_sweep_takes_only_messages_whose_every_blob_is_old() -> None:
 # --- the file store ---------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_file_store_keeps_a_mailbox_whole_life(make_store: Callable[..., Any], db: Any, tmp_path: Path) -> None:
     """Store (raw, HTML, attachments, a variant, a UIDL, a vector), read, export, expire, delete,
     erase on the file store: the same answers as GridFS, nothing of the blobs in the database,
@@ -146,6 +147,7 @@ def test_file_store_keeps_a_mailbox_whole_life(make_store: Callable[..., Any], d
     assert store.erase_mailbox().total == 0
 
 
+@pytest.mark.server
 def test_a_store_opened_elsewhere_is_refused(make_store: Callable[..., Any], db: Any, tmp_path: Path) -> None:
     url = f"file://{tmp_path / 'blobs'}"
     make_store("alice", blobs=url).store(mailbox_mail(1)[0])
@@ -157,6 +159,7 @@ def test_a_store_opened_elsewhere_is_refused(make_store: Callable[..., Any], db:
     assert db.messages.count_documents({}) == 1  # the refused store wrote nothing
 
 
+@pytest.mark.server
 def test_mail_stored_before_locations_were_recorded_is_gridfs(
     make_store: Callable[..., Any], db: Any, tmp_path: Path
 ) -> None:
@@ -168,6 +171,7 @@ def test_mail_stored_before_locations_were_recorded_is_gridfs(
     assert db.aecs_settings.find_one({"_id": "blobs"})["url"] == "gridfs://aecs"
 
 
+@pytest.mark.server
 def test_a_blob_gone_from_under_its_row_is_a_typed_error(make_store: Callable[..., Any], tmp_path: Path) -> None:
     root = tmp_path / "blobs"
     store = make_store("alice", blobs=f"file://{root}")
@@ -189,6 +193,7 @@ def test_a_blob_gone_from_under_its_row_is_a_typed_error(make_store: Callable[..
     assert exported(store, on_missing=reported.append) == [] and reported == ["n0@example.com"]
 
 
+@pytest.mark.server
 def test_what_a_crash_left_is_reused_or_swept(make_store: Callable[..., Any], db: Any, tmp_path: Path) -> None:
     """An interrupted store leaves blobs without a row, and temporary files: a re-delivery
     completes it over them, ``delete`` of the absent message clears them, and the sweep removes
@@ -221,6 +226,7 @@ def test_what_a_crash_left_is_reused_or_swept(make_store: Callable[..., Any], db
     assert db.messages.count_documents({}) == 2
 
 
+@pytest.mark.server
 def test_blobs_put_ahead_keep_each_message_its_own_bytes(
     make_store: Callable[..., Any], db: Any, tmp_path: Path
 ) -> None:
@@ -279,6 +285,7 @@ def test_create_if_absent_keeps_the_first_complete_copy(tmp_path: Path) -> None:
     assert blobs.delete([key, "aecs/m/k/none"]) == 1 and blobs.get(key) is None
 
 
+@pytest.mark.server
 def test_an_unwritable_directory_is_a_typed_error_and_stores_nothing(
     make_store: Callable[..., Any], db: Any, tmp_path: Path
 ) -> None:

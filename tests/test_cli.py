@@ -455,6 +455,7 @@ def test_text_output_of_the_reads(cli: Cli) -> None:
     assert cli("thread", "nothing@example.com").code == 1
 
 
+@pytest.mark.server
 def test_stats_counts_every_registry_collection(make_store: Callable[..., Any], db: Any, backend: str) -> None:
     """``store.stats()`` (what the ``stats`` command prints) lists every collection of the deletion
     core's registry and counts the mailbox's documents in each, apart from another mailbox's."""
@@ -511,6 +512,18 @@ def test_stats_counts_every_registry_collection(make_store: Callable[..., Any], 
     else:
         assert stats["sizesFrom"]
         assert all(isinstance(e["size"], int) for e in stats["collections"].values())
+
+
+def test_stats_says_why_where_the_server_gives_no_sizes(make_store: Callable[..., Any], db: Any, backend: str) -> None:
+    """A server without ``collStats`` or ``$collStats`` (mongomock): each collection there says
+    why it has no sizes (the real servers' sizes: ``test_stats_counts_every_registry_collection``)."""
+    if backend != "mongomock":
+        pytest.skip(f"the {backend} backend gives sizes")
+    stats = make_store("alice").stats()
+    assert stats["sizesFrom"] == []
+    assert all(e["size"] is None for e in stats["collections"].values())
+    there = [e for name, e in stats["collections"].items() if name in db.list_collection_names()]
+    assert there and all(e["sizeError"] for e in there)
 
 
 def _terminal_cells(text: str) -> int:

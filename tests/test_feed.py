@@ -138,6 +138,7 @@ def test_equal_similarities_rank_by_id() -> None:
 # --- semantic_search without Atlas: every backend, every store flavor ------------------------------
 
 
+@pytest.mark.server
 def test_exact_semantic_search_matches_brute_force(make_store: Callable[..., Any]) -> None:
     store = make_store()
     rng = random.Random(1)
@@ -161,6 +162,7 @@ def test_exact_semantic_search_matches_brute_force(make_store: Callable[..., Any
     assert in_thread.examined == 10
 
 
+@pytest.mark.server
 def test_exact_semantic_search_is_bounded_only_by_an_explicit_cap(make_store: Callable[..., Any]) -> None:
     store = make_store("bounded")  # no cap by default
     store.store_many([email(i) for i in range(30)])
@@ -173,6 +175,7 @@ def test_exact_semantic_search_is_bounded_only_by_an_explicit_cap(make_store: Ca
     assert len(by_store) == 10 and not by_store.complete  # the store's explicit cap, reported the same way
 
 
+@pytest.mark.server
 def test_set_embeddings_writes_what_set_embedding_writes(db: Any) -> None:
     store = MessageStore(db, mailbox_id="alice")
     store.ensure_indexes()
@@ -191,6 +194,7 @@ def test_set_embeddings_writes_what_set_embedding_writes(db: Any) -> None:
         store.set_embeddings({"m1@example.com": ["x"]})
 
 
+@pytest.mark.server
 def test_vector_engines(db: Any) -> None:
     store = MessageStore(db, mailbox_id="alice")
     store.ensure_indexes()
@@ -208,8 +212,9 @@ def test_vector_engines(db: Any) -> None:
 # --- the feed: a server without change streams ---------------------------------------------------
 
 
+@pytest.mark.server
 def test_watch_without_change_streams_is_a_clear_error(backend: str, db: Any) -> None:
-    if backend not in ("mongomock", "standalone"):
+    if backend != "standalone":
         pytest.skip(f"the {backend} backend has change streams; this checks servers without them")
     store = MessageStore(db, mailbox_id="alice")
     with pytest.raises(ServerFeatureError, match="replica set"), store.watch("w") as feed:

@@ -46,6 +46,7 @@ def comparable(value: Any) -> Any:
     return value
 
 
+@pytest.mark.server
 def test_a_one_megabyte_subject_is_stored_and_comes_back_whole(store: Any, db: Any) -> None:
     subject = long_subject(1024 * 1024)
     result = store.store(raw_with_subject(subject))
@@ -75,6 +76,7 @@ def test_ten_thousand_references_are_kept(store: Any) -> None:
     assert store.get_message("m1@example.com")["thread"]["references"] == refs
 
 
+@pytest.mark.server
 def test_display_fields_are_cut_in_the_hot_row_and_whole_in_get_message(store: Any, db: Any) -> None:
     e = email(1)
     e["content"]["forAI"] = "x" * 300_000

@@ -278,6 +278,7 @@ def test_bad_arguments_are_refused_before_connecting(mstore: MessageStore) -> No
 # --- syncing ------------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_first_sync_stores_all_second_fetches_nothing(dovecot: DovecotServer, mstore: MessageStore) -> None:
     counts = populate(dovecot)
     dovecot.clear_rawlog()
@@ -311,6 +312,7 @@ def test_first_sync_stores_all_second_fetches_nothing(dovecot: DovecotServer, ms
     assert [f.position for f in again.folders] == [f.position for f in report.folders]
 
 
+@pytest.mark.server
 def test_delete_expire_and_erase_remove_the_source_records(dovecot: DovecotServer, mstore: MessageStore) -> None:
     """The deletion core knows the IMAP collections: a deleted message loses its source records
     (the folder positions stay, so it is not fetched again), expire removes the records of what
@@ -343,6 +345,7 @@ def test_delete_expire_and_erase_remove_the_source_records(dovecot: DovecotServe
     assert imap.positions(mstore) == []
 
 
+@pytest.mark.server
 def test_new_mail_appended_arrives_on_the_next_sync(dovecot: DovecotServer, mstore: MessageStore) -> None:
     for raw in real_mail(3):
         dovecot.deliver_to("INBOX", raw)
@@ -369,6 +372,7 @@ def test_new_mail_appended_arrives_on_the_next_sync(dovecot: DovecotServer, msto
     assert_exactly_once(dovecot, mstore, ["INBOX"])
 
 
+@pytest.mark.server
 def test_changed_uidvalidity_reads_the_folder_again_without_duplicates(
     dovecot: DovecotServer, mstore: MessageStore
 ) -> None:
@@ -392,6 +396,7 @@ def test_changed_uidvalidity_reads_the_folder_again_without_duplicates(
     assert_exactly_once(dovecot, mstore, [WORK])
 
 
+@pytest.mark.server
 def test_folder_names_select_and_errors(dovecot: DovecotServer, mstore: MessageStore) -> None:
     counts = populate(dovecot)
     report = run_sync(dovecot, mstore, folders=[DRAFTS, "Entw&APw-rfe", "Nope", "Archive", "inbox"])
@@ -406,6 +411,7 @@ def test_folder_names_select_and_errors(dovecot: DovecotServer, mstore: MessageS
     assert imap.positions(mstore, account="someone@else") == []
 
 
+@pytest.mark.server
 def test_stop_ends_after_the_batch_in_hand_and_the_next_run_continues(
     dovecot: DovecotServer, mstore: MessageStore
 ) -> None:
@@ -468,6 +474,7 @@ def store_flags(server: DovecotServer, folder: str, changes: list[tuple[int, str
             assert conn.uid("STORE", str(uid), how, flags)[0] == "OK"
 
 
+@pytest.mark.server
 def test_flags_and_folders_are_stored_with_each_message(flag_server: DovecotServer, mstore: MessageStore) -> None:
     mail = identified_mail(4)
     ids = [normalize(raw)["messageId"] for raw in mail]
@@ -489,6 +496,7 @@ def test_flags_and_folders_are_stored_with_each_message(flag_server: DovecotServ
     assert all(b"\\Seen" not in flags for flags, _ in served(flag_server, WORK).values())
 
 
+@pytest.mark.server
 def test_flag_changes_on_the_server_reach_the_store(flag_server: DovecotServer, mstore: MessageStore) -> None:
     condstore = flag_server.capabilities is None
     mail = identified_mail(5)
@@ -550,6 +558,7 @@ def test_flag_changes_on_the_server_reach_the_store(flag_server: DovecotServer, 
     )
 
 
+@pytest.mark.server
 def test_dovecots_own_maildir_ingested_reads_as_the_sync_does(dovecot: DovecotServer, mstore: MessageStore) -> None:
     """The same account read twice: by IMAP, and by ingesting the Maildir Dovecot keeps it in
     (file names with its flags, keyword letters in dovecot-keywords, Maildir++ folders): the
@@ -628,6 +637,7 @@ def test_a_flag_update_cut_short_is_finished_by_the_next_run(
     assert run_sync(dovecot, mstore).folders[0].flags_changed == 0 and fetches(dovecot) == []
 
 
+@pytest.mark.server
 def test_a_record_from_before_flags_were_kept_takes_the_server_flags(
     dovecot: DovecotServer, mstore: MessageStore
 ) -> None:
@@ -665,6 +675,7 @@ def test_wrong_password_is_an_auth_error(dovecot: DovecotServer, mstore: Message
     assert mstore.message_ids() == [] and imap.positions(mstore) == []
 
 
+@pytest.mark.server
 def test_tls_is_verified_and_starttls_works(dovecot: DovecotServer, mstore: MessageStore) -> None:
     dovecot.deliver_to("INBOX", real_mail(1)[0])
     for security, port in (("ssl", dovecot.imaps_port), ("starttls", dovecot.imap_port)):
@@ -762,6 +773,7 @@ def big_mail(count: int, kb: int = 40) -> list[bytes]:
 
 
 @pytest.mark.parametrize("stall", [False, True], ids=["dropped", "timeout"])
+@pytest.mark.server
 def test_connection_lost_mid_sync_then_rerun_stores_every_message_once(
     dovecot: DovecotServer, mstore: MessageStore, stall: bool
 ) -> None:
@@ -789,6 +801,7 @@ def test_connection_lost_mid_sync_then_rerun_stores_every_message_once(
 
 
 @pytest.mark.parametrize("how", ["SIGKILL to the session's imap process", "Dovecot shut down (BYE)"])
+@pytest.mark.server
 def test_server_gone_mid_sync_then_rerun_stores_every_message_once(
     dovecot: DovecotServer, mstore: MessageStore, how: str
 ) -> None:

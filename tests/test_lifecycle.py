@@ -6,6 +6,7 @@ The corpus-scale checks, statement counts, plans and the SIGKILLed erase are in
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,7 @@ from .helpers.factories import recomputed_threads, stored_threads
 from .helpers.lifecycle import START, exported, fill, mailbox_mail, raw, snapshot, traces
 
 
+@pytest.mark.server
 def test_the_registry_knows_every_collection_the_store_writes(make_store: Callable[..., Any], db: Any) -> None:
     fill(make_store("alice"), db, 6)
     registry = {c.for_bucket("aecs").name for c in DATA_COLLECTIONS}
@@ -28,6 +30,7 @@ def test_the_registry_knows_every_collection_the_store_writes(make_store: Callab
     assert written <= set(traces(db, "alice"))
 
 
+@pytest.mark.server
 def test_erase_leaves_nothing_and_other_mailboxes_untouched(make_store: Callable[..., Any], db: Any) -> None:
     # the other mailbox's ids start with "erased:" too: only the mailboxId field tells them apart
     erased, kept = make_store("erased"), make_store("erased:kept")
@@ -52,6 +55,7 @@ def test_erase_leaves_nothing_and_other_mailboxes_untouched(make_store: Callable
     assert kept.get_raw("n3@example.com") == mailbox_mail(4)[3]
 
 
+@pytest.mark.server
 def test_expire_keeps_younger_mail_with_exact_summaries(make_store: Callable[..., Any], db: Any) -> None:
     store, other = make_store("alice"), make_store("bob")
     fill(store, db, 15)
@@ -93,6 +97,7 @@ def test_expire_takes_an_aware_datetime(store: Any) -> None:
         store.expire(START, batch_size=0)
 
 
+@pytest.mark.server
 def test_delete_goes_through_the_same_core(make_store: Callable[..., Any], db: Any) -> None:
     store = make_store("alice")
     fill(store, db, 6)
@@ -109,6 +114,7 @@ def test_delete_goes_through_the_same_core(make_store: Callable[..., Any], db: A
     assert traces(db, "alice").keys() <= {"feed_checkpoints", "change_marks"}
 
 
+@pytest.mark.server
 def test_export_raw_streams_oldest_first_with_variants(make_store: Callable[..., Any], db: Any) -> None:
     store = make_store("alice")
     fill(store, db, 6)
@@ -138,6 +144,7 @@ def every_copy(store: Any, count: int) -> list[tuple[str, int, bytes]]:
     ]
 
 
+@pytest.mark.server
 def test_export_reads_whole_blobs_across_page_and_statement_boundaries(
     make_store: Callable[..., Any], db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,13 +162,15 @@ def test_export_reads_whole_blobs_across_page_and_statement_boundaries(
     assert max(db["aecs.chunks"].find({"files_id": {"$regex": "raw[.]eml$"}}).distinct("n")) == 5
     defaults = exported(store, variants=True)
     monkeypatch.setattr(lifecycle, "EXPORT_PAGE", 3)
-    monkeypatch.setattr(lifecycle, "EXPORT_BLOBS", 2)
+    capabilities = store.capabilities  # the blobs one chunks read names: the store's dialect's
+    capabilities.dialect = dataclasses.replace(capabilities.dialect, export_blobs=2)
     monkeypatch.setattr(lifecycle, "EXPORT_PAGE_BYTES", 300_000)
     for copies in (defaults, exported(store, variants=True)):
         assert [(c.message_id, c.copy, c.data) for c in copies] == expected
     assert [(c.message_id, c.data) for c in exported(store)] == [(m, d) for m, n, d in expected if n == 0]
 
 
+@pytest.mark.server
 def test_export_checks_each_copy_against_what_its_message_records(make_store: Callable[..., Any], db: Any) -> None:
     """A first copy's chunks are checked against its message's ``sizeBytes``; where they do not
     add up, its ``files`` document decides, as it did for every copy before: a chunk missing at

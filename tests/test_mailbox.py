@@ -167,6 +167,7 @@ OLD_MESSAGES = {
 }
 
 
+@pytest.mark.server
 def test_migrate_round_trips_every_byte_and_reruns_as_no_op(tmp_path: Path, mstore: MessageStore) -> None:
     path = tmp_path / "email3.mail.gdbm"
     write_gdbm(path, {k.encode(): as_old_program_stored(v) for k, v in OLD_MESSAGES.items()})
@@ -186,6 +187,7 @@ def test_migrate_round_trips_every_byte_and_reruns_as_no_op(tmp_path: Path, msto
     assert len(mstore.message_ids()) == 3
 
 
+@pytest.mark.server
 def test_migrate_reports_corrupt_records_and_keeps_going(tmp_path: Path, mstore: MessageStore) -> None:
     path = tmp_path / "old.gdbm"
     good = msg(7)
@@ -209,6 +211,7 @@ def test_migrate_reports_corrupt_records_and_keeps_going(tmp_path: Path, mstore:
     assert mstore.uidls() == ["good"]
 
 
+@pytest.mark.server
 def test_migrate_reports_messages_the_store_refuses(tmp_path: Path, mstore: MessageStore) -> None:
     class Refusing:
         def __init__(self, inner: MessageStore) -> None:
@@ -229,6 +232,7 @@ def test_migrate_reports_messages_the_store_refuses(tmp_path: Path, mstore: Mess
     assert report.failed == [("refused", "the store refused it: InvalidEmailError: too odd")]
 
 
+@pytest.mark.server
 def test_migrate_file_written_by_python_dbm_str_values(tmp_path: Path, mstore: MessageStore) -> None:
     """The old program's own write path: a latin-1 ``str`` value handed to Python's dbm.gnu."""
     python = _python_with_dbm_gnu()
@@ -302,6 +306,7 @@ TRICKY = {
 }
 
 
+@pytest.mark.server
 def test_download_stores_every_message_as_served_and_second_run_is_empty(
     dovecot: DovecotServer, mstore: MessageStore
 ) -> None:
@@ -322,6 +327,7 @@ def test_download_stores_every_message_as_served_and_second_run_is_empty(
 
 
 @pytest.mark.parametrize(("security", "port_attr"), [("ssl", "pop3s_port"), ("starttls", "pop3_port")])
+@pytest.mark.server
 def test_download_over_tls(dovecot: DovecotServer, mstore: MessageStore, security: Any, port_attr: str) -> None:
     import ssl
 
@@ -336,6 +342,7 @@ def test_download_over_tls(dovecot: DovecotServer, mstore: MessageStore, securit
         download(mstore, "127.0.0.1", port, dovecot.user, dovecot.password, security=security)
 
 
+@pytest.mark.server
 def test_delete_on_server_only_after_the_store_confirmed(dovecot: DovecotServer, mstore: MessageStore) -> None:
     class Refusing:
         def __init__(self, inner: MessageStore) -> None:
@@ -407,6 +414,7 @@ class CuttingProxy:
                 s.close()
 
 
+@pytest.mark.server
 def test_dropped_connection_mid_message_loses_nothing(dovecot: DovecotServer, mstore: MessageStore) -> None:
     big = {n: msg(n, body=(b"%d" % n) * 40_000) for n in (1, 2, 3)}  # ~40 KB each
     for raw in big.values():
@@ -428,6 +436,7 @@ def test_dropped_connection_mid_message_loses_nothing(dovecot: DovecotServer, ms
     assert dovecot.messages() == {}
 
 
+@pytest.mark.server
 def test_server_dying_between_messages_loses_nothing(dovecot: DovecotServer, mstore: MessageStore) -> None:
     class KillsServer:
         def __init__(self, inner: MessageStore) -> None:
@@ -460,6 +469,7 @@ def test_server_dying_between_messages_loses_nothing(dovecot: DovecotServer, mst
 
 
 @pytest.mark.parametrize("error", [RuntimeError, ConnectionResetError])  # an OSError is not a POP3 error
+@pytest.mark.server
 def test_store_crash_commits_only_deletions_of_stored_messages(
     dovecot: DovecotServer, mstore: MessageStore, error: type[Exception]
 ) -> None:
@@ -523,6 +533,7 @@ def recorder(store: MessageStore, *, delete: bool = True) -> tuple[list[list[str
     return calls, handler
 
 
+@pytest.mark.server
 def test_dispatch_routes_by_to_then_cc_and_handlers_empty_the_store(mstore: MessageStore) -> None:
     mstore.add("u1", msg(1, to="Jobs <JOBS@Example.com>"))
     mstore.add("u2", msg(2, to="friend@example.com", cc="gym@example.com"))
@@ -547,6 +558,7 @@ def test_dispatch_routes_by_to_then_cc_and_handlers_empty_the_store(mstore: Mess
     assert mstore.uidls() == []
 
 
+@pytest.mark.server
 def test_dispatch_runs_every_handler_and_reports_failures(mstore: MessageStore) -> None:
     mstore.add("u1", msg(1, to="a@example.com"))
     mstore.add("u2", msg(2, to="b@example.com"))
@@ -564,6 +576,7 @@ def test_dispatch_runs_every_handler_and_reports_failures(mstore: MessageStore) 
     assert mstore.message_ids() == ["m1@test.example"]  # the failed handler's mail is kept
 
 
+@pytest.mark.server
 def test_download_then_dispatch_end_to_end(dovecot: DovecotServer, mstore: MessageStore) -> None:
     for n in (1, 2, 3):
         dovecot.deliver(msg(n, to="jobs@example.com" if n != 2 else "gym@example.com", eol=b"\n"))

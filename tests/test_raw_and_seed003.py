@@ -42,6 +42,7 @@ def raw(
     return ("\r\n".join(lines) + "\r\n\r\n" + body + "\r\n").encode("utf-8")
 
 
+@pytest.mark.server
 def test_raw_bytes_round_trip(store: Any) -> None:
     for path in SAMPLES:
         data = path.read_bytes()
@@ -59,6 +60,7 @@ def test_raw_bytes_round_trip(store: Any) -> None:
     assert store.get_attachment("budget-1@example.org", 0) == b"item,cost\nstorage,12000\ncompute,8000\n"
 
 
+@pytest.mark.server
 def test_add_records_uidls_and_skips_known_message_ids(store: Any, db: Any) -> None:
     first = store.add("u1", raw("a@x"))
     again = store.add("u2", raw("a@x", body="a different copy"))
@@ -79,6 +81,7 @@ def test_add_records_uidls_and_skips_known_message_ids(store: Any, db: Any) -> N
         store.add("u5", "not bytes")
 
 
+@pytest.mark.server
 def test_get_email(store: Any) -> None:
     store.add("1", (ROOT / "samples" / "mailbox" / "07-latin1.eml").read_bytes())
     msg = store.get_email("<koeln-1@example.de>")
@@ -87,6 +90,7 @@ def test_get_email(store: Any) -> None:
     assert store.get_email("missing@x") is None
 
 
+@pytest.mark.server
 def test_find_by_each_header(store: Any) -> None:
     store.add("1", raw("a@x", subject="Live Wire", date="Mon, 02 Nov 2026 23:30:00 -0200"))
     store.add(
@@ -131,6 +135,7 @@ def test_find_by_each_header(store: Any) -> None:
         store.find("Subject", {"$regex": ".*"})
 
 
+@pytest.mark.server
 def test_walk_thread(store: Any) -> None:
     store.add("1", raw("a@x", date="Mon, 02 Nov 2026 09:00:00 +0000"))
     store.add("2", raw("b@x", in_reply_to="a@x", references="<a@x>", date="Mon, 02 Nov 2026 10:00:00 +0000"))
@@ -160,6 +165,7 @@ def snapshot(db: Any, mailbox: str) -> dict[str, Any]:
     return {coll: rows(coll) for coll in ("messages", "bodies", "threads", "uidls")}
 
 
+@pytest.mark.server
 def test_reindex_restores_every_derived_document(store: Any, db: Any) -> None:
     for i, path in enumerate(SAMPLES):
         store.add(f"u{i}", path.read_bytes())
@@ -182,6 +188,7 @@ def test_reindex_restores_every_derived_document(store: Any, db: Any) -> None:
     ]
 
 
+@pytest.mark.server
 def test_reparse_stale_rebuilds_from_raw_eml(store: Any, db: Any) -> None:
     for path in SAMPLES[:3]:
         store.store(path.read_bytes())

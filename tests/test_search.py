@@ -69,6 +69,7 @@ def test_a_capped_scan_search_says_so(make_store: Any) -> None:
         make_store("alice", scan_limit=0)
 
 
+@pytest.mark.server
 def test_auto_engine_picks_what_the_server_has(make_store: Any, db: Any, backend: str, caplog: Any) -> None:
     s = make_store("alice")
     s.store(mail(1, "Storage", "indexes that sort"))
@@ -168,6 +169,7 @@ def test_atlas_and_vector_pipelines_have_the_documented_shape() -> None:
     assert vector["limit"] == 3 and vector["numCandidates"] >= 30 and vector["path"] == "embedding"
 
 
+@pytest.mark.server
 def test_embeddings_are_kept_per_message_and_deleted_with_it(store: MessageStore, db: Any) -> None:
     store.store(email(1))
     store.set_embedding("m1@example.com", [0.5, 0.25, 1])

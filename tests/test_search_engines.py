@@ -188,6 +188,7 @@ def test_text_differs_where_documented(make_store: Any, db: Any, backend: str) -
 # --- where people look for words -------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_words_in_signatures_html_parts_accents_and_names_are_found(make_store: Any, tmp_path: Path) -> None:
     local = make_store("alice", search_index=tmp_path / "index.sqlite")
     scan = make_store("alice", search_engine="scan")
@@ -222,6 +223,7 @@ def test_words_in_signatures_html_parts_accents_and_names_are_found(make_store: 
     assert "5551234" in snippet
 
 
+@pytest.mark.server
 def test_a_long_scan_reads_only_the_bodies_that_may_match_and_finds_the_same(
     make_store: Any, tmp_path: Path, caplog: Any
 ) -> None:
@@ -282,6 +284,7 @@ def test_a_long_scan_reads_only_the_bodies_that_may_match_and_finds_the_same(
     assert len(scan.search("ordinary", limit=50)) == 50  # a common word: the page is full first
 
 
+@pytest.mark.server
 def test_dates_threads_and_negations_agree(make_store: Any, tmp_path: Path) -> None:
     local = make_store("alice", search_index=tmp_path / "index.sqlite")
     scan = make_store("alice", search_engine="scan")
@@ -309,6 +312,7 @@ def test_dates_threads_and_negations_agree(make_store: Any, tmp_path: Path) -> N
         local.search("date:2024-02-30")
 
 
+@pytest.mark.server
 def test_bcc_is_indexed_apart_and_never_matched_in_a_shared_view(make_store: Any, tmp_path: Path) -> None:
     index = tmp_path / "index.sqlite"
     owner = make_store("alice", owner_addresses=["ann@example.org"], search_index=index)
@@ -324,6 +328,7 @@ def test_bcc_is_indexed_apart_and_never_matched_in_a_shared_view(make_store: Any
 # --- the index follows the store ---------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_deleted_expired_and_erased_mail_is_never_found_again(make_store: Any, tmp_path: Path) -> None:
     index = tmp_path / "index.sqlite"
     indexed = make_store("alice", search_index=index)
@@ -350,6 +355,7 @@ def test_deleted_expired_and_erased_mail_is_never_found_again(make_store: Any, t
     assert any(t.startswith("docs_") for t in tables)  # rebuilt (empty) by the search after the erase
 
 
+@pytest.mark.server
 def test_mail_stored_before_the_index_is_indexed_on_first_use_and_reindex_rebuilds(
     make_store: Any, tmp_path: Path
 ) -> None:
@@ -365,6 +371,7 @@ def test_mail_stored_before_the_index_is_indexed_on_first_use_and_reindex_rebuil
     assert report["searchIndexed"] == 5 and after.count("walrus") == 5
 
 
+@pytest.mark.server
 def test_the_index_file_is_private_and_follows_one_database(make_store: Any, tmp_path: Path, caplog: Any) -> None:
     index = tmp_path / "new" / "dir" / "index.sqlite"
     s = make_store("alice", search_index=index)

@@ -77,6 +77,7 @@ def full_email() -> dict[str, Any]:
     return e
 
 
+@pytest.mark.server
 def test_get_message_round_trips_every_field(store: MessageStore) -> None:
     e = full_email()
     store.store(e, attachments=[b"hello", b"\x89PN"])
@@ -184,6 +185,7 @@ def test_keyset_pagination_visits_each_message_once_while_mail_arrives(store: Me
     assert original <= set(seen)
 
 
+@pytest.mark.server
 def test_delete_removes_every_tier(store: MessageStore, db: Any) -> None:
     e = full_email()
     store.store(e, attachments=[b"hello", b"\x89PN"])
@@ -203,6 +205,7 @@ def test_delete_removes_every_tier(store: MessageStore, db: Any) -> None:
     assert db.threads.count_documents({}) == 0
 
 
+@pytest.mark.server
 def test_mailboxes_never_see_each_other(make_store: Any, db: Any) -> None:
     alice, bob = make_store("alice"), make_store("bob")
     alice.store(email(1))
@@ -291,6 +294,7 @@ def test_bad_emails_are_refused_and_nothing_is_written(store: MessageStore, db: 
         assert db[coll].count_documents({}) == 0
 
 
+@pytest.mark.server
 def test_large_body_spills_to_gridfs(store: MessageStore, db: Any) -> None:
     e = email(1)
     e["content"]["text"] = "t" * (7 * 1024 * 1024)
@@ -341,6 +345,7 @@ def collection_state(db: Any, mailbox: str) -> dict[str, Any]:
     return {c: rows(c) for c in ("messages", "bodies", "threads")}
 
 
+@pytest.mark.server
 def test_store_many_equals_one_by_one(make_store: Any, db: Any) -> None:
     import random
 

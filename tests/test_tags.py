@@ -137,6 +137,7 @@ def test_initial_tags_and_folders_and_a_redelivery(store: MessageStore, db: Any)
     assert store.count("is:unread") == 1 and store.count("is:read") == 1 and store.count("folder:Archive") == 1
 
 
+@pytest.mark.server
 def test_store_many_tags_every_item_and_a_sources_own(store: MessageStore, db: Any) -> None:
     class Sourced:  # a mail source's RawMessage, as the store reads it (by its attributes)
         def __init__(self, data: bytes, tags: tuple[str, ...], folders: tuple[str, ...]) -> None:
@@ -154,6 +155,7 @@ def test_store_many_tags_every_item_and_a_sources_own(store: MessageStore, db: A
     assert refused == [0] and db.messages.count_documents({"messageId": "bad@x"}) == 0
 
 
+@pytest.mark.server
 def test_tag_by_ids_query_thread_and_tag_then_counts(store: MessageStore) -> None:
     for n in range(6):
         store.store(email(n, thread="a@example.com" if n < 3 else "b@example.com"))
@@ -182,6 +184,7 @@ def test_tag_by_ids_query_thread_and_tag_then_counts(store: MessageStore) -> Non
         store.tag({"$ne": None}, add=["x"])  # type: ignore[arg-type]
 
 
+@pytest.mark.server
 def test_a_change_to_thousands_runs_in_batches_and_converges(store: MessageStore, db: Any) -> None:
     # a few seconds of 700 messages each: the batches of 1,000 begin and end inside a second
     docs = [email(n, thread=f"t{n % 50}@x", ts=BASE_TS + (n // 700) * 60) for n in range(2500)]
@@ -197,6 +200,7 @@ def test_a_change_to_thousands_runs_in_batches_and_converges(store: MessageStore
     assert store.tags() == {}
 
 
+@pytest.mark.server
 def test_no_resurrection_and_an_erase_leaves_no_tag(store: MessageStore, db: Any) -> None:
     store.store(email(1))
     store.store(email(2))

@@ -70,6 +70,7 @@ def test_the_pull_is_filtered_on_the_token_and_spares_what_a_message_still_carri
 # --- the store ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_the_union_follows_store_tag_untag_and_delete(store: MessageStore, db: Any) -> None:
     store.store(email(1), tags=["work"])
     store.store(email(2), tags=["$seen"])
@@ -113,6 +114,7 @@ def test_a_change_interrupted_after_its_messages_is_finished_by_running_it_again
     assert listed(store) == {"root@example.com": ["x"]}
 
 
+@pytest.mark.server
 def test_threads_stored_before_the_field_read_right_and_get_it(store: MessageStore, db: Any) -> None:
     store.store_many([email(1), email(2), email(3, thread="b@x"), email(4, thread="c@x")])
     store.tag(["m1@example.com"], add=["todo"])

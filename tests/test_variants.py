@@ -47,6 +47,7 @@ def blob_count(db: Any, mid: str, mailbox: str = "alice") -> int:
     return db["aecs.files"].count_documents({"_id": {"$regex": f"^{prefix}"}})
 
 
+@pytest.mark.server
 def test_a_list_copy_of_a_stored_message_is_kept_as_a_variant(store: Any, db: Any) -> None:
     first = store.store(direct_copy())
     second = store.store(list_copy())
@@ -60,6 +61,7 @@ def test_a_list_copy_of_a_stored_message_is_kept_as_a_variant(store: Any, db: An
     assert variant["size"] == len(list_copy()) and variant["uidl"] is None and variant["receivedAt"]
 
 
+@pytest.mark.server
 def test_two_unrelated_messages_sharing_a_message_id_keep_both(store: Any) -> None:
     store.store(direct_copy())
     assert store.store(unrelated()).outcome == "variant"
@@ -67,6 +69,7 @@ def test_two_unrelated_messages_sharing_a_message_id_keep_both(store: Any) -> No
     assert store.get_raw_variants("launch@example.com")[1] == unrelated()
 
 
+@pytest.mark.server
 def test_the_same_bytes_three_times_add_nothing(store: Any, db: Any) -> None:
     outcomes = [store.store(direct_copy()).outcome for _ in range(3)]
     assert outcomes == ["stored", "present", "present"]
@@ -77,12 +80,14 @@ def test_the_same_bytes_three_times_add_nothing(store: Any, db: Any) -> None:
     assert len(store.get_raw_variants("launch@example.com")) == 2
 
 
+@pytest.mark.server
 def test_store_many_counts_the_cases_apart_within_one_batch(store: Any) -> None:
     results = store.store_many([direct_copy(), list_copy(), direct_copy(), unrelated(), list_copy()])
     assert [r.outcome for r in results] == ["stored", "variant", "present", "variant", "present"]
     assert store.get_raw_variants("launch@example.com") == [direct_copy(), list_copy(), unrelated()]
 
 
+@pytest.mark.server
 def test_pop3_add_records_the_uidl_of_a_variant(store: Any, db: Any) -> None:
     assert store.add("uidl-direct", direct_copy()) == "launch@example.com"
     assert store.add("uidl-list", list_copy()) == "launch@example.com"
@@ -91,6 +96,7 @@ def test_pop3_add_records_the_uidl_of_a_variant(store: Any, db: Any) -> None:
     assert variant["uidl"] == "uidl-list"
 
 
+@pytest.mark.server
 def test_reindex_and_reparse_keep_variants_and_delete_removes_every_blob(store: Any, db: Any) -> None:
     store.store(direct_copy())
     store.store(list_copy())

@@ -251,6 +251,7 @@ def test_blocks_hold_one_length_and_respect_the_size_limit() -> None:
 # --- every backend ---------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_vectors_are_stored_as_binData_and_replace_old_arrays(make_store: Callable[..., Any], db: Any) -> None:
     store = make_store()
     store.store_many([email(1), email(2)])
@@ -277,6 +278,7 @@ def test_vectors_are_stored_as_binData_and_replace_old_arrays(make_store: Callab
     assert db.vectors.count_documents({}) == 1  # nothing half-written
 
 
+@pytest.mark.server
 def test_old_array_vectors_are_found_and_rewritten_by_reindex(make_store: Callable[..., Any], db: Any) -> None:
     store = make_store()
     store.store_many([email(i) for i in range(12)])
@@ -310,6 +312,7 @@ def test_old_array_vectors_are_found_and_rewritten_by_reindex(make_store: Callab
     assert store.reindex()["vectorsRewritten"] == 0
 
 
+@pytest.mark.server
 def test_an_explicit_cap_is_reported(make_store: Callable[..., Any]) -> None:
     uncapped = make_store("capped")  # the default: no cap
     uncapped.store_many([email(i) for i in range(30)])
@@ -331,6 +334,7 @@ def test_an_explicit_cap_is_reported(make_store: Callable[..., Any]) -> None:
 
 
 @BACKENDS_NUMPY
+@pytest.mark.server
 def test_both_paths_answer_alike_and_pure_python_says_so_once(
     path: str, make_store: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -359,6 +363,7 @@ def search_ids(store: Any, query: list[float], limit: int) -> tuple[list[str], i
     return [h["messageId"] for h in hits], hits.examined
 
 
+@pytest.mark.server
 def test_blocks_are_sealed_kept_exact_and_compacted(
     make_store: Callable[..., Any], db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -404,6 +409,7 @@ def test_blocks_are_sealed_kept_exact_and_compacted(
     assert search_ids(neighbour, stored["m3@example.com"], 5)[1] == 3
 
 
+@pytest.mark.server
 def test_a_vector_written_while_a_block_is_sealed_stays_unsealed(make_store: Callable[..., Any], db: Any) -> None:
     from aecs_mongo.pure.settings import Capabilities, StoreSettings
     from aecs_mongo.synchronous import embeddings as vectors_sync
@@ -421,7 +427,7 @@ def test_a_vector_written_while_a_block_is_sealed_stays_unsealed(make_store: Cal
     store.set_embedding("m4@example.com", stored["m4@example.com"])
     # ... and the sealer goes on with what it read: the replaced vector is left out, and unsealed
     (entries,) = vectors.plan_blocks(rows, partial=True)
-    sealer = StoreContext(db, StoreSettings.checked("alice"), Capabilities.of_database(db))
+    sealer = StoreContext(db, StoreSettings.checked("alice"), Capabilities())
     assert vectors_sync._seal_block(sealer, entries) == 19
     rewritten = db.vectors.find_one({"_id": doc_id("alice", message_key("m4@example.com"))})
     assert "block" not in rewritten and "int8" in rewritten
@@ -431,6 +437,7 @@ def test_a_vector_written_while_a_block_is_sealed_stays_unsealed(make_store: Cal
     assert search_ids(store, query, 5) == ([m for m, _ in brute_force(query, stored, 5)], 20)
 
 
+@pytest.mark.server
 def test_expire_drops_the_block_entries_of_expired_vectors(
     make_store: Callable[..., Any], db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

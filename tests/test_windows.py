@@ -23,7 +23,7 @@ def _inside(row: tuple[int, str], w: Window) -> bool:
     if w.second is not None:
         return ts == w.second and (w.key_lo is None or key >= w.key_lo) and (w.key_hi is None or key < w.key_hi)
     bounds = w.conditions("ts", "key").get("ts", {})
-    return ts > bounds.get("$gt", ts - 1) and ts < bounds.get("$lt", ts + 1)
+    return ts >= bounds.get("$gte", ts) and ts < bounds.get("$lt", ts + 1)
 
 
 def hinted(read: WindowedRead, rows: list[tuple[int, str]]) -> WindowedRead:

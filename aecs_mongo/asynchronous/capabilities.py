@@ -1,9 +1,10 @@
 """What the server can do, learned once per store on first need and kept in its ``Capabilities``.
 
-Each question is asked of the server at most once per store (and its clones): whether it runs
-transactions, holds the text index, stops a query at its limit, lists an Atlas vector index. A
-server that refuses the question (the unit tier, a command it lacks) answers "no", which is the
-choice that is right on every server, only slower.
+Each question is asked of the server at most once per store (and its clones): which dialect it
+speaks (``pure/dialect.py``, from ``buildInfo``), whether it runs transactions, holds the text
+index, stops a query at its limit, lists an Atlas vector index. A server that refuses the
+question (a command it lacks, ``REFUSED``) answers "no", which is the choice that is right on
+every server, only slower.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from pymongo import WriteConcern
-from pymongo.errors import OperationFailure
 
 from ..pure import vectors
-from .context import AsyncStoreContext, log, resolve, to_list
+from ..pure.dialect import Dialect, of_server
+from .context import REFUSED, AsyncStoreContext, log, resolve, to_list
 
 __all__ = [
     "DURABLE_WRITES",
@@ -23,6 +24,7 @@ __all__ = [
     "barrier_counter",
     "change_streams",
     "completion_concern",
+    "dialect",
     "learn_limit_behaviour",
     "replica_set",
     "text_index",
@@ -41,8 +43,29 @@ async def replica_set(ctx: AsyncStoreContext) -> bool:
 
 
 async def change_streams(ctx: AsyncStoreContext) -> bool:
-    """Change streams on ``messages``: a replica set or a sharded cluster (never the unit tier)."""
-    return ctx.capabilities.change_streams_possible and await replica_set(ctx)
+    """Change streams on ``messages``: a replica set or a sharded cluster."""
+    return await replica_set(ctx)
+
+
+async def dialect(ctx: AsyncStoreContext) -> Dialect:
+    """How the server is spoken to (``pure/dialect.py``), chosen from its ``buildInfo`` (a
+    server that refuses it gets the plain statements) on first need and kept. What the dialect
+    knows of the server (whether it stops at a limit, the journal barrier) fills the
+    capabilities not learned yet."""
+    caps = ctx.capabilities
+    if caps.dialect is None:
+        try:
+            info = await ctx.db.client.admin.command("buildInfo")
+        except REFUSED:
+            info = {}
+        chosen = of_server(info)
+        log.debug("the server speaks the %s dialect", chosen.name)
+        if caps.stops_at_limit is None:
+            caps.stops_at_limit = chosen.stops_at_limit
+        if caps.barrier_counter is None:
+            caps.barrier_counter = chosen.barrier_counter
+        caps.dialect = chosen
+    return caps.dialect
 
 
 async def transactions(ctx: AsyncStoreContext) -> bool:
@@ -65,7 +88,8 @@ async def completion_concern(ctx: AsyncStoreContext) -> WriteConcern | None:
     their client or database is theirs and is left alone; so is ``durable=False`` (re-runnable
     bulk imports: an acknowledgement then means applied, not yet on disk).
     """
-    if not ctx.settings.durable or not ctx.capabilities.write_concerns:
+    await dialect(ctx)  # the batch's statements are the server's
+    if not ctx.settings.durable:
         return None
     if not ctx.db.write_concern.is_server_default:
         return None
@@ -74,20 +98,12 @@ async def completion_concern(ctx: AsyncStoreContext) -> WriteConcern | None:
 
 
 async def barrier_counter(ctx: AsyncStoreContext) -> bool:
-    """Whether the journal barrier must change a counter: on SecantusDB (``buildInfo`` says
-    ``secantusVersion``) only, whose journaled writes that change nothing do not flush its log.
-    Learned with the first durable write's concern (``completion_concern``); until then the
-    barrier changes the counter, which is right on every server."""
+    """Whether the journal barrier must change a counter (``Dialect.barrier_counter``). Learned
+    with the first durable write's concern (``completion_concern``); until then the barrier
+    changes the counter, which is right on every server."""
     caps = ctx.capabilities
     if caps.barrier_counter is None:
-        if not caps.server_commands:
-            caps.barrier_counter = False
-        else:
-            try:
-                info = await ctx.db.client.admin.command("buildInfo")
-            except OperationFailure:
-                info = {}
-            caps.barrier_counter = "secantusVersion" in info
+        caps.barrier_counter = (await dialect(ctx)).barrier_counter
     return caps.barrier_counter
 
 
@@ -95,11 +111,8 @@ async def text_index(ctx: AsyncStoreContext) -> bool:
     """Whether ``aecs_bodies_search`` exists (a server that refuses text indexes has none)."""
     caps = ctx.capabilities
     if caps.text_index is None:
-        if not caps.server_commands:
-            caps.text_index = False
-        else:
-            cursor = await resolve(ctx.bodies.list_indexes())
-            caps.text_index = any([ix["name"] == "aecs_bodies_search" async for ix in cursor])
+        cursor = await resolve(ctx.bodies.list_indexes())
+        caps.text_index = any([ix["name"] == "aecs_bodies_search" async for ix in cursor])
     return caps.text_index
 
 
@@ -109,13 +122,10 @@ async def learn_limit_behaviour(
     """Whether the server stops at the limit: ``explain`` a window just read (2 rows or more)
     with ``limit(1)``; more than one document examined means it reads the range first."""
     caps = ctx.capabilities
-    if not caps.server_commands:
-        caps.stops_at_limit = False
-        return
     command = {"find": collection.name, "filter": dict(selector), "sort": dict(sort), "limit": 1}
     try:
         explained = await ctx.db.command({"explain": command, "verbosity": "executionStats"})
-    except OperationFailure:
+    except REFUSED:
         caps.stops_at_limit = False  # no explain: keep the windows (right on any server)
         return
     examined = int(explained.get("executionStats", {}).get("totalDocsExamined", 2))
@@ -127,12 +137,9 @@ async def atlas_vectors(ctx: AsyncStoreContext) -> bool:
     """Whether Atlas lists the vector index as queryable (any refusal: no)."""
     caps = ctx.capabilities
     if caps.atlas_vectors is None:
-        if not caps.server_commands:
-            caps.atlas_vectors = False
-        else:
-            try:
-                listed = await to_list(await resolve(ctx.vectors.aggregate(vectors.atlas_index_pipeline())))
-            except OperationFailure:
-                listed = []
-            caps.atlas_vectors = any(ix.get("queryable") for ix in listed)
+        try:
+            listed = await to_list(await resolve(ctx.vectors.aggregate(vectors.atlas_index_pipeline())))
+        except REFUSED:
+            listed = []
+        caps.atlas_vectors = any(ix.get("queryable") for ix in listed)
     return caps.atlas_vectors

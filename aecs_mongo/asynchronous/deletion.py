@@ -60,7 +60,7 @@ class AsyncDeleter:
         ``completes``: the statement that completes a batch (under the durable write concern)."""
         collection = self.ctx.completing(self.db[name], self.concern) if completes else self.db[name]
         count = 0
-        for part in lifecycle.split_in(selector):
+        for part in self.ctx.dialect.split_in(selector):
             if self.dry_run:
                 count += int(await collection.count_documents(part))
             else:
@@ -145,7 +145,7 @@ class AsyncDeleter:
         # twice can leave blobs its first copy does not name), by the files' metadata index
         keys = {key for m in messages for key in lifecycle.blob_keys(m)}
         selector = lifecycle.blob_metadata_filter(self.mailbox_id, [m["messageKey"] for m in messages])
-        for part in lifecycle.split_in(selector):
+        for part in self.ctx.dialect.split_in(selector):
             # unhinted: the only index on these fields (the test server walks a whole index when hinted)
             keys.update([f["_id"] async for f in self.db[files].find(part, {"_id": 1})])
         if keys:
@@ -189,7 +189,7 @@ class AsyncDeleter:
         # $nin beside the $in the test server plans a collection scan
         gone = set(leaving)
         summaries: dict[str, dict[str, Any]] = {}
-        for part in lifecycle.split_in({"mailboxId": self.mailbox_id, "threadKey": {"$in": todo}}):
+        for part in self.ctx.dialect.split_in({"mailboxId": self.mailbox_id, "threadKey": {"$in": todo}}):
             async for member in self.db["messages"].find(part, _SUMMARY_FIELDS):  # on aecs_messages_thread
                 stays = member["ts"] >= keep_from_ts if keep_from_ts is not None else member["_id"] not in gone
                 if stays:
@@ -201,7 +201,7 @@ class AsyncDeleter:
             return
         threads = self.db["threads"]
         await self.ctx.write_each(threads, [(self.ctx.upsert_key(t["_id"]), t) for t in kept], replace=True)
-        for part in lifecycle.split_in(self.ctx.by_ids([doc_id(self.mailbox_id, t) for t in empty])):
+        for part in self.ctx.dialect.split_in(self.ctx.by_ids([doc_id(self.mailbox_id, t) for t in empty])):
             self.threads_removed += int((await threads.delete_many(part)).deleted_count)
 
     # --- the erase -----------------------------------------------------------------------------
@@ -260,6 +260,7 @@ async def expire(
     selector = lifecycle.expire_filter(ctx.mailbox_id, before)
     lifecycle.check_batch_size(batch_size)
     keep_from_ts = selector["ts"]["$lt"]
+    await capabilities.dialect(ctx)
     concern = None if dry_run else await capabilities.completion_concern(ctx)
     deleter = AsyncDeleter(ctx, dry_run=dry_run, on_progress=on_progress, concern=concern)
     found = ctx.db["messages"].find(selector, lifecycle.MESSAGE_FIELDS).hint("aecs_messages_inbox")
@@ -295,6 +296,7 @@ async def erase_mailbox(
     """``store.erase_mailbox``: every document of the mailbox in every collection, every blob."""
     started = monotonic()
     lifecycle.check_batch_size(batch_size)
+    await capabilities.dialect(ctx)
     deleter = AsyncDeleter(ctx, on_progress=on_progress)
     report = EraseReport(ctx.mailbox_id)
     concern = await capabilities.completion_concern(ctx)

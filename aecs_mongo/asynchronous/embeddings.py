@@ -115,7 +115,7 @@ async def read_ids(
     cost of one ``$in`` grows with the square of its length)."""
     if not ids:
         return
-    for selector in queries.split_in(ctx.by_ids(list(ids)), vectors.READ_BATCH):
+    for selector in ctx.dialect.split_in(ctx.by_ids(list(ids)), vectors.READ_BATCH):
         async for document in collection.find(selector, projection):
             yield document
 

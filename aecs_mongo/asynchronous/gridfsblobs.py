@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..pure import blobs
+from ..pure.dialect import Dialect
 from ..pure.documents import Blob
-from ..pure.lifecycle import split_in
 from ..pure.settings import StoreSettings
 from .blobstores import AsyncBlobStore
 from .statements import insert_ignoring_duplicates, log, to_list
@@ -28,6 +28,9 @@ class _Context(Protocol):
     sharded: bool
     files: Any
     chunks: Any
+
+    @property
+    def dialect(self) -> Dialect: ...
 
     async def write_each(
         self,
@@ -62,11 +65,11 @@ class AsyncGridFSBlobs(AsyncBlobStore):
         return blobs.assemble(file_doc, chunks)
 
     async def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
-        """Several blobs in one ``files`` and one ``chunks`` read per hundred; a blob an upload
-        left incomplete is left out."""
+        """Several blobs in one ``files`` and one ``chunks`` read (per ``$in`` the server's
+        dialect names at once); a blob an upload left incomplete is left out."""
         ctx = self.ctx
         out: dict[str, bytes] = {}
-        for selector in split_in({"_id": {"$in": list(keys)}}):
+        for selector in self.ctx.dialect.split_in({"_id": {"$in": list(keys)}}):
             files = {f["_id"]: f async for f in ctx.files.find(selector, {"length": 1, "chunkSize": 1})}
             if not files:
                 continue
@@ -83,9 +86,9 @@ class AsyncGridFSBlobs(AsyncBlobStore):
 
     async def delete(self, keys: Sequence[str]) -> int:
         removed = 0
-        for part in split_in({"_id": {"$in": list(keys)}}):
+        for part in self.ctx.dialect.split_in({"_id": {"$in": list(keys)}}):
             removed += int((await self.ctx.files.delete_many(part)).deleted_count)
-        for part in split_in({"files_id": {"$in": list(keys)}}):
+        for part in self.ctx.dialect.split_in({"files_id": {"$in": list(keys)}}):
             await self.ctx.chunks.delete_many(part)
         return removed
 

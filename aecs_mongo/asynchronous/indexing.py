@@ -19,7 +19,7 @@ It is kept up in three ways, so that neither a crash nor another writer leaves i
   ``store.tag`` also applies its changes here directly (``after_labels``), as a write does.
   The messages this store just indexed come back in the stream too and are recognised as
   present (no second read of their bodies).
-- **reconciled** where there is no change stream (a standalone server, mongomock) or no usable
+- **reconciled** where there is no change stream (a standalone server) or no usable
   position (a new index, a rebuild, a position that fell out of the oplog, a dropped
   collection): the mailbox's message keys are read and compared with the index's, and what is
   missing is indexed, what is gone removed. Without change streams a read first reads the

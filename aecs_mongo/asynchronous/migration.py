@@ -33,7 +33,7 @@ from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION, BlobLocatio
 from ..pure.documents import Blob
 from ..pure.settings import Capabilities, StoreSettings
 from .blobstores import AsyncBlobStore, open_external
-from .context import AsyncStoreContext
+from .context import REFUSED, AsyncStoreContext
 from .gridfsblobs import AsyncGridFSBlobs
 
 __all__ = ["MigrationReport", "migrate_blobs"]
@@ -87,7 +87,7 @@ class _Stores:
             return self._external
         if mailbox_id not in self._gridfs:
             settings = StoreSettings.checked(mailbox_id, bucket_name=self.location.bucket)
-            ctx = AsyncStoreContext(self.db, settings, Capabilities.of_database(self.db))
+            ctx = AsyncStoreContext(self.db, settings, Capabilities())
             self._gridfs[mailbox_id] = AsyncGridFSBlobs(ctx)
         return self._gridfs[mailbox_id]
 
@@ -153,9 +153,12 @@ async def _durable(db: Any, collection: Any) -> Any:
     """``collection`` writing with the journal (and a majority on a replica set): the switch
     must be on disk before the source's blobs are removed, or a restart could give back a
     settings document that names the emptied source."""
-    if not Capabilities.of_database(db).write_concerns or not db.write_concern.is_server_default:
+    if not db.write_concern.is_server_default:
         return collection
-    hello = await db.command("hello")
+    try:
+        hello = await db.command("hello")
+    except REFUSED:  # no hello: no replica set to speak of
+        hello = {}
     concern = WriteConcern(w="majority", j=True) if hello.get("setName") else WriteConcern(j=True)
     return collection.with_options(write_concern=concern)
 

@@ -110,6 +110,7 @@ async def thread_context(ctx: AsyncStoreContext, thread_id: str, limit: int = 20
         # where counting would read a big thread whole (its page was read in windows); else a
         # count (without transactions a crash can leave the summary short by one until reindex)
         size = None if extent is None else extent.count
+        await capabilities.dialect(ctx)  # whether the server stops at a limit
         big = size is not None and size > windows.PLAIN_MAX_THREAD and not ctx.capabilities.stops_at_limit
         exact = size is not None and size >= limit and await capabilities.transactions(ctx)
         total = size if (big or exact) and size is not None else await ctx.messages.count_documents(selector)
@@ -222,8 +223,9 @@ async def message_summaries(ctx: AsyncStoreContext, message_ids: Sequence[str]) 
     if isinstance(message_ids, str):
         raise TypeError("message_ids must be a sequence of message ids, not a str")
     ids = [ctx.id_for(check_str(mid, "message_id")) for mid in message_ids]
+    await capabilities.dialect(ctx)
     found: dict[str, dict[str, Any]] = {}
-    for selector in queries.split_in(ctx.by_ids(list(dict.fromkeys(ids)))):
+    for selector in ctx.dialect.split_in(ctx.by_ids(list(dict.fromkeys(ids)))):
         found.update({r["_id"]: r async for r in ctx.messages.find(selector, {**queries.LIST_PROJECTION, "_id": 1})})
     return [cast(MessageSummary, message_summary(found[i])) for i in ids if i in found]
 

@@ -90,6 +90,7 @@ async def search(
     sort = check_sort(sort)
     tree = search_query.parse(query)
     engine = await choose_engine(ctx, tree)
+    await capabilities.dialect(ctx)  # the statements below are the server's
     if tree is None:
         return SearchResults(engine=engine.name)
     keyset = search_keyset(ctx.mailbox_id, tree, engine.name)
@@ -108,6 +109,7 @@ async def count(ctx: AsyncStoreContext, query: str) -> int:
     the server's own count for ``$text`` and Atlas, a complete scan otherwise)."""
     tree = search_query.parse(query)
     engine = await choose_engine(ctx, tree)
+    await capabilities.dialect(ctx)  # the statements below are the server's
     if tree is None:
         return 0
     return await engine.count(tree, _dt.datetime.now(_dt.UTC))

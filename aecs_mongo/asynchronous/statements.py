@@ -13,12 +13,25 @@ from typing import Any, TypeVar
 
 from pymongo.errors import BulkWriteError, OperationFailure
 
-__all__ = ["MAX_REWRITES", "errmsg", "insert_ignoring_duplicates", "log", "only_duplicates", "resolve", "to_list"]
+__all__ = [
+    "MAX_REWRITES",
+    "REFUSED",
+    "errmsg",
+    "insert_ignoring_duplicates",
+    "log",
+    "only_duplicates",
+    "resolve",
+    "to_list",
+]
 
 log = logging.getLogger("aecs_mongo")
 
 _DUPLICATE_KEY = 11000
 T = TypeVar("T")
+
+#: What a server (or driver) that has no such command or stage raises: the capability it
+#: would show is then absent (``capabilities.py``).
+REFUSED = (OperationFailure, NotImplementedError)
 
 #: how many times a batch is written (or deleted) again because the server restarted under it
 MAX_REWRITES = 5
@@ -35,7 +48,7 @@ async def resolve(value: Any) -> Any:
 
 
 async def to_list(cursor: Any) -> list[Any]:
-    """Drain a cursor (``to_list`` is missing from mongomock; iteration works everywhere)."""
+    """Drain a cursor (by iteration, which every driver's cursor has; not all have ``to_list``)."""
     return [doc async for doc in cursor]
 
 
@@ -66,9 +79,7 @@ async def insert_ignoring_duplicates(collection: Any, documents: Sequence[Mappin
     return set()
 
 
-async def holds_mail(messages: Any, hinted: bool = True) -> bool:
+async def holds_mail(messages: Any) -> bool:
     """Whether ``messages`` holds any document: one statement on the ``_id`` index (hinted:
-    without it the empty filter is a collection scan, however short). ``hinted=False`` for the
-    unit tier (mongomock refuses ``hint``)."""
-    options: dict[str, Any] = {"hint": [("_id", 1)]} if hinted else {}
-    return await messages.find_one({}, {"_id": 1}, **options) is not None
+    without it the empty filter is a collection scan, however short)."""
+    return await messages.find_one({}, {"_id": 1}, hint=[("_id", 1)]) is not None

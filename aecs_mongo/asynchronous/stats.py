@@ -3,8 +3,8 @@
 The collections are the registry of mailbox data, ``pure/lifecycle.DATA_COLLECTIONS`` (the one
 the deletion core sweeps), each counted by the registry's selector of the mailbox's documents;
 so a new collection of mailbox data shows up here as soon as it is registered. Sizes come from
-``collStats``, else the ``$collStats`` stage, else none (mongomock has neither: each collection
-then says why in ``sizeError``).
+``collStats``, else the ``$collStats`` stage, else none (a server or driver that has neither:
+each collection then says why in ``sizeError``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = ["SIZE_KEYS", "collection_stats"]
 
 #: What each collection's entry reports of its storage (None where the server does not say).
 SIZE_KEYS = ("size", "storageSize", "totalIndexSize")
-#: A server that refuses the command or stage, or a driver that lacks it (mongomock, the unit tier)
+#: A server that refuses the command or stage, or a driver that lacks it
 _UNSUPPORTED = (PyMongoError, NotImplementedError)
 
 

@@ -16,8 +16,8 @@ from email.message import EmailMessage
 from typing import Any, Self
 
 from pymongo import WriteConcern
-from pymongo.errors import OperationFailure
 
+from ..errors import DatabaseError
 from ..pure.blob_location import parse_blob_url
 from ..pure.indexes import IndexReport
 from ..pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
@@ -40,7 +40,7 @@ from . import (
 )
 from .blobstores import AsyncBlobStore, open_external
 from .capabilities import DURABLE_WRITES, completion_concern
-from .context import AsyncStoreContext, Setting
+from .context import REFUSED, AsyncStoreContext, Setting
 from .driver_errors import translated
 from .file_records import AsyncFileRecords
 from .imap_records import AsyncImapRecords
@@ -144,7 +144,7 @@ class AsyncMessageStore:
             durable=durable,
             search_index=search_index,
         )
-        self._context = AsyncStoreContext(db, settings, Capabilities.of_database(db), blobs=blobs)
+        self._context = AsyncStoreContext(db, settings, Capabilities(), blobs=blobs)
         self.db = db
 
     @property
@@ -154,10 +154,7 @@ class AsyncMessageStore:
 
     def with_write_concern(self, write_concern: WriteConcern) -> Self:
         """This store writing with ``write_concern`` (its transactions' commits too); for writes
-        that must be durable before something irreversible, as POP3's delete-on-server.
-        (mongomock, the unit tier, has no write concerns: there it is this store.)"""
-        if not self.capabilities.write_concerns:
-            return self
+        that must be durable before something irreversible, as POP3's delete-on-server."""
         clone = object.__new__(type(self))
         clone.db = self.db.with_options(write_concern=write_concern)
         clone._context = self._context.rebind(clone.db)
@@ -170,13 +167,13 @@ class AsyncMessageStore:
 
     async def checkpoint(self) -> None:
         """Make everything written so far durable on the server (its ``fsync`` command; nothing
-        where the server takes no commands). The server's refusal is a ``DatabaseError``."""
-        if not self.capabilities.server_commands:
-            return
+        where the server takes no commands). The server's refusal, or a server without the
+        command, is a ``DatabaseError``; a failure to reach the server stays the driver's."""
         try:
             await self.db.client.admin.command("fsync")
-        except OperationFailure as exc:  # a refusal; a failure to reach the server stays the driver's
-            raise translated(exc) from exc
+        except REFUSED as exc:
+            found = translated(exc)
+            raise (found if found is not exc else DatabaseError(f"fsync: no such command ({exc})")) from exc
 
     @property
     def file_records(self) -> AsyncFileRecords:

@@ -68,7 +68,7 @@ class AsyncFeed:
     ``auto_ack``) the last item, leaving it by an exception does not (without ``with``, only
     asking for the next item does). The records are in commit order; the backfill is in date
     order (``ts``, then message key). Needs change streams: ``ServerFeatureError`` on first use
-    where there are none (a standalone server, mongomock). ``tags=True``: tag and folder changes
+    where there are none (a standalone server). ``tags=True``: tag and folder changes
     come too, as records of kind ``"tags"`` with the message's tags as they are when read (a
     change to a message deleted since is passed over).
     """
@@ -265,8 +265,6 @@ class AsyncFeed:
         await self._save(position)
 
     async def _open_stream(self, resume_after: dict[str, Any] | None) -> Any:
-        if not self.store.capabilities.change_streams_possible:
-            raise ServerFeatureError(f"store.watch needs change streams: {_NEEDS}; mongomock has none")
         try:
             stream = await resolve(
                 self._messages.watch(

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..pure.dialect import EMBEDDED
 from .base import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Context, Output, human_size, plural
 
 __all__ = ["blobs", "indexes", "reindex", "stats"]
@@ -59,17 +60,6 @@ def _oplog(ctx: Context) -> dict[str, Any] | None:
     return ctx.database.oplog()
 
 
-#: What the embedded server's files hold (SecantusDB's WiredTiger tables), for the ``stats`` table.
-_FILE_KINDS = (
-    ("secantus_documents", "documents"),
-    ("secantus_index_entries", "indexes"),
-    ("secantus_unique_keys", "indexes"),
-    ("secantus_oplog", "oplog"),
-    ("secantus_preimages", "oplog"),
-    ("WiredTigerLog", "journal"),
-)
-
-
 def _data_directory(data_dir: Path | None) -> dict[str, Any] | None:
     """Bytes on disk in the embedded server's data directory, by what they hold (None with --uri)."""
     if data_dir is None:
@@ -81,7 +71,7 @@ def _data_directory(data_dir: Path | None) -> dict[str, Any] | None:
                 size = os.lstat(os.path.join(root, name)).st_blocks * 512
             except OSError:
                 continue
-            kind = next((k for prefix, k in _FILE_KINDS if name.startswith(prefix)), "other")
+            kind = next((k for prefix, k in EMBEDDED.data_files if name.startswith(prefix)), "other")
             kinds[kind] += size
     return {"path": str(data_dir), "bytes": sum(kinds.values()), **kinds}
 

@@ -358,7 +358,7 @@ def download(
 
 DURABLE = DURABLE_WRITES
 """Write concern of a download that deletes on the server: acknowledged once journaled (on disk)
-by a majority. On the embedded SecantusDB ``j: true`` syncs the log on that commit."""
+by a majority (``j: true`` syncs the server's log on that commit)."""
 
 _S = TypeVar("_S", bound=MailboxStore)
 

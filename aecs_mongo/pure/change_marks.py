@@ -1,6 +1,6 @@
 """A mailbox's change mark: how the local search index learns, in one read, that nothing changed.
 
-Where there are no change streams (a standalone server, mongomock) the local index cannot read
+Where there are no change streams (a standalone server) the local index cannot read
 what happened since its last look. It used to count the mailbox's messages before every read
 (about a second at 10,000 messages on the test server). Instead every write that can change
 what the index holds (a batch stored, deleted or expired, a tag or folder change, an erase, a

@@ -155,9 +155,9 @@ BLOCKS_COLLECTION = "vector_blocks"
 
 BARRIER_COLLECTION = "journal_barrier"
 """One document (``_id: "journal"``, a counter) that a journaled write increments where a batch
-wrote nothing new of its own: a write that changes nothing is not journaled by every server
-(SecantusDB commits an empty transaction without flushing its log), so the barrier must change
-something. It holds no mail: no mailbox's data, not swept by an erase."""
+wrote nothing new of its own, on a server whose dialect says a write that changes nothing is
+not journaled (``Dialect.barrier_counter``): there the barrier must change something. It holds
+no mail: no mailbox's data, not swept by an erase."""
 
 ATLAS_VECTOR_INDEX_NAME = "aecs_vectors_atlas"
 MAX_VECTOR_DIMENSIONS = 8192

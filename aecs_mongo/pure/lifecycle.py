@@ -38,17 +38,15 @@ from .change_marks import MARKS_COLLECTION
 from .feed import CHECKPOINTS_COLLECTION
 from .indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
 from .keys import blob_prefix
-from .queries import IN_LIMIT, split_in
 from .variants import variant_blob_key
 
 __all__ = [
     "DATA_COLLECTIONS",
     "DEFAULT_BATCH",
-    "EXPORT_BLOBS",
+    "EXPORT_EXTERNAL",
     "EXPORT_PAGE",
     "EXPORT_PAGE_BYTES",
     "EXTERNAL_BLOBS",
-    "IN_LIMIT",
     "MAX_ERASE_PASSES",
     "MESSAGE_FIELDS",
     "DataCollection",
@@ -66,7 +64,6 @@ __all__ = [
     "mailbox_blob_root",
     "raw_copy_keys",
     "recorded_size",
-    "split_in",
     "summary_writes",
     "sweep_selector",
     "ts_bound",
@@ -83,11 +80,8 @@ MAX_ERASE_PASSES = 4
 #: read in one statement (a larger message alone).
 EXPORT_PAGE = 500
 EXPORT_PAGE_BYTES = 16 * 1024 * 1024
-#: Export: the most blobs one ``chunks`` statement names. The test server checks every chunk it
-#: returns against each value of the ``$in`` (its cost per chunk grows with the list) and has a
-#: cost per statement too: reading 3,000 messages' chunks cost it and the client 0.34-0.36 s of
-#: CPU with 12 to 50 blobs a statement, 0.41 s with 75 and 0.46 s with 100 (medians of 8).
-EXPORT_BLOBS = 32
+#: Export from a file or object store: the copies one ``get_many`` fetches at once.
+EXPORT_EXTERNAL = 32
 #: The fields of a ``messages`` document the deletion core needs.
 MESSAGE_FIELDS: dict[str, int] = {
     "_id": 1,

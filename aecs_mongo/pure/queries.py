@@ -34,7 +34,6 @@ __all__ = [
     "ATLAS_SEARCH_INDEX_NAME",
     "ATLAS_VECTOR_INDEX_NAME",
     "FIND_HEADERS",
-    "IN_LIMIT",
     "LIST_PROJECTION",
     "PROBE_PROJECTION",
     "SAMPLE_PROJECTION",
@@ -51,7 +50,6 @@ __all__ = [
     "residual_match",
     "sample_filter",
     "sample_match",
-    "split_in",
     "thread_context_query",
     "threads_query",
     "utc_day_range",
@@ -131,10 +129,6 @@ def _ts_bounds(since: object, until: object) -> dict[str, Any]:
             bounds[op] = value
         else:
             raise TypeError(f"{name} must be an int (epoch seconds) or an aware datetime, not {type(value).__name__}")
-    if "$gte" in bounds:
-        # the same range for integer ts; SecantusDB 0.7 drops the bound of ``$gte`` on a
-        # descending index field when it plans from the filter (tests/test_windowed_reads.py)
-        bounds["$gt"] = bounds.pop("$gte") - 1
     return bounds
 
 
@@ -436,7 +430,7 @@ def windowed_read(query: KeysetQuery, mailbox_id: str, now: int) -> WindowedRead
     """The read as ``windows.walk`` walks it: its order, its own ``ts`` bounds, its key prefix."""
     bounds = query.base.get(query.ts_field) or {}
     key_prefix = mailbox_id + ":" if query.key_field == "_id" else ""
-    lo = bounds["$gt"] + 1 if "$gt" in bounds else None
+    lo = bounds.get("$gte")
     return WindowedRead(query.descending, now, lo, bounds.get("$lt"), key_prefix)
 
 
@@ -475,17 +469,3 @@ def with_fields(projection: Mapping[str, Any], paths: Sequence[str]) -> dict[str
 def residual_match(row: Mapping[str, Any], clauses: list[dict[str, Any]]) -> bool:
     """Whether ``row`` matches an ``$or`` of equality clauses (a value, or an array holding it)."""
     return any(all(value in _values(row, path) for path, value in clause.items()) for clause in clauses)
-
-
-#: The most values one ``$in`` names: the test server's cost per value grows with the list
-#: (measured: 0.3 ms per id at 100, 1.6-2.4 ms at 500-1000), so longer lists are split.
-IN_LIMIT = 100
-
-
-def split_in(selector: Mapping[str, Any], limit: int = IN_LIMIT) -> list[dict[str, Any]]:
-    """``selector`` as several, each naming at most ``limit`` values of its (one) ``$in``."""
-    for name, value in selector.items():
-        if isinstance(value, Mapping) and isinstance(value.get("$in"), list) and len(value["$in"]) > limit:
-            values = value["$in"]
-            return [{**selector, name: {**value, "$in": values[i : i + limit]}} for i in range(0, len(values), limit)]
-    return [dict(selector)]

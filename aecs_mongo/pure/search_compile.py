@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .dialect import CAUTIOUS
 from .documents import HOT_TEXT_CHARS
 from .fts_tables import FOLD_EXCEPTIONS
 from .indexes import ATLAS_SEARCH_INDEX
@@ -195,11 +196,10 @@ def search_haystacks(message: Mapping[str, Any], body: Mapping[str, Any], html: 
 #: The ``bodies`` fields ``body_prefilter`` matches: the texts and the recipients' names. The
 #: subject, the sender and every address the scan tests on the message's own copies instead
 #: (``prefiltered_haystacks``); ``fullFilenames``, a document of names, cannot be matched by a
-#: pattern: a body that has one always passes. Each field is a clause SecantusDB tests in
-#: Python: these five cost 0.7 CPU s at 20,000 bodies, thirteen cost 1.5 s.
+#: pattern: a body that has one always passes. Each field is a clause a server may test one
+#: body at a time: on the embedded server these five cost 0.7 CPU s at 20,000 bodies, thirteen
+#: cost 1.5 s.
 _BODY_TEXT_FIELDS = ("clean", "text", "to.name", "cc.name", "bcc.name")
-#: SecantusDB refuses a pattern over 1,000 characters; a longer word is matched by its start.
-_PATTERN_CHARS = 900
 #: More distinct words than this: no prefilter (the scan reads every body, as it did).
 _PREFILTER_WORDS = 8
 
@@ -231,28 +231,30 @@ def _literal(code: int) -> str:
     return char if char.isalnum() or code >= 0x80 else "\\" + char
 
 
-def word_pattern(word: str) -> str:
+def word_pattern(word: str, most: int = CAUTIOUS.pattern_chars) -> str:
     """A regular expression (PCRE and Python alike) that finds every text whose
     ``ascii_folded`` holds the folded ASCII ``word``: each letter as any character that folds
     to it, with what folds to nothing (combining marks) allowed between letters. A sound
-    superset: a word too long for one pattern is found by its longest start that fits."""
+    superset: a word too long for one pattern (``most`` characters, the server's dialect's
+    ``pattern_chars``) is found by its longest start that fits."""
     table = _folding_into()
     gap = _char_class(table[""]) + "*" if table.get("") else ""
     pattern = ""
     for i, char in enumerate(word):
         piece = (gap if i else "") + _char_class(table.get(char, (ord(char),)))
-        if i and len(pattern) + len(piece) > _PATTERN_CHARS:
+        if i and len(pattern) + len(piece) > most:
             break
         pattern += piece
     return pattern
 
 
-def body_prefilter(tree: Node) -> dict[str, Any] | None:
+def body_prefilter(tree: Node, pattern_chars: int = CAUTIOUS.pattern_chars) -> dict[str, Any] | None:
     """A filter on ``bodies`` that every body passes whose texts or recipients' names hold one
     of the tree's ASCII words as ``search_query.may_match`` looks for them (a substring of the
     ``ascii_folded`` text): spilled bodies and bodies with full attachment names always pass.
     A body that fails holds none of the words there, so the scan tests its message on
-    ``prefiltered_haystacks``. None: nothing to filter on (no ASCII word, or too many words)."""
+    ``prefiltered_haystacks``. None: nothing to filter on (no ASCII word, or too many words).
+    ``pattern_chars``: the longest pattern the server takes (its dialect's)."""
     words: set[str] = set()
     for leaf in leaves(tree):
         if isinstance(leaf, (Word, Phrase)):
@@ -261,7 +263,7 @@ def body_prefilter(tree: Node) -> dict[str, Any] | None:
     if not wanted or len(wanted) > _PREFILTER_WORDS:
         return None
     clauses: list[dict[str, Any]] = [{"spill": {"$exists": True}}, {"fullFilenames": {"$exists": True}}]
-    clauses += [{field: {"$regex": word_pattern(w)}} for w in wanted for field in _BODY_TEXT_FIELDS]
+    clauses += [{field: {"$regex": word_pattern(w, pattern_chars)}} for w in wanted for field in _BODY_TEXT_FIELDS]
     return {"$or": clauses}
 
 
@@ -486,9 +488,10 @@ LABEL_INDEXES = (("tags", "aecs_messages_tags"), ("folders", "aecs_messages_fold
 
 def label_hint(flt: Mapping[str, Any]) -> str | None:
     """The index a ``message_filter`` is read on (its ``hint``), where the conjunction names a
-    tag or a folder by equality (``tag:x``, ``folder:INBOX``): SecantusDB plans a collection scan
-    for any other shape beside the mailbox (an ``$and``, a second field, the cursor's ``$or``),
-    and on mongod the index gives the newest-first order anyway. None: let the planner choose."""
+    tag or a folder by equality (``tag:x``, ``folder:INBOX``): a planner that plans from flat
+    filters scans the collection for any other shape beside the mailbox (an ``$and``, a second
+    field, the cursor's ``$or``), and a planner that does not gets the newest-first order from
+    the index anyway: the hint is right on every server. None: let the planner choose."""
     clauses = flt["$and"] if set(flt) == {"$and"} else [flt]
     for field, index in LABEL_INDEXES:
         if any(isinstance(clause.get(field), str) for clause in clauses):

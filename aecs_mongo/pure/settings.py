@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .dialect import Dialect
 from .keys import check_mailbox_id, check_str
 from .vectors import VECTOR_ENGINES
 
@@ -122,14 +123,11 @@ class StoreSettings:
 
 @dataclass
 class Capabilities:
-    """What the driver and the server can do, for one store and the clones it makes.
+    """What the server can do, for one store and the clones it makes: each field None until
+    learned from the server's answers (``asynchronous/capabilities.py``, the one place that asks)."""
 
-    ``unit_tier``: the database is mongomock's (the fast test tier), which has no sessions,
-    write concerns, ``$text``, ``explain``, change streams, server commands or search stages, and
-    whose bulk API rejects PyMongo 4's ``UpdateOne``. The other fields are None until learned.
-    """
-
-    unit_tier: bool = False
+    #: how the server is spoken to (``dialect.Dialect``), from its ``buildInfo``
+    dialect: Dialect | None = None
     #: a replica set or a sharded cluster (``hello``): majority writes, change streams
     replica_set: bool | None = None
     #: each batch in one transaction (a replica set or a sharded cluster, unless the store was
@@ -137,47 +135,14 @@ class Capabilities:
     transactions: bool | None = None
     #: ``aecs_bodies_search`` exists (the server took the text index)
     text_index: bool | None = None
-    #: the server's plan stops at a query's limit (mongod) instead of reading the whole
-    #: matched range first (SecantusDB): learned from ``explain`` on the first windowed read
+    #: the server's plan stops at a query's limit instead of reading the whole matched range
+    #: first: the dialect's, else learned from ``explain`` on the first windowed read
     stops_at_limit: bool | None = None
     #: Atlas lists the vector index as queryable
     atlas_vectors: bool | None = None
-    #: the journal barrier must change a document (``indexes.BARRIER_COLLECTION``): SecantusDB
-    #: acknowledges a journaled write that changes nothing without flushing its log; mongod
-    #: (and Atlas) journals up to the latest write for it, so there a write matching nothing is
-    #: the barrier and no counter exists. Learned from ``buildInfo`` (``secantusVersion``)
+    #: the journal barrier must change a document (``indexes.BARRIER_COLLECTION``): the
+    #: dialect's (``Dialect.barrier_counter``)
     barrier_counter: bool | None = None
-
-    @classmethod
-    def of_database(cls, db: object) -> Capabilities:
-        """The driver's part, from the database handle's type (the one place that looks)."""
-        return cls(unit_tier=type(db).__module__.startswith("mongomock"))
-
-    @property
-    def bulk_writes(self) -> bool:
-        """``bulk_write`` of ``UpdateOne``/``ReplaceOne`` (else one statement per write)."""
-        return not self.unit_tier
-
-    @property
-    def write_concerns(self) -> bool:
-        return not self.unit_tier
-
-    @property
-    def array_pipelines(self) -> bool:
-        """Array expressions (``$filter``, ``$concatArrays``) in an update pipeline: a tag change
-        that adds and removes at once is one statement (the unit tier: a ``$pull``, then an
-        ``$addToSet``)."""
-        return not self.unit_tier
-
-    @property
-    def server_commands(self) -> bool:
-        """``hello``, ``explain``, ``fsync``, ``$listSearchIndexes``: a real server answers them."""
-        return not self.unit_tier
-
-    @property
-    def change_streams_possible(self) -> bool:
-        """Whether asking the server for a change stream can succeed at all."""
-        return not self.unit_tier
 
 
 def parse_duration(text: str) -> float:

@@ -179,8 +179,8 @@ def tagged_probe(mailbox_id: str) -> dict[str, Any]:
 def thread_tags_filter(mailbox_id: str, thread_keys: Iterable[str]) -> dict[str, Any]:
     """The messages of these threads (projection ``THREAD_TAGS_PROJECTION``), on
     ``aecs_messages_thread`` as the planner picks it; ``thread_tags_union`` folds the rows. Not
-    hinted, and no condition on ``tags`` beside: SecantusDB reads 100 threads' keys in 40-60 ms
-    so, and takes 0.5-2 s with either (the hint, or ``tags`` beside the ``$in``). (An aggregation
+    hinted, and no condition on ``tags`` beside: the embedded server reads 100 threads' keys in
+    40-60 ms so, and takes 0.5-2 s with either (the hint, or ``tags`` beside the ``$in``). (An aggregation
     with ``$unwind`` and ``$group`` was planned as a collection scan.)"""
     return {"mailboxId": mailbox_id, "threadKey": {"$in": list(thread_keys)}}
 
@@ -245,7 +245,7 @@ def thread_pull_groups(
     the one read: a token changed meanwhile leaves it unmatched, as its own ``update_one`` would).
     A tag change's summaries mostly share a token (one add writes one to all of its batch's
     threads), and on the embedded server a statement per summary costs about a third more than
-    one ``update_many`` for them all. ``queries.split_in`` bounds the ``$in`` of each."""
+    one ``update_many`` for them all. ``Dialect.split_in`` bounds the ``$in`` of each."""
     groups: dict[tuple[Any, tuple[str, ...]], list[Any]] = {}
     for selector, update in pulls:
         pulled = tuple(update["$pull"]["tags"]["$in"])

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .dialect import CAUTIOUS, Dialect
+
 __all__ = ["variant_blob_key", "variant_record_update", "variants_in_batch_order"]
 
 
@@ -19,18 +21,17 @@ def variant_blob_key(blob_prefix: str, sha256: str) -> str:
     return f"{blob_prefix}variants/{sha256}.eml"
 
 
-def variant_record_update(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+def variant_record_update(record: Mapping[str, Any], dialect: Dialect = CAUTIOUS) -> list[dict[str, Any]]:
     """The pipeline that records one copy (``record``, whose ``sha256`` names its bytes) on the
     stored message, unless a record of those bytes is there: the record is appended to
     ``variants`` and its hash to ``variantHashes`` (unless a claim that a crash left without its
     record holds it already). One atomic statement, so of concurrent writers of the same bytes
     exactly one records them: the one whose update modified the document. Its filter is the
     ``_id`` alone (``AsyncStoreContext.by_id``), which every server answers by index.
+    ``dialect``: how the server tests an array's members (by default the form every server runs).
     """
     sha = {"$literal": record["sha256"]}
-    # (``$filter``, not ``"$variants.sha256"``: SecantusDB 0.7 resolves that path to [] in an expression)
-    same = {"$filter": {"input": {"$ifNull": ["$variants", []]}, "cond": {"$eq": ["$$this.sha256", sha]}}}
-    recorded = {"$gt": [{"$size": same}, 0]}
+    recorded = dialect.member_test("variants", "sha256", sha)  # as the server tests an array's members
     hashes = {"$ifNull": ["$variantHashes", []]}
     claimed = {"$in": [sha, hashes]}
     with_hash = {"$cond": [claimed, "$variantHashes", {"$concatArrays": [hashes, {"$literal": [record["sha256"]]}]}]}

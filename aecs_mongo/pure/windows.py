@@ -1,6 +1,6 @@
 """Windowed reads: a page of a mailbox-sized range, read as bounded ``ts`` windows. Pure: no I/O.
 
-Some servers (the embedded SecantusDB) read every index entry and document a filter matches
+Some servers (the dialect says which, or ``explain`` shows it) read every index entry and document a filter matches
 before they sort and apply the limit, even where the index provides the order: a page of
 ``{mailboxId}`` costs the whole mailbox. A filter bounded on the sort key, though, reads only its
 range. So a keyset read is walked as a sequence of disjoint windows in sort order, each a flat
@@ -189,9 +189,7 @@ class Window:
             return out
         bounds: dict[str, int] = {}
         if self.lo is not None:
-            # ``$gt lo - 1``, not ``$gte lo``: the sort keys are ints, and SecantusDB 0.7 drops the
-            # boundary value of ``$gte`` on a descending index field (tests/test_windowed_reads.py)
-            bounds["$gt"] = self.lo - 1
+            bounds["$gte"] = self.lo  # the server's dialect may restate it (``Dialect.statement``)
         if self.hi is not None:
             bounds["$lt"] = self.hi
         return {ts_field: bounds} if bounds else {}

@@ -19,8 +19,8 @@ from ..pure import lifecycle
 from ..pure.blob_location import sweep_candidates
 from ..pure.documents import Blob
 from ..pure.keys import blob_prefix, message_key
-from ..pure.lifecycle import split_in
 from ..pure.variants import variant_blob_key
+from . import capabilities
 from .context import StoreContext, log
 
 __all__ = [
@@ -49,11 +49,12 @@ def sweep_blobs(ctx: StoreContext, grace_seconds: float) -> int:
     stored message owns, where every blob of that message is older than ``grace_seconds``
     (one listing of the mailbox's prefix, one ``messageKey $in`` read per thousand); how many."""
     store = ctx.blob_store()
+    capabilities.dialect(ctx)
     root = lifecycle.mailbox_blob_root(ctx.mailbox_id)
     cutoff = time.time() - grace_seconds
     candidates = sweep_candidates(store.list_keys(root), root, cutoff)
     selector = {"mailboxId": ctx.mailbox_id, "messageKey": {"$in": sorted(candidates)}}
-    for part in split_in(selector):
+    for part in ctx.dialect.split_in(selector):
         for row in ctx.messages.find(part, {"messageKey": 1}):
             candidates.pop(row["messageKey"], None)
     removed = 0

@@ -2,10 +2,11 @@
 # Change the async source and run `python scripts/unasync.py`; CI fails when this file is stale.
 """What the server can do, learned once per store on first need and kept in its ``Capabilities``.
 
-Each question is asked of the server at most once per store (and its clones): whether it runs
-transactions, holds the text index, stops a query at its limit, lists an Atlas vector index. A
-server that refuses the question (the unit tier, a command it lacks) answers "no", which is the
-choice that is right on every server, only slower.
+Each question is asked of the server at most once per store (and its clones): which dialect it
+speaks (``pure/dialect.py``, from ``buildInfo``), whether it runs transactions, holds the text
+index, stops a query at its limit, lists an Atlas vector index. A server that refuses the
+question (a command it lacks, ``REFUSED``) answers "no", which is the choice that is right on
+every server, only slower.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from pymongo import WriteConcern
-from pymongo.errors import OperationFailure
 
 from ..pure import vectors
-from .context import StoreContext, log, resolve, to_list
+from ..pure.dialect import Dialect, of_server
+from .context import REFUSED, StoreContext, log, resolve, to_list
 
 __all__ = [
     "DURABLE_WRITES",
@@ -25,6 +26,7 @@ __all__ = [
     "barrier_counter",
     "change_streams",
     "completion_concern",
+    "dialect",
     "learn_limit_behaviour",
     "replica_set",
     "text_index",
@@ -43,8 +45,29 @@ def replica_set(ctx: StoreContext) -> bool:
 
 
 def change_streams(ctx: StoreContext) -> bool:
-    """Change streams on ``messages``: a replica set or a sharded cluster (never the unit tier)."""
-    return ctx.capabilities.change_streams_possible and replica_set(ctx)
+    """Change streams on ``messages``: a replica set or a sharded cluster."""
+    return replica_set(ctx)
+
+
+def dialect(ctx: StoreContext) -> Dialect:
+    """How the server is spoken to (``pure/dialect.py``), chosen from its ``buildInfo`` (a
+    server that refuses it gets the plain statements) on first need and kept. What the dialect
+    knows of the server (whether it stops at a limit, the journal barrier) fills the
+    capabilities not learned yet."""
+    caps = ctx.capabilities
+    if caps.dialect is None:
+        try:
+            info = ctx.db.client.admin.command("buildInfo")
+        except REFUSED:
+            info = {}
+        chosen = of_server(info)
+        log.debug("the server speaks the %s dialect", chosen.name)
+        if caps.stops_at_limit is None:
+            caps.stops_at_limit = chosen.stops_at_limit
+        if caps.barrier_counter is None:
+            caps.barrier_counter = chosen.barrier_counter
+        caps.dialect = chosen
+    return caps.dialect
 
 
 def transactions(ctx: StoreContext) -> bool:
@@ -67,7 +90,8 @@ def completion_concern(ctx: StoreContext) -> WriteConcern | None:
     their client or database is theirs and is left alone; so is ``durable=False`` (re-runnable
     bulk imports: an acknowledgement then means applied, not yet on disk).
     """
-    if not ctx.settings.durable or not ctx.capabilities.write_concerns:
+    dialect(ctx)  # the batch's statements are the server's
+    if not ctx.settings.durable:
         return None
     if not ctx.db.write_concern.is_server_default:
         return None
@@ -76,20 +100,12 @@ def completion_concern(ctx: StoreContext) -> WriteConcern | None:
 
 
 def barrier_counter(ctx: StoreContext) -> bool:
-    """Whether the journal barrier must change a counter: on SecantusDB (``buildInfo`` says
-    ``secantusVersion``) only, whose journaled writes that change nothing do not flush its log.
-    Learned with the first durable write's concern (``completion_concern``); until then the
-    barrier changes the counter, which is right on every server."""
+    """Whether the journal barrier must change a counter (``Dialect.barrier_counter``). Learned
+    with the first durable write's concern (``completion_concern``); until then the barrier
+    changes the counter, which is right on every server."""
     caps = ctx.capabilities
     if caps.barrier_counter is None:
-        if not caps.server_commands:
-            caps.barrier_counter = False
-        else:
-            try:
-                info = ctx.db.client.admin.command("buildInfo")
-            except OperationFailure:
-                info = {}
-            caps.barrier_counter = "secantusVersion" in info
+        caps.barrier_counter = (dialect(ctx)).barrier_counter
     return caps.barrier_counter
 
 
@@ -97,11 +113,8 @@ def text_index(ctx: StoreContext) -> bool:
     """Whether ``aecs_bodies_search`` exists (a server that refuses text indexes has none)."""
     caps = ctx.capabilities
     if caps.text_index is None:
-        if not caps.server_commands:
-            caps.text_index = False
-        else:
-            cursor = resolve(ctx.bodies.list_indexes())
-            caps.text_index = any([ix["name"] == "aecs_bodies_search" for ix in cursor])
+        cursor = resolve(ctx.bodies.list_indexes())
+        caps.text_index = any([ix["name"] == "aecs_bodies_search" for ix in cursor])
     return caps.text_index
 
 
@@ -111,13 +124,10 @@ def learn_limit_behaviour(
     """Whether the server stops at the limit: ``explain`` a window just read (2 rows or more)
     with ``limit(1)``; more than one document examined means it reads the range first."""
     caps = ctx.capabilities
-    if not caps.server_commands:
-        caps.stops_at_limit = False
-        return
     command = {"find": collection.name, "filter": dict(selector), "sort": dict(sort), "limit": 1}
     try:
         explained = ctx.db.command({"explain": command, "verbosity": "executionStats"})
-    except OperationFailure:
+    except REFUSED:
         caps.stops_at_limit = False  # no explain: keep the windows (right on any server)
         return
     examined = int(explained.get("executionStats", {}).get("totalDocsExamined", 2))
@@ -129,12 +139,9 @@ def atlas_vectors(ctx: StoreContext) -> bool:
     """Whether Atlas lists the vector index as queryable (any refusal: no)."""
     caps = ctx.capabilities
     if caps.atlas_vectors is None:
-        if not caps.server_commands:
-            caps.atlas_vectors = False
-        else:
-            try:
-                listed = to_list(resolve(ctx.vectors.aggregate(vectors.atlas_index_pipeline())))
-            except OperationFailure:
-                listed = []
-            caps.atlas_vectors = any(ix.get("queryable") for ix in listed)
+        try:
+            listed = to_list(resolve(ctx.vectors.aggregate(vectors.atlas_index_pipeline())))
+        except REFUSED:
+            listed = []
+        caps.atlas_vectors = any(ix.get("queryable") for ix in listed)
     return caps.atlas_vectors

@@ -2,7 +2,7 @@
 # Change the async source and run `python scripts/unasync.py`; CI fails when this file is stale.
 """The change mark's statements (``pure/change_marks.py`` says what the mark is and why).
 
-Only where there are no change streams (a standalone server, the unit tier): elsewhere the local
+Only where there are no change streams (a standalone server): elsewhere the local
 search index follows the change stream, and a write sends nothing here.
 """
 

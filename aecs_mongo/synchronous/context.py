@@ -5,8 +5,8 @@
 ``StoreContext`` is what every concern module (writing, reading, paging, search,
 maintenance, lookups, deletion, embeddings, stats) gets: the database and its collections, the
 checked settings, the capabilities, and the few statements every module writes with (point
-filters that carry the shard key, the bulk that falls back to single writes on the unit tier, a
-blob read). Nothing here is private to one module, so no module needs another's internals.
+filters that carry the shard key, the unordered bulk of single-document writes, a blob read).
+Nothing here is private to one module, so no module needs another's internals.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pymongo.errors import DuplicateKeyError
 from ..pure import vectors
 from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION, location_verdict, settings_document
 from ..pure.change_marks import MARKS_COLLECTION
+from ..pure.dialect import CAUTIOUS, Dialect
 from ..pure.indexes import BARRIER_COLLECTION, BLOCKS_COLLECTION, VECTORS_COLLECTION
 from ..pure.keys import doc_id, message_key
 from ..pure.settings import Capabilities, StoreSettings
@@ -28,6 +29,7 @@ from .blobstores import BlobStore
 from .gridfsblobs import GridFSBlobs
 from .statements import (
     MAX_REWRITES,
+    REFUSED,
     errmsg,
     holds_mail,
     insert_ignoring_duplicates,
@@ -38,6 +40,7 @@ from .statements import (
 )
 
 __all__ = [
+    "REFUSED",
     "Setting",
     "StoreContext",
     "errmsg",
@@ -122,12 +125,12 @@ class StoreContext:
             location = self.blobs.location
             settings = self.db[SETTINGS_COLLECTION]
             recorded = settings.find_one({"_id": BLOBS_SETTING})
-            has_mail = recorded is None and holds_mail(self.messages, not self.capabilities.unit_tier)
+            has_mail = recorded is None and holds_mail(self.messages)
             if location_verdict(recorded, has_mail, location) == "record":
                 # journaled before any blob or row depends on it: a server that restarts after
                 # the first batch must not have the rows without the record (the kill test
                 # lost an acknowledged, unjournaled record and then refused the file store)
-                if self.capabilities.write_concerns and self.db.write_concern.is_server_default:
+                if self.db.write_concern.is_server_default:
                     rs = self.replica_set()  # learned here if no write taught it yet
                     durable = WriteConcern(w="majority", j=True) if rs else WriteConcern(j=True)
                     settings = settings.with_options(write_concern=durable)
@@ -137,6 +140,13 @@ class StoreContext:
                     location_verdict(settings.find_one({"_id": BLOBS_SETTING}), has_mail, location)
             self._blob_check["done"] = True
         return self.blobs
+
+    @property
+    def dialect(self) -> Dialect:
+        """How the server is spoken to (``pure/dialect.py``): learned by ``capabilities.dialect``,
+        which each operation asks before its first statement that depends on it; every
+        workaround (right on any server) where nothing has asked yet."""
+        return self.capabilities.dialect or CAUTIOUS
 
     def first_time(self, condition: str) -> bool:
         """True the first time this store meets ``condition``: what the library logs about normal
@@ -177,13 +187,10 @@ class StoreContext:
         upsert: bool = False,
     ) -> int:
         """One unordered bulk of ``update_one`` (or upserting ``replace_one``) writes; the number
-        upserted. Where the driver has no such bulk (the unit tier) each write runs alone."""
+        upserted."""
         if not writes:
             return 0
         upsert = upsert or replace
-        if not self.capabilities.bulk_writes:
-            method = collection.replace_one if replace else collection.update_one
-            return sum([(method(s, d, upsert=upsert)).upserted_id is not None for s, d in writes])
         op = ReplaceOne if replace else UpdateOne
         outcome = collection.bulk_write([op(s, d, upsert=upsert) for s, d in writes], ordered=False)
         return int(outcome.upserted_count)
@@ -197,11 +204,12 @@ class StoreContext:
     def server_process(self) -> tuple[Any, Any] | None:
         """Which server process takes the writes: ``hello``'s ``topologyVersion.processId`` and
         the primary it names. It differs after a restart or a failover, which the driver's
-        retries hide from the writer. None where the server says neither (the unit tier, servers
-        before MongoDB 4.4)."""
-        if self.capabilities.unit_tier:
+        retries hide from the writer. None where the server says neither (servers before
+        MongoDB 4.4, one that has no ``hello``)."""
+        try:
+            reply = self.db.command("hello")
+        except REFUSED:
             return None
-        reply = self.db.command("hello")
         process = (reply.get("topologyVersion") or {}).get("processId")
         return None if process is None else (process, reply.get("primary") or reply.get("me"))
 
@@ -230,22 +238,21 @@ class StoreContext:
         learned once (``capabilities.replica_set``)."""
         caps = self.capabilities
         if caps.replica_set is None:
-            if not caps.server_commands:
-                caps.replica_set = False
-            else:
+            try:
                 hello = self.db.client.admin.command("hello")
-                caps.replica_set = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
+            except REFUSED:  # no hello: no replica set to speak of
+                hello = {}
+            caps.replica_set = bool(hello.get("setName") or hello.get("msg") == "isdbgrid")
         return caps.replica_set
 
     def journal_barrier(self, concern: Any) -> None:
         """Make every write acknowledged so far durable when the batch's own last write was not
         journaled (it wrote nothing new): one journaled write under ``concern``, which the server
-        acknowledges once its log, sequential, holds everything before it. Where the server
-        needs it (``capabilities.barrier_counter``: SecantusDB, which acknowledged a write that
-        matched nothing without a log flush, and a server kill then lost the batch's variants)
+        acknowledges once its log, sequential, holds everything before it. Where the server's
+        dialect says a write that changes nothing is not journaled (``capabilities.barrier_counter``)
         the write changes a counter (``BARRIER_COLLECTION``); elsewhere it is an update that
-        matches nothing (mongod journals up to its latest write for it): no collection, and no
-        document that every writer of a deployment increments."""
+        matches nothing (the server journals up to its latest write for it): no collection, and
+        no document that every writer of a deployment increments."""
         if concern is None:
             return
         if self.capabilities.barrier_counter is False:  # learned with the concern (completion_concern)

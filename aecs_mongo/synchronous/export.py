@@ -13,6 +13,7 @@ from typing import Any
 
 from ..pure import blobs, lifecycle
 from ..pure.lifecycle import ExportedCopy
+from . import capabilities
 from .blobstores import BlobStore
 from .context import StoreContext
 
@@ -44,12 +45,13 @@ def export_copies(
     id) instead.
 
     Blobs are read a page at a time (``lifecycle.EXPORT_PAGE`` messages, one ``chunks``
-    statement for up to ``lifecycle.EXPORT_BLOBS`` blobs and ``lifecycle.EXPORT_PAGE_BYTES`` of
+    statement for up to the dialect's ``export_blobs`` blobs and ``lifecycle.EXPORT_PAGE_BYTES`` of
     them), so memory is bounded by that or the largest message, never by the mailbox. A first
     copy's length is its message's ``sizeBytes``, so its ``files`` document is read only where
     its chunks do not add up to it (and for variants, whose length only their ``files``
     document holds): one statement per group of blobs instead of two.
     """
+    capabilities.dialect(ctx)  # how many blobs a chunks read names
     selector = lifecycle.export_filter(ctx.mailbox_id, since, until)
     found = ctx.db["messages"].find(selector, _EXPORT_FIELDS).sort([("ts", 1), ("messageKey", 1)])
     page: list[Mapping[str, Any]] = []
@@ -89,7 +91,7 @@ def _export_page(
         if not any(key in lengths for number, key in lifecycle.raw_copy_keys(message, False) if number == 0):
             missing(message)
     present = [item for item in wanted if item[2] in lengths]
-    limit, most = lifecycle.EXPORT_PAGE_BYTES, lifecycle.EXPORT_BLOBS
+    limit, most = lifecycle.EXPORT_PAGE_BYTES, ctx.dialect.export_blobs
     for group in lifecycle.byte_pages(present, lambda item: lengths[item[2]], limit, most):
         keys = [key for _, _, key in group]
         chunks = _read_chunks(ctx, keys, sum(blobs.chunk_count(lengths[key]) for key in keys))
@@ -114,12 +116,12 @@ def _export_external(
     wanted: Sequence[tuple[Mapping[str, Any], int, str]],
     on_missing: Callable[[str], None] | None,
 ) -> Iterator[ExportedCopy]:
-    """A page from a file or object store: the blobs of ``lifecycle.EXPORT_BLOBS`` copies a call
+    """A page from a file or object store: the blobs of ``lifecycle.EXPORT_EXTERNAL`` copies a call
     (read at once), in order; a first copy that is not there goes to ``on_missing``."""
     for message in page:  # stored without raw bytes (from a NormalizedEmail without rawFull)
         if "raw.eml" not in (message.get("blobs") or ()) and on_missing is not None:
             on_missing(message["messageId"])
-    for group in lifecycle.batches(wanted, lifecycle.EXPORT_BLOBS):
+    for group in lifecycle.batches(wanted, lifecycle.EXPORT_EXTERNAL):
         data = store.get_many([key for _, _, key in group])
         for message, number, key in group:
             raw = data.pop(key, None)
@@ -133,10 +135,10 @@ def _export_external(
 
 
 def _files(ctx: StoreContext, keys: Sequence[str]) -> dict[str, Mapping[str, Any]]:
-    """The ``files`` documents of ``keys`` that exist (on ``_id``, ``lifecycle.EXPORT_BLOBS``
+    """The ``files`` documents of ``keys`` that exist (on ``_id``, the dialect's ``export_blobs``
     keys a statement; none for none)."""
     stored: dict[str, Mapping[str, Any]] = {}
-    for part in lifecycle.batches(keys, lifecycle.EXPORT_BLOBS):
+    for part in lifecycle.batches(keys, ctx.dialect.export_blobs):
         found = ctx.files.find({"_id": {"$in": part}}, {"length": 1, "chunkSize": 1})
         stored.update([(f["_id"], f) for f in found])
     return stored

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..pure import blobs
+from ..pure.dialect import Dialect
 from ..pure.documents import Blob
-from ..pure.lifecycle import split_in
 from ..pure.settings import StoreSettings
 from .blobstores import BlobStore
 from .statements import insert_ignoring_duplicates, log, to_list
@@ -30,6 +30,9 @@ class _Context(Protocol):
     sharded: bool
     files: Any
     chunks: Any
+
+    @property
+    def dialect(self) -> Dialect: ...
 
     def write_each(
         self,
@@ -64,11 +67,11 @@ class GridFSBlobs(BlobStore):
         return blobs.assemble(file_doc, chunks)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
-        """Several blobs in one ``files`` and one ``chunks`` read per hundred; a blob an upload
-        left incomplete is left out."""
+        """Several blobs in one ``files`` and one ``chunks`` read (per ``$in`` the server's
+        dialect names at once); a blob an upload left incomplete is left out."""
         ctx = self.ctx
         out: dict[str, bytes] = {}
-        for selector in split_in({"_id": {"$in": list(keys)}}):
+        for selector in self.ctx.dialect.split_in({"_id": {"$in": list(keys)}}):
             files = {f["_id"]: f for f in ctx.files.find(selector, {"length": 1, "chunkSize": 1})}
             if not files:
                 continue
@@ -85,9 +88,9 @@ class GridFSBlobs(BlobStore):
 
     def delete(self, keys: Sequence[str]) -> int:
         removed = 0
-        for part in split_in({"_id": {"$in": list(keys)}}):
+        for part in self.ctx.dialect.split_in({"_id": {"$in": list(keys)}}):
             removed += int((self.ctx.files.delete_many(part)).deleted_count)
-        for part in split_in({"files_id": {"$in": list(keys)}}):
+        for part in self.ctx.dialect.split_in({"files_id": {"$in": list(keys)}}):
             self.ctx.chunks.delete_many(part)
         return removed
 

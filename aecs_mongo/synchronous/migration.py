@@ -35,7 +35,7 @@ from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION, BlobLocatio
 from ..pure.documents import Blob
 from ..pure.settings import Capabilities, StoreSettings
 from .blobstores import BlobStore, open_external
-from .context import StoreContext
+from .context import REFUSED, StoreContext
 from .gridfsblobs import GridFSBlobs
 
 __all__ = ["MigrationReport", "migrate_blobs"]
@@ -89,7 +89,7 @@ class _Stores:
             return self._external
         if mailbox_id not in self._gridfs:
             settings = StoreSettings.checked(mailbox_id, bucket_name=self.location.bucket)
-            ctx = StoreContext(self.db, settings, Capabilities.of_database(self.db))
+            ctx = StoreContext(self.db, settings, Capabilities())
             self._gridfs[mailbox_id] = GridFSBlobs(ctx)
         return self._gridfs[mailbox_id]
 
@@ -155,9 +155,12 @@ def _durable(db: Any, collection: Any) -> Any:
     """``collection`` writing with the journal (and a majority on a replica set): the switch
     must be on disk before the source's blobs are removed, or a restart could give back a
     settings document that names the emptied source."""
-    if not Capabilities.of_database(db).write_concerns or not db.write_concern.is_server_default:
+    if not db.write_concern.is_server_default:
         return collection
-    hello = db.command("hello")
+    try:
+        hello = db.command("hello")
+    except REFUSED:  # no hello: no replica set to speak of
+        hello = {}
     concern = WriteConcern(w="majority", j=True) if hello.get("setName") else WriteConcern(j=True)
     return collection.with_options(write_concern=concern)
 

@@ -2,10 +2,11 @@
 # Change the async source and run `python scripts/unasync.py`; CI fails when this file is stale.
 """Keyset pages and windowed reads (C.3): every list read of the store comes through here.
 
-A page is the first ``limit`` rows after an opaque cursor on ``(ts, messageKey)`` (threads:
+Each statement is sent as the server's dialect states it (``Dialect.statement``). A page is the
+first ``limit`` rows after an opaque cursor on ``(ts, messageKey)`` (threads:
 ``(lastTs, _id)``), never skip/offset. Where the server stops a sorted query at its limit
-(mongod) that is one plain query. Where it reads the whole matched range first (SecantusDB, the
-embedded default) a big read walks bounded ``ts`` windows (the pure ``pure/windows.py``) so a
+that is one plain query. Where it reads the whole matched range first (the dialect says so, or
+``explain`` shows it) a big read walks bounded ``ts`` windows (the pure ``pure/windows.py``) so a
 page costs the same at 1,000 and 100,000 messages; a small one stays one plain query.
 """
 
@@ -70,8 +71,9 @@ def sorted_rows(
     ``windows.PLAIN_MAX_THREAD`` messages by its summary, ``thread``; else what the mailbox's
     sample estimates), else bounded ``ts`` windows (``windows.py``), same rows. A thread's
     windows are placed from its summary (its first and last message, its count)."""
+    speech = capabilities.dialect(ctx)
     if ctx.capabilities.stops_at_limit:
-        found = ctx.db[query.collection].find(queries.keyset_filter(query, after), projection)
+        found = ctx.db[query.collection].find(speech.statement(queries.keyset_filter(query, after)), projection)
         found = found.sort(query.sort).limit(need)
         return to_list(found if query.hint is None else found.hint(query.hint))
     # Where the server reads whole ranges it also walks a hinted index whole (every
@@ -127,7 +129,7 @@ def few_threads(ctx: StoreContext, sampled: list[dict[str, Any]], fraction: floa
         sampled, fraction = mailbox_sample(ctx, windows.THREAD_SAMPLE_ENOUGH, start)
     threads = [doc_id(ctx.mailbox_id, str(r["threadKey"])) if r.get("threadKey") else None for r in sampled]
     sizes: dict[str, int] = {}
-    for selector in queries.split_in(ctx.by_ids(sorted({t for t in threads if t is not None}))):
+    for selector in ctx.dialect.split_in(ctx.by_ids(sorted({t for t in threads if t is not None}))):
         for row in ctx.threads.find(selector, {"messageCount": 1}):
             sizes[row["_id"]] = int(row.get("messageCount") or 1)
     counts = [1 if t is None else sizes.get(t, 1) for t in threads]  # no summary: a thread of one
@@ -173,12 +175,13 @@ def walk_windows(
     if residual is not None and projection is not None:
         projection = queries.with_fields(projection, [path for clause in residual for path in clause])
     collection = ctx.db[query.collection]
+    speech = capabilities.dialect(ctx)
     walker = windows.walk_plain(read, after) if plain else windows.walk(read, after, need, chunk)
     taken = 0
     try:
         window = next(walker)
         while True:
-            selector = windows.merge_filter(flat, window, query.ts_field, query.key_field)
+            selector = speech.statement(windows.merge_filter(flat, window, query.ts_field, query.key_field))
             found = collection.find(selector, queries.PROBE_PROJECTION if window.probe else projection)
             found = found.sort(query.sort)
             if need is not None and not window.probe and residual is None:

@@ -32,10 +32,6 @@ __all__ = ["Scan"]
 _SCAN_MESSAGE_FIELDS = {**queries.SEARCH_WINDOW_PROJECTION, "threadId": 1, "threadKey": 1, "from": 1}
 _SCAN_MESSAGE_FIELDS |= {"tags": 1, "folders": 1}
 _SCAN_MESSAGE_FIELDS |= {"attachments": 1, "blobs": 1, "blobPrefix": 1, "participants": 1}
-#: The ids of one read of the scan's bodies and blobs: SecantusDB tests each document it
-#: fetches against the whole ``$in`` list (in Python), so a list of 100 cost 0.67-1.0 ms a
-#: body and one of 50 0.47-0.62 ms (measured at 20,000 messages); mongod does not care.
-_SCAN_IN = 50
 #: Messages a scan walks before it asks for the bodies that may hold its words
 #: (``_bodies_passing``; a search that found its page by then never asks), the windows after
 #: that, and the most bodies that prefilter may name (more: the walk reads every body).
@@ -139,7 +135,7 @@ def _scan_walk(
     since, until = _date_bounds(tree, now)
     inbox = queries.inbox_query(ctx.mailbox_id, since=since, until=until)
     read = paging.windowed_read(ctx, inbox)
-    prefilter = body_prefilter(tree)
+    prefilter = body_prefilter(tree, ctx.dialect.pattern_chars)
     ask = prefilter is not None  # once, after ``_PREFILTER_AFTER`` messages
     holding: set[str] | None = None
 
@@ -284,7 +280,7 @@ def _match_window(
         wanted.sort(key=lambda m: order[m["_id"]])
     ids = [m["_id"] for m in wanted]
     bodies: dict[str, dict[str, Any]] = {}
-    for selector in queries.split_in(ctx.by_ids(ids), _SCAN_IN) if ids else ():
+    for selector in ctx.dialect.split_in(ctx.by_ids(ids), ctx.dialect.scan_in) if ids else ():
         bodies.update({b["_id"]: b for b in ctx.bodies.find(selector, {"raw": 0, "forAI": 0})})
 
     # may_match first (a substring test on the fields): the columns are built and tokenized,
@@ -336,8 +332,9 @@ def _match_window(
 
 
 def _read_blobs(ctx: StoreContext, keys: list[str]) -> dict[str, bytes]:
-    """Blobs by key, ``_SCAN_IN`` a read."""
+    """Blobs by key, as many a read as the server's dialect names in one ``$in`` (``scan_in``)."""
     data: dict[str, bytes] = {}
-    for i in range(0, len(keys), _SCAN_IN):
-        data.update(indexing.read_blobs(ctx, keys[i : i + _SCAN_IN]))
+    step = ctx.dialect.scan_in or max(1, len(keys))
+    for i in range(0, len(keys), step):
+        data.update(indexing.read_blobs(ctx, keys[i : i + step]))
     return data

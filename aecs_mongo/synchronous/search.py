@@ -92,6 +92,7 @@ def search(
     sort = check_sort(sort)
     tree = search_query.parse(query)
     engine = choose_engine(ctx, tree)
+    capabilities.dialect(ctx)  # the statements below are the server's
     if tree is None:
         return SearchResults(engine=engine.name)
     keyset = search_keyset(ctx.mailbox_id, tree, engine.name)
@@ -110,6 +111,7 @@ def count(ctx: StoreContext, query: str) -> int:
     the server's own count for ``$text`` and Atlas, a complete scan otherwise)."""
     tree = search_query.parse(query)
     engine = choose_engine(ctx, tree)
+    capabilities.dialect(ctx)  # the statements below are the server's
     if tree is None:
         return 0
     return engine.count(tree, _dt.datetime.now(_dt.UTC))

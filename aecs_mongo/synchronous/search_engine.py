@@ -17,7 +17,7 @@ import datetime as _dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ..pure import queries, search_query
+from ..pure import search_query
 from ..pure.search_query import Node
 from ..pure.tags import row_tags
 from ..results import SearchResults
@@ -112,6 +112,6 @@ def messages_of(ctx: StoreContext, hits: Sequence[Mapping[str, Any]]) -> dict[st
     A hit whose message is missing (a body left by an interrupted store) has no entry.
     """
     found: dict[str, dict[str, Any]] = {}
-    for selector in queries.split_in(ctx.by_ids([h["_id"] for h in hits])):
+    for selector in ctx.dialect.split_in(ctx.by_ids([h["_id"] for h in hits])):
         found.update({m["_id"]: m for m in ctx.messages.find(selector, HIT_FIELDS)})
     return found

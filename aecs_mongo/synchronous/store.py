@@ -18,8 +18,8 @@ from email.message import EmailMessage
 from typing import Any, Self
 
 from pymongo import WriteConcern
-from pymongo.errors import OperationFailure
 
+from ..errors import DatabaseError
 from ..pure.blob_location import parse_blob_url
 from ..pure.indexes import IndexReport
 from ..pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
@@ -42,7 +42,7 @@ from . import (
 )
 from .blobstores import BlobStore, open_external
 from .capabilities import DURABLE_WRITES, completion_concern
-from .context import StoreContext, Setting
+from .context import REFUSED, StoreContext, Setting
 from .driver_errors import translated
 from .file_records import FileRecords
 from .imap_records import ImapRecords
@@ -146,7 +146,7 @@ class MessageStore:
             durable=durable,
             search_index=search_index,
         )
-        self._context = StoreContext(db, settings, Capabilities.of_database(db), blobs=blobs)
+        self._context = StoreContext(db, settings, Capabilities(), blobs=blobs)
         self.db = db
 
     @property
@@ -156,10 +156,7 @@ class MessageStore:
 
     def with_write_concern(self, write_concern: WriteConcern) -> Self:
         """This store writing with ``write_concern`` (its transactions' commits too); for writes
-        that must be durable before something irreversible, as POP3's delete-on-server.
-        (mongomock, the unit tier, has no write concerns: there it is this store.)"""
-        if not self.capabilities.write_concerns:
-            return self
+        that must be durable before something irreversible, as POP3's delete-on-server."""
         clone = object.__new__(type(self))
         clone.db = self.db.with_options(write_concern=write_concern)
         clone._context = self._context.rebind(clone.db)
@@ -172,13 +169,13 @@ class MessageStore:
 
     def checkpoint(self) -> None:
         """Make everything written so far durable on the server (its ``fsync`` command; nothing
-        where the server takes no commands). The server's refusal is a ``DatabaseError``."""
-        if not self.capabilities.server_commands:
-            return
+        where the server takes no commands). The server's refusal, or a server without the
+        command, is a ``DatabaseError``; a failure to reach the server stays the driver's."""
         try:
             self.db.client.admin.command("fsync")
-        except OperationFailure as exc:  # a refusal; a failure to reach the server stays the driver's
-            raise translated(exc) from exc
+        except REFUSED as exc:
+            found = translated(exc)
+            raise (found if found is not exc else DatabaseError(f"fsync: no such command ({exc})")) from exc
 
     @property
     def file_records(self) -> FileRecords:

@@ -30,7 +30,7 @@ from typing import Any
 
 from pymongo import UpdateOne
 
-from ..pure import queries, search_query
+from ..pure import search_query
 from ..pure.keys import check_str, doc_id, message_key, thread_key
 from ..pure.search_compile import message_filter
 from ..pure.tags import (
@@ -98,6 +98,7 @@ def change(
         raise ValueError(f"{sorted(both)[0]!r} is both added and removed")
     matched = changed = 0
     wants = needs_change(field, added, removed)
+    capabilities.dialect(ctx)
     concern = None if dry_run else capabilities.completion_concern(ctx)
     for batch in _target_batches(ctx, target):
         ids = [doc_id(ctx.mailbox_id, k) for k in batch.keys]
@@ -140,20 +141,13 @@ def _write(
     of a filter is ``update_many`` over exactly the index range it read, the last batch over the
     rest of the query (by the range, not by ``_id``: a thousand ``_id``s in one filter cost some
     servers seconds); a batch of ids is one bulk of single-message updates filtered to the
-    messages it would change (or, where the driver has no bulk, one ``update_many`` by ``_id``).
-    ``modified`` is what changed."""
+    messages it would change. ``modified`` is what changed."""
     wants = needs_change(field, added, removed)
     messages = ctx.completing(ctx.messages, concern)
-    if added and removed and not ctx.capabilities.array_pipelines:  # the unit tier: two statements
-        selector = {**ctx.by_ids(ids), **wants}
-        modified = ctx.messages.count_documents(selector)
-        ctx.messages.update_many(selector, tag_update(field, (), removed))
-        ctx.messages.update_many(ctx.by_ids(ids), tag_update(field, added, ()))
-        return int(modified)
     update = tag_update(field, added, removed)
     if batch.selectors is not None:
         # no "needs change" filter here: a second condition on the field would cost some
-        # planners the index (SecantusDB scans then); the server counts only real changes. One
+        # planners the index (a collection scan then); the server counts only real changes. One
         # durable wait per batch: the last statement carries the concern (the journal is
         # sequential), or where it changed nothing, a barrier write does
         modified = last = 0
@@ -164,8 +158,6 @@ def _write(
         if modified and not last:
             ctx.journal_barrier(concern)
         return modified
-    if not ctx.capabilities.bulk_writes:
-        return int((messages.update_many({**ctx.by_ids(ids), **wants}, update)).modified_count)
     done = messages.bulk_write([UpdateOne({**ctx.by_id(i), **wants}, update) for i in ids], ordered=False)
     return int(done.modified_count)
 
@@ -178,7 +170,7 @@ def _batch_threads(ctx: StoreContext, field: str, batch: _Batch, ids: list[str])
         return []
     if batch.rows is not None:
         return sorted({str(r["threadKey"]) for r in batch.rows})
-    return _selector_threads(ctx, queries.split_in(ctx.by_ids(ids)))
+    return _selector_threads(ctx, ctx.dialect.split_in(ctx.by_ids(ids)))
 
 
 def _selector_threads(ctx: StoreContext, selectors: list[dict[str, Any]]) -> list[str]:
@@ -208,7 +200,7 @@ def _follow_threads(
     """``_thread_tags_after``'s writes; whether it wrote."""
     wrote = False
     if added:
-        for selector in queries.split_in(ctx.by_ids(ids)):
+        for selector in ctx.dialect.split_in(ctx.by_ids(ids)):
             ctx.threads.update_many(selector, thread_tags_added(added, secrets.token_hex(8)))
             wrote = True
     for _attempt in range(_PULL_ATTEMPTS):
@@ -216,13 +208,13 @@ def _follow_threads(
             return wrote
         holding = [
             t
-            for selector in queries.split_in(ctx.by_ids(ids))
+            for selector in ctx.dialect.split_in(ctx.by_ids(ids))
             for t in ctx.threads.find({**selector, "tags": {"$in": list(removed)}}, _THREAD_FIELDS)
         ]
         if not holding:
             return wrote
         still: list[dict[str, Any]] = []
-        for selector in queries.split_in(thread_tags_filter(ctx.mailbox_id, [t["threadKey"] for t in holding])):
+        for selector in ctx.dialect.split_in(thread_tags_filter(ctx.mailbox_id, [t["threadKey"] for t in holding])):
             still += to_list(ctx.messages.find(selector, THREAD_TAGS_PROJECTION))
         pulls = thread_tags_to_pull(holding, still, removed)
         if not pulls:
@@ -230,7 +222,7 @@ def _follow_threads(
         wrote = True
         matched = 0
         for selector, update in thread_pull_groups(pulls):
-            for part in queries.split_in(selector):
+            for part in ctx.dialect.split_in(selector):
                 matched += int((ctx.threads.update_many(part, update)).matched_count)
         if matched == len(pulls):
             return wrote

@@ -70,7 +70,7 @@ class Feed:
     ``auto_ack``) the last item, leaving it by an exception does not (without ``with``, only
     asking for the next item does). The records are in commit order; the backfill is in date
     order (``ts``, then message key). Needs change streams: ``ServerFeatureError`` on first use
-    where there are none (a standalone server, mongomock). ``tags=True``: tag and folder changes
+    where there are none (a standalone server). ``tags=True``: tag and folder changes
     come too, as records of kind ``"tags"`` with the message's tags as they are when read (a
     change to a message deleted since is passed over).
     """
@@ -267,8 +267,6 @@ class Feed:
         self._save(position)
 
     def _open_stream(self, resume_after: dict[str, Any] | None) -> Any:
-        if not self.store.capabilities.change_streams_possible:
-            raise ServerFeatureError(f"store.watch needs change streams: {_NEEDS}; mongomock has none")
         try:
             stream = resolve(
                 self._messages.watch(

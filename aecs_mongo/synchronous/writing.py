@@ -781,19 +781,17 @@ def _fold_many(ctx: StoreContext, messages: Sequence[Mapping[str, Any]], concern
     """Merge newly inserted messages into their threads without a transaction: a thread the
     batch starts is inserted whole (one unordered insert); a stored one, or one a concurrent
     writer inserted first, gets one atomic pipeline merge (``summary_merge_update``) per thread.
-    Where the driver has no bulk of pipeline updates (the unit tier), one update per thread.
     The thread writes are the batch's last: under ``concern``."""
     threads = ctx.completing(ctx.threads, concern)
     summaries = _with_tags_rev(thread_summaries(messages))
-    bulk = ctx.capabilities.bulk_writes
-    if bulk and summaries:
+    if summaries:
         ids = [s["_id"] for s in summaries]
         stored = {t["_id"] for t in ctx.threads.find(ctx.by_ids(ids), {"_id": 1})}
         fresh = [s for s in summaries if s["_id"] not in stored]
         taken = insert_ignoring_duplicates(threads, fresh)
         summaries = [s for s in summaries if s["_id"] in stored] + [fresh[i] for i in sorted(taken)]
     updates = [summary_merge_update(s, sharded=ctx.sharded) for s in summaries]
-    if len(updates) <= 1 or not bulk:
+    if len(updates) <= 1:
         for selector, pipeline in updates:
             _fold_into_thread(threads, selector, pipeline)
         return
