@@ -111,6 +111,7 @@ def test_text_engine_where_the_server_has_text_indexes(make_store: Any, db: Any,
     assert auto.search("budg*").engine == "scan" and auto.search("budget").engine == "text"
 
 
+@pytest.mark.server  # runs $text where the server took the text index (mongomock takes it, runs none)
 def test_one_place_chooses_the_engine_and_every_engine_has_the_interface(db: Any, tmp_path: Path) -> None:
     """``choose_engine`` for every setting and kind of query: the engine's name is what
     ``engine_for`` and the results say, each engine implements ``SearchEngine``, and an engine

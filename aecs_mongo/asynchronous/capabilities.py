@@ -32,8 +32,8 @@ __all__ = [
 ]
 
 #: majority and journaled: the write concern of writes that must be durable before something
-#: irreversible (``with_durable_writes``: POP3's delete-on-server). On the embedded SecantusDB
-#: ``j: true`` syncs the log on that commit.
+#: irreversible (``with_durable_writes``: POP3's delete-on-server); ``j: true`` syncs the
+#: server's log on that commit.
 DURABLE_WRITES = WriteConcern(w="majority", j=True)
 
 
