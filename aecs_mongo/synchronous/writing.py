@@ -3,9 +3,10 @@
 """Writing mail (C.4): blobs, bodies, the message insert (the commit point), thread summaries.
 
 ``write_batch`` is the one write path: ``store``, ``store_many``/``store_iter`` (the ingest
-pipeline's write stage, ``pipeline.py``), ``add`` and the mail adapters all end here. The documents are built by the pure ``pure/documents.py``; this is
-the order of the statements, the transaction where the deployment has one, and what makes a
-re-delivery after any crash end as one clean delivery would.
+pipeline's write stage, ``pipeline.py``), ``add`` and the mail adapters all end here. The
+documents are built by the pure ``pure/documents.py``; this is the order of the statements, the
+transaction where the deployment has one, and what makes a re-delivery after any crash end as
+one clean delivery would.
 """
 
 from __future__ import annotations
