@@ -24,6 +24,8 @@ if TYPE_CHECKING:
         BlobLocationError,
         BlobMissingError,
         BlobStoreError,
+        DatabaseError,
+        DatabaseUriError,
         DataDirError,
         DispatchError,
         DocumentTooLargeError,
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
         SearchIndexError,
         SearchQueryError,
         ServerFeatureError,
+        ServerUnavailableError,
         ToolError,
         UnsafeFieldNameError,
     )
@@ -89,6 +92,8 @@ __all__ = [
     "Content",
     "ContextEntry",
     "DataDirError",
+    "DatabaseError",
+    "DatabaseUriError",
     "DispatchError",
     "DocumentTooLargeError",
     "EmlDirWriter",
@@ -126,6 +131,7 @@ __all__ = [
     "SearchResults",
     "SemanticHit",
     "ServerFeatureError",
+    "ServerUnavailableError",
     "Skipped",
     "StoreResult",
     "TagReport",
@@ -142,7 +148,9 @@ __all__ = [
     "sync_files",
 ]
 
-#: Where each public name lives (imported on first use).
+#: Where each public name lives (imported on first use): the imports under ``TYPE_CHECKING``
+#: above, for run time, where reading them would cost a parse of this file; mypy needs those
+#: and ``__all__`` as written, so tests/test_declarations.py checks that the three agree.
 _LAZY = {
     "Address": ".types",
     "AecsMongoError": ".errors",
@@ -156,6 +164,8 @@ _LAZY = {
     "Content": ".types",
     "ContextEntry": ".types",
     "DataDirError": ".errors",
+    "DatabaseError": ".errors",
+    "DatabaseUriError": ".errors",
     "DispatchError": ".errors",
     "DocumentTooLargeError": ".errors",
     "EmlDirWriter": ".mail.sinks",
@@ -193,6 +203,7 @@ _LAZY = {
     "SearchResults": ".results",
     "SemanticHit": ".types",
     "ServerFeatureError": ".errors",
+    "ServerUnavailableError": ".errors",
     "Skipped": ".mail.sources",
     "StoreResult": ".results",
     "TagReport": ".results",

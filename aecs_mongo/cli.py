@@ -1,16 +1,13 @@
 """``aecs-mongo``: store mail in MongoDB and read it back from the command line.
 
-Global options (before or after the command, listed once in ``aecs-mongo --help``): ``--uri``
-(default ``$MONGODB_URI``), ``--db`` (default ``aecs``), ``--mailbox`` (default ``default``),
-``--data-dir`` (default ``$AECS_DATA_DIR``, else ``$XDG_DATA_HOME/aecs-mongo``, i.e.
-``~/.local/share/aecs-mongo``: one per user, wherever the command runs), ``--keep-server``
-(default ``$AECS_KEEP_SERVER`` or ``5m``), ``--json`` and ``--verbose``. Without a URI the
-embedded SecantusDB server of the data directory (kept between runs) is used: the one already
-running in the background for that directory, or a new one that keeps running after the command
-and stops by itself once unused for ``--keep-server`` (:mod:`aecs_mongo.embedded.background`;
-``server status|stop|start`` manage it). ``--keep-server 0`` starts a server of the command's
-own, stopped when the command ends, also on Ctrl-C, SIGTERM or an error. It needs ``pip install
-'aecs-mongo[embedded]'``.
+The global options (``--uri``, ``--db``, ``--mailbox``, ``--data-dir``...; their defaults and
+help in :data:`aecs_mongo.commands.table.GLOBAL_OPTIONS`, listed once in ``aecs-mongo --help``)
+go before or after the command. Without a URI the embedded SecantusDB server of the data
+directory (kept between runs) is used: the one already running in the background for that
+directory, or a new one that keeps running after the command and stops by itself once unused
+for ``--keep-server`` (:mod:`aecs_mongo.embedded.background`; ``server status|stop|start``
+manage it). ``--keep-server 0`` starts a server of the command's own, stopped when the command
+ends, also on Ctrl-C, SIGTERM or an error. It needs ``pip install 'aecs-mongo[embedded]'``.
 
 Exit codes: 0 success; 1 the command ran but something failed (an input that could not be
 stored, a message that is not there, a database error, a full disk, an unreachable server);
@@ -18,14 +15,15 @@ stored, a message that is not there, a database error, a full disk, an unreachab
 installed); 130 interrupted. Every error a person can cause is one line on stderr, never a
 traceback.
 
-This module is the parser (global options here, each command's in
-:mod:`aecs_mongo.commands.options`; no option is ever abbreviated), the command table, the one
-place that prints and the run. The handlers are in :mod:`aecs_mongo.commands`, one module per
-concern, imported only when their command runs; each returns an ``Output`` (data, text lines,
-exit code) that :func:`_print` writes as text or, with ``--json``, as one JSON document (a
-single object: ``show``, ``stats``, reports) or as JSON lines (the commands that list things:
-one object per result, then a last object with ``next_cursor`` when there is more). The
-``ingest`` report (failures, "already present") is described in :mod:`aecs_mongo.commands.ingest`.
+This module is the parser, built from the command table (:mod:`aecs_mongo.commands.table`: the
+global options and the commands, each command's options in :mod:`aecs_mongo.commands.options`;
+no option is ever abbreviated), the one place that prints and the run. The handlers are in
+:mod:`aecs_mongo.commands`, one module per concern, imported only when their command runs;
+each returns an ``Output`` (data, text lines, exit code) that :func:`_print` writes as text or,
+with ``--json``, as one JSON document (a single object: ``show``, ``stats``, reports) or as
+JSON lines (the commands that list things: one object per result, then a last object with
+``next_cursor`` when there is more). The ``ingest`` report (failures, "already present") is
+described in :mod:`aecs_mongo.commands.ingest`.
 """
 
 from __future__ import annotations
@@ -33,17 +31,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import importlib
 import json
 import logging
 import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .commands import options
+from .commands import options, table
 from .commands.base import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -51,7 +49,6 @@ from .commands.base import (
     CliError,
     Context,
     Handler,
-    Handlers,
     JsonLines,
     Output,
     data_dir_of,
@@ -61,259 +58,61 @@ from .commands.base import (
     note,
     stdout,
 )
+from .commands.table import Command
 from .errors import AecsMongoError, SearchQueryError
 
 __all__ = ["build_parser", "command_names", "main"]
 
 
-# --- the command table --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Command:
-    """One command: its name and help, its options, and where its handler is.
-
-    ``handlers``: imports the handlers' module (only when the command runs) and returns its
-    table, where the handler is found by the command's name; None for ``server``, which manages
-    the embedded server itself and runs without a store. ``indexes``: the command writes to the
-    store, so its indexes are ensured (quietly, idempotent) before the handler runs.
-    """
-
-    name: str
-    help: str
-    options: Callable[[argparse.ArgumentParser], None]
-    handlers: Callable[[], Handlers] | None
-    indexes: bool = False
-
-
-def _reading() -> Handlers:
-    from .commands import reading
-
-    return reading.HANDLERS
-
-
-def _ingest() -> Handlers:
-    from .commands import ingest
-
-    return ingest.HANDLERS
-
-
-def _lifecycle() -> Handlers:
-    from .commands import lifecycle
-
-    return lifecycle.HANDLERS
-
-
-def _maintenance() -> Handlers:
-    from .commands import maintenance
-
-    return maintenance.HANDLERS
-
-
-def _mail() -> Handlers:
-    from .commands import mail
-
-    return mail.HANDLERS
-
-
-def _watch() -> Handlers:
-    from .commands import watch
-
-    return watch.HANDLERS
-
-
-def _tagging() -> Handlers:
-    from .commands import tagging
-
-    return tagging.HANDLERS
-
-
-def _agents() -> Handlers:
-    from .commands import agents
-
-    return agents.HANDLERS
-
-
-_COMMANDS = (
-    Command(
-        "ingest",
-        "store .eml files, directories, Maildir folders, mbox files and standard input",
-        options.ingest,
-        _ingest,
-        indexes=True,
-    ),
-    Command("mailboxes", "the mailboxes of the database, with their message counts", options.nothing, _reading),
-    Command("inbox", "a page of messages, newest first", options.inbox, _reading),
-    Command("threads", "a page of conversations, most recent activity first", options.threads, _reading),
-    Command("thread", "a thread as LLM context: newest N, oldest first, with positions", options.thread, _reading),
-    Command("show", "one message (--raw: exact bytes, --html: the HTML body)", options.show, _reading),
-    Command("with", "mail to or from one address, newest first", options.with_, _reading),
-    Command("replies", "messages that reply to (or reference) a Message-ID", options.message_id, _reading),
-    Command("find", "message ids by header value (seed 003 lookups), oldest first", options.find, _reading),
-    Command(
-        "search",
-        'messages matching a query (words, "phrases", OR, NOT, from:, date:...), newest first',
-        options.search,
-        _reading,
-    ),
-    Command("count", "how many messages match a query", options.count, _reading),
-    Command(
-        "tag",
-        "add and remove tags on the messages of a query: tag +todo -inbox -- from:boss ($seen marks read)",
-        options.tag,
-        _tagging,
-        indexes=True,
-    ),
-    Command("tags", "each tag of the mailbox with its count, and how many are unread", options.nothing, _tagging),
-    Command(
-        "folder",
-        "add and remove folders on the messages of a query: folder +Archive -INBOX -- tag:done",
-        options.folder,
-        _tagging,
-        indexes=True,
-    ),
-    Command("delete", "delete a message from every tier", options.message_id, _lifecycle),
-    Command(
-        "export",
-        "write the mailbox's raw mail, oldest first, as an mbox, a Maildir or .eml files",
-        options.export,
-        _lifecycle,
-    ),
-    Command("expire", "retention: remove mail older than a date from every tier", options.expire, _lifecycle),
-    Command("erase", "remove every trace of the mailbox (offboarding, erasure requests)", options.erase, _lifecycle),
-    Command(
-        "reindex",
-        "rebuild thread summaries and lookup fields from the messages; re-date undated mail by its Received header",
-        options.nothing,
-        _maintenance,
-        indexes=True,
-    ),
-    Command("indexes", "create the store's indexes (idempotent) and report them", options.nothing, _maintenance),
-    Command(
-        "stats",
-        "mailbox size, storage sizes, specVersion mix, and the engines serving search and vector search",
-        options.nothing,
-        _maintenance,
-    ),
-    Command("pop3", "download new mail from a POP3 server into the mailbox", options.pop3, _mail, indexes=True),
-    Command(
-        "migrate-gdbm",
-        "copy an old UIDL-keyed GDBM message store into the mailbox",
-        options.migrate_gdbm,
-        _mail,
-        indexes=True,
-    ),
-    Command("watch", "follow the mailbox: one line per newly stored message, until interrupted", options.watch, _watch),
-    Command("mcp", "serve the mailbox to LLM agents over the Model Context Protocol", options.mcp, _agents),
-    Command("server", "the embedded server kept running between commands: status, stop, start", options.server, None),
-    Command(
-        "blobs",
-        "where the database's blobs are (show), and moving them to another store (migrate --to URL)",
-        options.blobs,
-        _maintenance,
-    ),
-    Command(
-        "imap",
-        "bring new mail of an IMAP account in (incremental: only what is new)",
-        options.imap,
-        _mail,
-        indexes=True,
-    ),
-)
+# --- the command table ---------------------------------------------------------------------------
 
 
 def command_names() -> list[str]:
     """Every sub-command (the tests loop over them)."""
-    return [c.name for c in _COMMANDS]
+    return [c.name for c in table.COMMANDS]
+
+
+def _handler(command: Command) -> Callable[..., Output]:
+    """The command's handler (``"module:function"`` in :mod:`aecs_mongo.commands`), imported now."""
+    module, _, function = command.handler.partition(":")
+    handler: Callable[..., Output] = getattr(importlib.import_module(f"{__package__}.commands.{module}"), function)
+    return handler
 
 
 # --- the parser -----------------------------------------------------------------------------------
 
 
 _GLOBAL_HELP = (
-    "'aecs-mongo --help' explains the global options (--uri, --db, --mailbox, --data-dir, --keep-server, --blobs,"
-    " --search-index, --json, --verbose), which go before or after the command"
+    "'aecs-mongo --help' explains the global options ("
+    + ", ".join(option.names[-1] for option in table.GLOBAL_OPTIONS)
+    + "), which go before or after the command"
 )
 
 
 def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
-    """The options every command takes, explained once, in the main parser's help; sub-parsers
-    take them too, without defaults (SUPPRESS) so they can be given before or after the command
-    without one position overriding the other, and without repeating their help."""
-
-    def default(value: object) -> object:
-        return value if defaults else argparse.SUPPRESS
-
-    def explain(text: str) -> str:
-        return text if defaults else argparse.SUPPRESS
-
+    """The options every command takes (:data:`aecs_mongo.commands.table.GLOBAL_OPTIONS`),
+    explained once, in the main parser's help; sub-parsers take them too, without defaults
+    (SUPPRESS) so they can be given before or after the command without one position overriding
+    the other, and without repeating their help."""
     group = parser.add_argument_group("global options") if defaults else parser
-    group.add_argument(
-        "--uri",
-        default=default(os.environ.get("MONGODB_URI")),
-        help=explain("MongoDB URI (default: $MONGODB_URI; none: the embedded server of the data directory)"),
-    )
-    group.add_argument("--db", default=default("aecs"), help=explain("database name (default: aecs)"))
-    group.add_argument(
-        "--mailbox",
-        default=default("default"),
-        help=explain("mailbox id (default: default; 'aecs-mongo mailboxes' lists them)"),
-    )
-    group.add_argument(
-        "--data-dir",
-        default=default(None),
-        help=explain(
-            "data directory of the embedded server, kept between runs, one per user (default: $AECS_DATA_DIR,"
-            " else $XDG_DATA_HOME/aecs-mongo, i.e. ~/.local/share/aecs-mongo)"
-        ),
-    )
-    group.add_argument(
-        "--keep-server",
-        type=options.duration,
-        default=default(os.environ.get("AECS_KEEP_SERVER") or "5m"),
-        metavar="DURATION",
-        help=explain(
-            "keep the embedded server (with --uri: the URI's warm command host) running in the background"
-            " this long after the last command (90s, 5m, 1h; 0: stop it with the command; default:"
-            " $AECS_KEEP_SERVER or 5m)"
-        ),
-    )
-    group.add_argument(
-        "--blobs",
-        default=default(os.environ.get("AECS_BLOBS")),
-        metavar="URL",
-        help=explain(
-            "where raw mail, HTML and attachment bytes go: gridfs, gridfs://BUCKET, file:///DIR,"
-            " s3://BUCKET/PREFIX (credentials and endpoint from the AWS environment), gs://..., az://..."
-            " (default: $AECS_BLOBS, else where the database records them, else a directory in --data-dir"
-            " for the embedded server and gridfs for --uri; 'aecs-mongo blobs migrate' moves them)"
-        ),
-    )
-    group.add_argument(
-        "--search-index",
-        default=default(None),
-        metavar="PATH",
-        help=explain(
-            "the local search index file, or 'none' (default: in --data-dir for the embedded server; in"
-            " ~/.cache/aecs-mongo for --uri when the server has no text index)"
-        ),
-    )
-    group.add_argument(
-        "--json",
-        action="store_true",
-        default=default(False),
-        help=explain(
-            "JSON instead of text: one object (show, stats, reports) or, for commands that list things,"
-            " one object per line and a last line with next_cursor when there is more"
-        ),
-    )
-    group.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        default=default(False),
-        help=explain("show the normalizer's warnings about odd mail, and the embedded server in use"),
-    )
+    for option in table.GLOBAL_OPTIONS:
+        if option.flag:
+            value: object = False
+        else:
+            value = (os.environ.get(option.env) if option.env else None) or option.default
+        settings: dict[str, Any] = {
+            "default": value if defaults else argparse.SUPPRESS,
+            "help": option.help if defaults else argparse.SUPPRESS,
+        }
+        if option.flag:
+            settings["action"] = "store_true"
+        if option.metavar is not None:
+            settings["metavar"] = option.metavar
+        if option.dest is not None:
+            settings["dest"] = option.dest
+        if option.type is not None:
+            settings["type"] = getattr(options, option.type)
+        group.add_argument(*option.names, **settings)
 
 
 def _version() -> str:
@@ -335,11 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     _add_global_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in _COMMANDS:
+    for command in table.COMMANDS:
         p = sub.add_parser(
             command.name, help=command.help, description=command.help, epilog=_GLOBAL_HELP, allow_abbrev=False
         )
-        command.options(p)
+        getattr(options, command.options)(p)
         _add_global_options(p, defaults=False)
         p.set_defaults(entry=command)
     return parser
@@ -427,7 +226,8 @@ def _server_uri(args: argparse.Namespace) -> Iterator[str]:
     with signals_as_interrupt(), contextlib.ExitStack() as stack:
         try:
             if args.keep_server > 0 and not durable:
-                uri = stack.enter_context(background.use(data_dir, args.keep_server, on_start=notice))
+                shared_server = background.use(data_dir, args.keep_server, on_start=notice, companion=args.companion)
+                uri = stack.enter_context(shared_server)
             else:
                 shared = stack.enter_context(background.attach(data_dir))
                 if shared is None:
@@ -484,25 +284,23 @@ def _database_error(args: argparse.Namespace, exc: Exception) -> CliError:
 
 
 #: How the warm command host (:mod:`aecs_mongo.warm.host`) runs a command on what it keeps
-#: open: for the parsed arguments, a context that yields an open ``MongoClient`` and the function
-#: that opens the command's store (:func:`aecs_mongo.commands.stores.open_store` or a cache of it).
+#: open: for the parsed arguments, a context that yields an open ``MailClient`` (the store
+#: layer's client: ``aecs_mongo.synchronous.connection``) and the function that opens the
+#: command's store (:func:`aecs_mongo.commands.stores.open_store` or a cache of it).
 Connector = Callable[[argparse.Namespace], contextlib.AbstractContextManager[tuple[Any, Callable[..., Any]]]]
 
 
 @contextlib.contextmanager
 def _connect(args: argparse.Namespace) -> Iterator[tuple[Any, Callable[..., Any]]]:
     """A new client on the command's server (``--uri`` or the embedded one), closed at the end."""
-    from pymongo import MongoClient
-    from pymongo.errors import ConfigurationError
-
     from .commands.stores import open_store
+    from .errors import DatabaseUriError
+    from .synchronous.connection import MailClient
 
     with _server_uri(args) as uri:
         try:
-            client: MongoClient[dict[str, Any]] = MongoClient(
-                uri, serverSelectionTimeoutMS=SERVER_SELECTION_MS, connectTimeoutMS=SERVER_SELECTION_MS
-            )
-        except ConfigurationError as exc:  # InvalidURI is one; so is an SRV name that does not resolve
+            client = MailClient(uri, timeout_ms=SERVER_SELECTION_MS)
+        except DatabaseUriError as exc:  # a malformed URI; so is an SRV name that does not resolve
             raise CliError(_uri_problem(uri, exc), EXIT_USAGE) from None
         try:
             yield client, open_store
@@ -512,37 +310,33 @@ def _connect(args: argparse.Namespace) -> Iterator[tuple[Any, Callable[..., Any]
 
 def _run(args: argparse.Namespace, connect: Connector | None = None) -> int:
     command: Command = args.entry
-    if command.handlers is None:  # 'server': the embedded server itself, no store
-        from .commands.server import server
+    if not command.store:  # 'server': the embedded server itself
+        return _print(_handler(command)(args, companion=args.companion), args.json)
 
-        return _print(server(args), args.json)
-
-    from pymongo.errors import PyMongoError, ServerSelectionTimeoutError
+    from .errors import DatabaseError, ServerUnavailableError
+    from .synchronous.connection import database_errors
 
     with (connect or _connect)(args) as (client, open_store):
         try:
-            db = client[args.db]
-            store = open_store(args, db)
-            handler: Handler = command.handlers()[command.name]
-            if command.indexes:
-                store.ensure_indexes()
+            with database_errors():
+                database = client.database(args.database_name)
+                store = open_store(args, database)
+                handler: Handler = _handler(command)
+                if command.indexes:
+                    store.ensure_indexes()
 
-            def emit(item: Output) -> None:
-                _print(item, args.json, line=True)
+                def emit(item: Output) -> None:
+                    _print(item, args.json, line=True)
 
-            return _print(handler(Context(args, store, db, emit)), args.json)
-        except ServerSelectionTimeoutError as exc:
+                return _print(handler(Context(args, store, database, emit)), args.json)
+        except ServerUnavailableError as exc:
             raise CliError(_unreachable(exc, SERVER_SELECTION_MS)) from None
-        except PyMongoError as exc:
+        except DatabaseError as exc:
             raise _database_error(args, exc) from None
         except SearchQueryError as exc:
             raise CliError(f"query: {exc}", EXIT_USAGE) from None
         except AecsMongoError as exc:
             raise CliError(str(exc)) from None
-
-
-#: global options that take a value (the command is the first word that is not one of these)
-_VALUED = ("--uri", "--db", "--mailbox", "--data-dir", "--keep-server", "--search-index")
 
 
 def tag_changes(argv: Sequence[str]) -> list[str]:
@@ -553,7 +347,7 @@ def tag_changes(argv: Sequence[str]) -> list[str]:
     words = list(argv)
     at = 0
     while at < len(words) and words[at].startswith("-"):
-        at += 2 if words[at] in _VALUED else 1
+        at += 2 if words[at] in table.VALUED else 1
     if at >= len(words) or words[at] not in ("tag", "folder"):
         return words
     out = words[: at + 1]
@@ -562,11 +356,11 @@ def tag_changes(argv: Sequence[str]) -> list[str]:
         if word == "--":
             out += [word, *rest]
             break
-        if word in _VALUED:
+        if word in table.VALUED:
             out += [word, next(rest, "")]
         elif len(word) > 1 and word[0] == "+":
             out.append("--add=" + word[1:])
-        elif len(word) > 1 and word[0] == "-" and word[1] != "-" and word != "-v":
+        elif len(word) > 1 and word[0] == "-" and word[1] != "-" and word not in table.FLAGS:
             out.append("--remove=" + word[1:])
         else:
             out.append(word)
@@ -578,14 +372,18 @@ def main(
     *,
     parser: argparse.ArgumentParser | None = None,
     connect: Connector | None = None,
+    companion: Callable[[Path], None] | None = None,
 ) -> int:
     """Run ``aecs-mongo`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code.
-    The warm command host passes the ``parser`` it built once and its ``connect``."""
+    The warm command host passes the ``parser`` it built once and its ``connect``; the thin
+    client passes the ``companion`` started beside a shared embedded server it starts (the warm
+    command host, for the reads that follow)."""
     parser = parser or build_parser()
     try:
         args = parser.parse_args(tag_changes(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # --help, or a usage error argparse already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    args.companion = companion
     normalizer_log = logging.getLogger("aecs_mongo.normalizer")
     previous_level = normalizer_log.level
     if not args.verbose:
@@ -620,23 +418,20 @@ def main(
         normalizer_log.setLevel(previous_level)
 
 
-def run() -> None:
+def run(companion: Callable[[Path], None] | None = None) -> None:
     """The ``aecs-mongo`` console script (and ``python -m aecs_mongo``): :func:`main`, then exit.
 
-    Every client the command opened is closed when ``main`` returns, but PyMongo's exit hook
-    still joins their monitor threads, which sleep in steps of 0.5 s (PyMongo's minimum
-    heartbeat interval): about half of a warm short command's time (0.45 of 0.9 s measured).
-    Those threads are daemon threads of closed clients, so the hook is left out here; the
-    interpreter's other exit work (flushing output, other hooks) runs as usual.
+    Every client the command opened is closed when ``main`` returns, but the driver's exit hook
+    still joins their monitor threads: about half of a warm short command's time (0.45 of 0.9 s
+    measured). Those threads are daemon threads of closed clients, so the hook is left out
+    (``skip_monitor_join_at_exit``); the interpreter's other exit work (flushing output, other
+    hooks) runs as usual.
     """
-    code = main()
-    import atexit
+    code = main(companion=companion)
+    if "aecs_mongo.synchronous.connection" in sys.modules:  # a client was opened
+        from .synchronous.connection import skip_monitor_join_at_exit
 
-    monitor = sys.modules.get("pymongo.synchronous.monitor")
-    shutdown = getattr(monitor, "_shutdown_resources", None)
-    allowed = getattr(sys.modules.get("pymongo.periodic_executor"), "_daemon_threads_allowed", None)
-    if shutdown is not None and allowed is not None and allowed():
-        atexit.unregister(shutdown)
+        skip_monitor_join_at_exit()
     sys.exit(code)
 
 

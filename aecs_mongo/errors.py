@@ -16,6 +16,10 @@ cursor) rather than the driver's or the server's. Argument type mistakes are pla
     │                               chosen engine cannot express
     ├── NotFoundError               an operation that needs a stored message that is absent
     ├── ServerFeatureError          the server lacks something required (change streams, the embedded server)
+    ├── DatabaseError               the database failed or refused a statement (the driver's error, as the
+    │   │                           store layer hands it to the command line, the adapters and the warm host)
+    │   ├── ServerUnavailableError  no MongoDB server answered within the selection timeout
+    │   └── DatabaseUriError        a MongoDB URI that cannot be used (malformed, an SRV name that does not resolve)
     ├── DataDirError                the embedded server's data directory cannot be kept private (not ours)
     ├── SearchIndexError            the local search index file cannot be used (not private, not ours,
     │                               damaged, or following another database)
@@ -92,6 +96,27 @@ class NotFoundError(AecsMongoError, LookupError):
 
 class ServerFeatureError(AecsMongoError):
     """The server refused a feature the operation requires."""
+
+
+class DatabaseError(AecsMongoError):
+    """The database failed or refused a statement: the driver's error, translated by the store
+    layer (``aecs_mongo.synchronous.connection.database_errors``) for the code above it, which
+    imports no driver. ``str()`` is the server's message; ``code`` its error code (None when the
+    server gave none); ``__cause__`` the driver's exception."""
+
+    def __init__(self, message: str, *, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ServerUnavailableError(DatabaseError):
+    """No MongoDB server answered within the selection timeout (down, unreachable, or not a
+    MongoDB server)."""
+
+
+class DatabaseUriError(DatabaseError, ValueError):
+    """A MongoDB URI that cannot be used: malformed, an unknown option, an SRV name that does not
+    resolve."""
 
 
 class DataDirError(AecsMongoError):

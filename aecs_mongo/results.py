@@ -10,6 +10,8 @@ from .types import MessageSummary, ThreadSummary
 __all__ = [
     "DispatchReport",
     "DownloadReport",
+    "ImapFolderReport",
+    "ImapSyncReport",
     "MessagePage",
     "MigrationReport",
     "SearchResults",
@@ -151,8 +153,6 @@ class SearchResults(list[HitT], Generic[HitT]):
 
 
 # --- the IMAP sync (aecs_mongo.mail.imap) ------------------------------------------------------------
-
-__all__ += ["ImapFolderReport", "ImapSyncReport"]  # kept apart from the list above
 
 
 @dataclass

@@ -407,3 +407,24 @@ def test_the_loader_yields_one_document_per_thread(mailbox: Any) -> None:
     crafted = next(d for d in documents if d.metadata["threadId"] == ROOT_ID)
     assert crafted.metadata["hiddenCharactersRemoved"] > 0
     assert_no_hidden({"text": crafted.page_content, "subject": crafted.metadata["subject"]})
+
+
+@pytest.mark.server
+def test_a_server_that_fails_is_a_tool_error_the_operator_hears_of_once(
+    mailbox: Any, make_tools: Any, failpoints: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store lets a server's failure through as the driver raised it or as the package's
+    ``DatabaseError``; either way the model reads a ToolError and the operator one warning."""
+    import logging
+
+    from .helpers.failpoints import failpoint
+
+    tools = make_tools(mailbox)
+    failpoint(failpoints, mode={"times": 2}, data={"failCommands": ["find", "aggregate"], "errorCode": 2})
+    with caplog.at_level(logging.WARNING, logger="aecs_mongo"):
+        for _ in range(2):
+            with pytest.raises(ToolError, match=r"the database did not answer \(\w+\); try again later"):
+                tools.call("list_messages", {})
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "database failed" in r.getMessage()]
+    assert len(warnings) == 1
+    assert tools.list_messages(limit=5)["mail"]

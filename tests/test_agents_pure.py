@@ -1,6 +1,8 @@
 """The pure parts of the agent tools: hidden characters (pure/invisible.py), argument checks
-(agents/arguments.py), the byte cap (agents/shaping.fit) and the Bcc fields of a raw message.
-No server: these are the rules; tests/test_agents.py runs them through every tool."""
+against the schemas derived from the tools' typed signatures (agents/arguments.py, every cap
+refused one past its bound and accepted at it), the byte cap (agents/shaping.fit) and the Bcc
+fields of a raw message. No server: these are the rules; tests/test_agents.py runs them
+through every tool."""
 
 from __future__ import annotations
 
@@ -15,9 +17,21 @@ from aecs_mongo.agents import SPECS
 from aecs_mongo.agents.arguments import check_arguments
 from aecs_mongo.agents.bodies import drop_bcc_headers
 from aecs_mongo.agents.shaping import fit, json_size, result
+from aecs_mongo.agents.specs import (
+    BODY_DEFAULT_CHARS,
+    BODY_MAX_CHARS,
+    LIST_FIELD_MAX,
+    RAW_DEFAULT_BYTES,
+    RAW_MAX_BYTES,
+    SNIPPET_MAX_CHARS,
+    STORE_MAX_BYTES,
+    TAG_DEFAULT_MESSAGES,
+    TAG_MAX_MESSAGES,
+    THREAD_MAX_CHARS,
+)
 from aecs_mongo.pure.invisible import HIDDEN_PATTERN, escape_hidden, strip_hidden, strip_hidden_in, unescape_hidden
 
-from .helpers.agents import BIDI_PAYLOAD, PERSIAN, TAG_PAYLOAD, VS_PAYLOAD, ZW_PAYLOAD
+from .helpers.agents import BIDI_PAYLOAD, CAP_KEYS, CAPS, PERSIAN, TAG_PAYLOAD, VS_PAYLOAD, ZW_PAYLOAD, capped
 from .helpers.budgets import budget
 
 EXAMPLES = budget("AECS_HIDDEN_EXAMPLES", big=3000, small=300)
@@ -105,6 +119,83 @@ def test_arguments_are_checked_against_the_schema() -> None:
         with pytest.raises(ToolError, match=message):
             check_arguments(spec, bad)
     assert isinstance(ToolError("x"), ValueError)
+
+
+#: a valid value of each argument a call needs, and an item of each array argument
+REQUIRED = {"query": "x", "thread_id": "t@x", "message_id": "m@x", "address": "a@b.example", "raw": "x"}
+ITEMS = {"vector": 1.0, "message_ids": "m@x", "add": "todo", "remove": "todo"}
+
+
+def test_every_capped_argument_states_its_caps_in_its_schema() -> None:
+    """The derived schemas carry every cap, and every capped argument is in ``CAPS`` (a new
+    one must be listed, and so tested below)."""
+    for name, argument, caps in CAPS:
+        assert capped(dict(SPECS[name].input_schema), argument) == caps, (name, argument)
+    listed = {(name, argument) for name, argument, _ in CAPS}
+    for name, spec in SPECS.items():
+        for argument in spec.input_schema["properties"]:
+            if capped(dict(spec.input_schema), argument):
+                assert (name, argument) in listed, (name, argument)
+    assert all(spec.input_schema["additionalProperties"] is False for spec in SPECS.values())
+
+
+def test_the_descriptions_state_the_caps_the_code_keeps() -> None:
+    """A tool's description (its docstring) states its byte cap, its count cap and default, and
+    its other caps as the constants the code enforces."""
+    for name, spec in SPECS.items():
+        assert f"The result is at most {spec.max_bytes // 1024} KiB of JSON." in spec.description, name
+        limit = spec.input_schema["properties"].get("limit")
+        if limit is not None:
+            assert f"(default {limit['default']}, at most {limit['maximum']}" in spec.description, name
+    stated = {
+        "search": [f"a snippet of at most {SNIPPET_MAX_CHARS} characters"],
+        "get_thread": [f"(default and at most {THREAD_MAX_CHARS:,};"],
+        "get_message": [
+            f"(default {BODY_DEFAULT_CHARS:,}, at most {BODY_MAX_CHARS:,};",
+            f"(at most {LIST_FIELD_MAX}; never their content)",
+            f"(default {RAW_DEFAULT_BYTES:,}, at most {RAW_MAX_BYTES:,};",
+        ],
+        "store_message": [f"at most {STORE_MAX_BYTES >> 20} MiB"],
+        "tag_messages": [f"(default {TAG_DEFAULT_MESSAGES}, at most {TAG_MAX_MESSAGES})"],
+    }
+    for name, phrases in stated.items():
+        for phrase in phrases:
+            assert phrase in SPECS[name].description, (name, phrase)
+    defaults = {"get_thread": ("max_chars", THREAD_MAX_CHARS), "get_message": ("max_chars", BODY_DEFAULT_CHARS)}
+    for name, (argument, value) in defaults.items():
+        assert SPECS[name].input_schema["properties"][argument]["default"] == value
+
+
+def _at(argument: str, key: str, bound: int) -> object:
+    """A value of ``argument`` of size ``bound`` (a number, characters or items, as ``key`` counts)."""
+    if key in ("minimum", "maximum"):
+        return bound
+    if key in ("minLength", "maxLength"):
+        return "x" * bound
+    return [ITEMS[argument]] * bound
+
+
+@pytest.mark.parametrize(
+    ("name", "argument", "key", "bound"),
+    [(n, a, k, b) for n, a, caps in CAPS for k, b in caps.items() if k in CAP_KEYS],
+    ids=lambda v: str(v),
+)
+def test_an_argument_past_its_cap_is_refused_and_one_at_it_is_taken(
+    name: str, argument: str, key: str, bound: int
+) -> None:
+    spec = SPECS[name]
+    base = {a: v for a, v in REQUIRED.items() if a in spec.input_schema.get("required", ())}
+    at = check_arguments(spec, {**base, argument: _at(argument, key, bound)})
+    assert at[argument] == _at(argument, key, bound)
+    past = bound + 1 if key.startswith("max") else bound - 1
+    with pytest.raises(ToolError) as refused:
+        check_arguments(spec, {**base, argument: _at(argument, key, past)})
+    message = str(refused.value)
+    assert f"argument {argument!r}" in message, message
+    if key == "minLength" and bound == 1:
+        assert "must not be empty" in message
+    else:
+        assert str(bound) in message, message  # the bound it passed, said
 
 
 def test_fit_shortens_the_longest_texts_then_drops_trailing_items() -> None:

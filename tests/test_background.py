@@ -276,3 +276,43 @@ def test_a_server_of_another_data_directory_is_never_used(data_dir: Path, tmp_pa
         assert alive(theirs["pid"]) and record(other_dir) == theirs
     finally:
         run(other_dir, "server", "stop")
+
+
+@pytest.mark.parametrize("launcher", ["module", "former source"])
+def test_a_record_is_ours_by_the_launchers_command_line(launcher: str, tmp_path: Path) -> None:
+    """A record is trusted only when its process runs the shared launcher for this data
+    directory: the launcher module with ``--shared DATA_DIR``, or a shared server started by a
+    release whose launcher ran as ``python -c`` (its source's first line); never a command's own
+    server, nor another directory's."""
+    from aecs_mongo.embedded import background
+
+    data_dir = tmp_path / "aecs-data"
+    stand_in = "import sys, time; time.sleep(120)"
+    if launcher == "module":
+        # a stand-in ``-m`` target with the launcher's arguments: only its command line counts
+        (tmp_path / "aecs_mongo").mkdir()
+        (tmp_path / "aecs_mongo" / "__init__.py").write_text("")
+        (tmp_path / "aecs_mongo" / "embedded").mkdir()
+        (tmp_path / "aecs_mongo" / "embedded" / "__init__.py").write_text("")
+        (tmp_path / "aecs_mongo" / "embedded" / "launcher.py").write_text(stand_in)
+
+        def argv(mode: str, where: Path) -> list[str]:
+            return ["-m", "aecs_mongo.embedded.launcher", mode, str(where), "--", "--storage-path", str(where / "db")]
+
+        cases = {("--shared", data_dir): True, ("--parent", data_dir): False, ("--shared", tmp_path): False}
+    else:
+
+        def argv(mode: str, where: Path) -> list[str]:
+            mark = f"# aecs-mongo: the {mode} embedded SecantusDB server\n"
+            return ["-c", mark + stand_in, "--storage-path", str(where / "db")]
+
+        cases = {("shared", data_dir): True, ("", data_dir): False, ("shared", tmp_path): False}
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    for (mode, where), ours in cases.items():
+        proc = subprocess.Popen([sys.executable, *argv(mode, where)], cwd=tmp_path)  # exec'd on return
+        try:
+            rec = {"pid": proc.pid, "port": 1, "bootId": boot}
+            assert background._is_ours(rec, data_dir) is ours, (mode, where)
+        finally:
+            proc.kill()
+            proc.wait()

@@ -3,6 +3,7 @@ and once for real in a subprocess with no URI (the embedded server in a temporar
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -114,14 +115,19 @@ def test_options_are_never_abbreviated(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_the_command_table() -> None:
-    """Each command finds its handler by name in its module's table; the commands that write mail
-    say in the table that they need the store's indexes (ensured before their handler runs)."""
+    """Each command names its handler (``module:function``) and its options builder, both found;
+    the commands that write mail say in the table that they need the store's indexes (ensured
+    before their handler runs); the reads that the warm command host runs are marked there, and
+    the thin client routes by that mark."""
     from aecs_mongo import cli
+    from aecs_mongo.commands import options, table
+    from aecs_mongo.warm import client
 
-    for command in cli._COMMANDS:
-        assert command.handlers is None or callable(command.handlers()[command.name]), command.name
-    assert [c.name for c in cli._COMMANDS if c.handlers is None] == ["server"]
-    assert {c.name for c in cli._COMMANDS if c.indexes} == {
+    for command in table.COMMANDS:
+        assert callable(cli._handler(command)), command.name
+        assert callable(getattr(options, command.options)), command.name
+    assert [c.name for c in table.COMMANDS if not c.store] == ["server"]
+    assert {c.name for c in table.COMMANDS if c.indexes} == {
         "ingest",
         "reindex",
         "pop3",
@@ -130,6 +136,68 @@ def test_the_command_table() -> None:
         "tag",
         "folder",
     }
+    warm = {"mailboxes", "inbox", "threads", "thread", "show", "with", "replies", "find", "search", "count", "tags"}
+    assert {c.name for c in table.COMMANDS if c.warm} == warm
+    assert warm == client.WARM
+
+
+def _global_options(parser: argparse.ArgumentParser) -> tuple[set[str], set[str]]:
+    """The spellings of a parser's global options: those that take a value, and the flags."""
+    (group,) = [g for g in parser._action_groups if g.title == "global options"]
+    valued = {o for a in group._group_actions if a.nargs != 0 for o in a.option_strings}
+    flags = {o for a in group._group_actions if a.nargs == 0 for o in a.option_strings}
+    return valued, flags
+
+
+def test_the_client_knows_the_global_options_of_the_parser() -> None:
+    """The thin client skips the value of exactly the parser's global options that take one (the
+    word after ``--blobs`` is its URL, never the command) and takes its flags as flags; every
+    command's parser takes the same options, after the command."""
+    from aecs_mongo import cli
+    from aecs_mongo.warm import client
+
+    parser = cli.build_parser()
+    valued, flags = _global_options(parser)
+    assert "--blobs" in valued and "--search-index" in valued and "--json" in flags
+    assert valued == client.VALUED
+    assert flags == client.FLAGS
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in sub.choices.items():
+        taken = {o for a in command._actions if a.help == argparse.SUPPRESS for o in a.option_strings}
+        assert valued | flags <= taken, name
+    assert "'aecs-mongo --help' explains the global options (--uri, --db, --mailbox" in sub.choices["inbox"].epilog
+
+
+def test_the_word_after_a_global_option_that_takes_a_value_is_never_the_command(tmp_path: Path) -> None:
+    """``aecs-mongo --blobs URL inbox`` is a read: the thin client hands it to the warm command
+    host of the data directory, as it does ``inbox`` alone; ``tag`` after ``--blobs URL`` still
+    takes notmuch's ``+NAME``/``-NAME`` words."""
+    from aecs_mongo.cli import tag_changes
+    from aecs_mongo.warm import client
+    from aecs_mongo.warm.protocol import SOCKET_NAME
+
+    env = {"AECS_DATA_DIR": str(tmp_path)}
+    home = (os.path.realpath(tmp_path), SOCKET_NAME, None)
+    assert client._route(["inbox"], env) == home
+    for argv in (
+        ["--blobs", "file:///srv/blobs", "inbox"],
+        ["--blobs=file:///srv/blobs", "inbox"],
+        ["inbox", "--blobs", "file:///srv/blobs"],
+        ["--search-index", "none", "--json", "count", "x"],
+        ["-v", "--keep-server", "5m", "--db", "x", "tags"],
+    ):
+        assert client._route(argv, env) == home, argv
+    for argv in (["--blobs", "file:///srv/blobs", "ingest", "x.eml"], ["--blobs", "inbox", "ingest"], ["--blobs"]):
+        assert client._route(argv, env) is None, argv
+    assert tag_changes(["--blobs", "file:///srv/blobs", "tag", "+todo", "-inbox", "--", "from:boss"]) == [
+        "--blobs",
+        "file:///srv/blobs",
+        "tag",
+        "--add=todo",
+        "--remove=inbox",
+        "--",
+        "from:boss",
+    ]
 
 
 @pytest.mark.one_server
@@ -153,9 +221,11 @@ def test_a_command_imports_only_its_own_handlers(servers: Any, backend: str) -> 
     )
     servers.client(backend).drop_database(name)
     before, after = (line for line in result.stdout.splitlines() if line.startswith("["))
-    assert before == str(["aecs_mongo.commands.base", "aecs_mongo.commands.options"])
+    # table: the commands as data, the handler of each named, imported by the one that runs
+    parser = ["aecs_mongo.commands.base", "aecs_mongo.commands.options", "aecs_mongo.commands.table"]
+    assert before == str(parser)
     # stores: the one place that opens every command's store (and decides its search index)
-    opened = ["aecs_mongo.commands.base", "aecs_mongo.commands.options", "aecs_mongo.commands.reading"]
+    opened = [*parser, "aecs_mongo.commands.reading"]
     assert after == str(sorted([*opened, "aecs_mongo.commands.stores"]))
 
 
@@ -700,7 +770,7 @@ def test_a_server_whose_stop_hangs_still_ends_after_its_parent_is_killed(tmp_pat
     """The launcher's promise without relying on the server's own SIGTERM handling: a stand-in
     server that ignores SIGTERM (a stop that hangs) still exits once the grace after its parent's
     death is over, so a SIGKILLed command never leaves the data directory held."""
-    from aecs_mongo.embedded import server as embedded
+    from aecs_mongo.embedded.launcher import MODULE
 
     if not Path("/proc/self/stat").exists():
         pytest.skip("needs /proc to follow the processes")
@@ -712,12 +782,14 @@ def test_a_server_whose_stop_hangs_still_ends_after_its_parent_is_killed(tmp_pat
     )
     parent_code = (
         "import os, subprocess, sys, time\n"
-        "child = subprocess.Popen([sys.executable, '-c', sys.argv[1], str(os.getpid()), '2'], stdout=sys.stdout)\n"
+        "launcher = [sys.executable, '-m', sys.argv[1], '--parent', str(os.getpid()), '--grace', '2', '--']\n"
+        "child = subprocess.Popen(launcher, stdout=sys.stdout)\n"
         "time.sleep(600)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    path = os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "PYTHONPATH": path}  # the stand-in first
     parent = subprocess.Popen(
-        [sys.executable, "-c", parent_code, embedded._LAUNCHER], env=env, stdout=subprocess.PIPE, cwd=tmp_path
+        [sys.executable, "-c", parent_code, MODULE], env=env, stdout=subprocess.PIPE, cwd=tmp_path
     )
     assert parent.stdout is not None
     assert parent.stdout.readline() == b"up\n"  # the stand-in runs, with SIGTERM ignored

@@ -100,6 +100,32 @@ def test_an_unreachable_server_fails_fast_and_short(capsys: pytest.CaptureFixtur
     assert took < 6, took  # 10.9 s before
 
 
+def test_the_store_layer_raises_the_drivers_errors_as_the_packages() -> None:
+    """The command line imports no driver: the store layer translates the driver's exceptions
+    (the refused statement keeps the server's message and code), and the one-line text of a
+    refused hint still points at the missing indexes."""
+    from pymongo.errors import AutoReconnect, InvalidURI, OperationFailure, ServerSelectionTimeoutError
+
+    from aecs_mongo.commands.base import database_error_text
+    from aecs_mongo.errors import DatabaseError, DatabaseUriError, ServerUnavailableError
+    from aecs_mongo.synchronous.driver_errors import database_errors, translated
+
+    hint = "error processing query: hint provided does not correspond to an existing index"
+    refused = translated(OperationFailure("failed", code=2, details={"errmsg": hint}))
+    assert isinstance(refused, DatabaseError) and type(refused) is DatabaseError
+    assert str(refused) == hint and refused.code == 2
+    assert type(translated(ServerSelectionTimeoutError("no server"))) is ServerUnavailableError
+    assert type(translated(InvalidURI("bad"))) is DatabaseUriError
+    assert type(translated(AutoReconnect("gone"))) is DatabaseError
+    other = OSError("not the driver's")
+    assert translated(other) is other
+    with pytest.raises(ServerUnavailableError) as info, database_errors():
+        raise ServerSelectionTimeoutError("no server")
+    assert isinstance(info.value.__cause__, ServerSelectionTimeoutError)
+    text = database_error_text(OperationFailure("failed", code=2, details={"errmsg": hint}), None)
+    assert text.startswith(f"database: {hint}") and "run 'aecs-mongo indexes'" in text
+
+
 def test_the_data_directory_is_one_per_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from aecs_mongo.commands.base import user_data_dir
 

@@ -6,6 +6,10 @@
 - ``asynchronous/`` and ``synchronous/`` never import each other, and ``synchronous/`` is exactly
   what ``scripts/unasync.py`` generates (a hand edit fails here, not only in CI's ``--check``).
 - No class over 500 lines and no module over 900 lines outside the generated ``synchronous/``.
+- The rooms above the store (``mail/``, ``commands/``, ``agents/``, ``warm/``, ``cli``) import no
+  driver (``pymongo``, ``bson``, ``gridfs``, ``motor``) and name no collection (no ``.db``
+  attribute, no ``db[...]``): they use the store's API.
+- No room imports a room above it (``ROOMS``, bottom first).
 - No test module imports another: what tests share is in tests/helpers/ or conftest.py.
 
 Every ``import`` / ``from ... import`` anywhere in a module counts (top level, inside functions,
@@ -301,6 +305,15 @@ def test_the_sync_folder_is_exactly_what_unasync_generates() -> None:
     assert generated_drift(expected, unasync.TARGET) == []
 
 
+def test_the_agents_sync_folder_is_exactly_what_unasync_generates() -> None:
+    """The agent tools' twin: written once over the async store, the sync folder generated."""
+    unasync = load_unasync()
+    ((source, target),) = [(s, t) for s, t in unasync.PAIRS if s.parent.name == "agents"]
+    expected = unasync.expected_files(source)
+    assert {"__init__.py", "tools.py", "retrieval.py"} <= set(expected)
+    assert generated_drift(expected, target) == []
+
+
 def test_the_generated_folder_check_finds_a_hand_edit(tmp_path: Path) -> None:
     unasync = load_unasync()
     source = "async def ping(client: AsyncMongoClient) -> None:\n    await client.admin.command('ping')\n"
@@ -317,6 +330,207 @@ def test_the_generated_folder_check_finds_a_hand_edit(tmp_path: Path) -> None:
     assert generated_drift(expected, target) == [
         "extra.py: not generated (no source in asynchronous/)",
         "store.py: not what scripts/unasync.py writes (edited by hand? run python scripts/unasync.py)",
+    ]
+
+
+# --- the rooms above the store use its API ----------------------------------------------------------
+
+#: the rooms that reach the database only through the store's API
+ABOVE_STORE = ("aecs_mongo.mail", "aecs_mongo.commands", "aecs_mongo.agents", "aecs_mongo.warm", "aecs_mongo.cli")
+#: the driver's packages
+DRIVER = frozenset({"pymongo", "bson", "gridfs", "motor"})
+
+
+def driver_violations(found: dict[str, Path]) -> list[str]:
+    """``<module> imports <target>`` for each import of the driver by a module above the store
+    (every import statement: top level, in a function, under TYPE_CHECKING)."""
+    known = set(found)
+    bad = []
+    for name, path in found.items():
+        if within(name, ABOVE_STORE):
+            targets = imported_names(name, path, known)
+            bad += [f"{name} imports {t}" for t in sorted(targets) if t.partition(".")[0] in DRIVER]
+    return bad
+
+
+def collection_violations(found: dict[str, Path]) -> list[str]:
+    """``<module>:<line> names a collection`` for each ``.db`` attribute and each ``db[...]``
+    subscript in a module above the store."""
+    bad: list[tuple[str, int]] = []
+    for name, path in found.items():
+        if not within(name, ABOVE_STORE):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            named = (isinstance(node, ast.Attribute) and node.attr == "db") or (
+                isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "db"
+            )
+            if named:
+                bad.append((name, getattr(node, "lineno", 0)))
+    return [f"{name}:{line} names a collection" for name, line in sorted(bad)]
+
+
+def test_the_rooms_above_the_store_import_no_driver() -> None:
+    found = modules()
+    assert "aecs_mongo.mail.follow" in found and "aecs_mongo.cli" in found
+    bad = driver_violations(found)
+    assert sorted(bad) == []
+
+
+def test_the_rooms_above_the_store_name_no_collection() -> None:
+    assert collection_violations(modules()) == []
+
+
+def test_the_driver_rule_finds_driver_imports(tmp_path: Path) -> None:
+    """The check itself can fail: the driver imported at the top, in a function, under
+    TYPE_CHECKING, as ``bson`` or ``gridfs``; the store and the embedded server may."""
+    tree = write_tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "cli.py": "def run() -> None:\n    from pymongo.errors import PyMongoError\n",
+            "asynchronous/__init__.py": "",
+            "asynchronous/store.py": "import pymongo\n",
+            "embedded/__init__.py": "",
+            "embedded/server.py": "from pymongo import MongoClient\n",
+            "mail/__init__.py": "",
+            "mail/follow.py": "from pymongo import ReplaceOne\n",
+            "mail/fine.py": "import json\nfrom ..synchronous.store import MessageStore\n",
+            "commands/__init__.py": "",
+            "commands/base.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pymongo.database import Database\n"
+            ),
+            "agents/__init__.py": "",
+            "agents/tools.py": "import bson\n",
+            "warm/__init__.py": "",
+            "warm/host.py": "import gridfs, motor.motor_asyncio\n",
+        },
+    )
+    assert driver_violations(modules(tree)) == [
+        "aecs_mongo.agents.tools imports bson",
+        "aecs_mongo.cli imports pymongo.errors",
+        "aecs_mongo.commands.base imports pymongo.database",
+        "aecs_mongo.mail.follow imports pymongo",
+        "aecs_mongo.warm.host imports gridfs",
+        "aecs_mongo.warm.host imports motor.motor_asyncio",
+    ]
+
+
+def test_the_collection_rule_finds_db_access(tmp_path: Path) -> None:
+    """The check itself can fail: ``store.db[...]``, ``ctx.db.name``, ``db[...]``; the store may."""
+    tree = write_tree(
+        tmp_path,
+        {
+            "asynchronous/context.py": "def f(ctx):\n    return ctx.db['messages']\n",
+            "mail/imap.py": "def f(store):\n    return store.db['imap_sources'].find()\n",
+            "commands/reading.py": "def f(ctx, db):\n    x = ctx.db.name\n    return db['threads']\n",
+            "commands/fine.py": "def f(ctx, dbs):\n    return ctx.database.name, ctx.store.views, dbs['x']\n",
+        },
+    )
+    assert collection_violations(modules(tree)) == [
+        "aecs_mongo.commands.reading:2 names a collection",
+        "aecs_mongo.commands.reading:3 names a collection",
+        "aecs_mongo.mail.imap:2 names a collection",
+    ]
+
+
+# --- the rooms, one way --------------------------------------------------------------------------
+
+#: The package's rooms, bottom first: a module imports modules of its own room and of the rooms
+#: below it, never of one above (imports inside functions count). The warm path sits above the
+#: command line: its client runs the command in-process when no host answers, and its host runs
+#: ``cli.main``. The package root (``aecs_mongo``: the version, and the public names, each loaded
+#: on first use) is outside the order: any module may read ``__version__`` there.
+ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("the public surface", ("aecs_mongo.errors", "aecs_mongo.types", "aecs_mongo.results")),
+    ("the pure core", ("aecs_mongo.pure",)),
+    ("the normalizer", ("aecs_mongo.normalizer",)),
+    ("the search index", ("aecs_mongo.search_index",)),
+    ("the store", ("aecs_mongo.asynchronous", "aecs_mongo.synchronous")),
+    ("the embedded server", ("aecs_mongo.embedded",)),
+    ("the mail adapters", ("aecs_mongo.mail",)),
+    ("the agents", ("aecs_mongo.agents",)),
+    ("the commands", ("aecs_mongo.commands",)),
+    ("the command line", ("aecs_mongo.cli",)),
+    ("the warm path", ("aecs_mongo.warm",)),
+    ("the package", ("aecs_mongo.__main__",)),
+)
+
+
+def room_of(name: str) -> int | None:
+    """The index in ``ROOMS`` of the room of module ``name``; None when it is in none."""
+    return next((i for i, (_, members) in enumerate(ROOMS) if within(name, members)), None)
+
+
+def package_imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """``imports_of`` with the imports of a parent package kept (the package root's too)."""
+    found: set[str] = set()
+    for target in imported_names(name, path, known):
+        while target and target not in known:  # ``import a.b.c`` of an attribute path
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            found.add(target)
+    return found
+
+
+def room_violations(found: dict[str, Path]) -> list[str]:
+    """``<module> imports <target>`` for each import of a module in a room above the importer's,
+    and ``<module> is in no room`` for a module that ``ROOMS`` does not place."""
+    known = set(found)
+    bad = []
+    for name, path in found.items():
+        if name == "aecs_mongo":
+            continue
+        mine = room_of(name)
+        if mine is None:
+            bad.append(f"{name} is in no room")
+            continue
+        for target in sorted(package_imports(name, path, known)):
+            theirs = room_of(target)
+            if theirs is not None and theirs > mine:
+                bad.append(f"{name} imports {target}")
+    return bad
+
+
+def test_no_room_imports_one_above_it() -> None:
+    found = modules()
+    graph = {name: imports_of(name, path, set(found)) for name, path in found.items()}
+    assert "aecs_mongo.cli" in graph["aecs_mongo.warm.client"]  # the walk sees lazy imports
+    assert room_violations(found) == []
+
+
+def test_the_room_rule_finds_an_import_upwards(tmp_path: Path) -> None:
+    """The check itself can fail: an import of a higher room at the top, in a function, under
+    TYPE_CHECKING; a module in no room. The package root and its version are outside the order."""
+    tree = write_tree(
+        tmp_path,
+        {
+            "__init__.py": "from .cli import main\n",
+            "__main__.py": "from .warm.client import run\n",
+            "errors.py": "",
+            "cli.py": "from .commands.base import Context\nfrom .errors import AecsMongoError\n",
+            "commands/__init__.py": "",
+            "commands/base.py": "def f() -> None:\n    from ..cli import main\n",
+            "embedded/__init__.py": "",
+            "embedded/background.py": "def start() -> None:\n    from ..warm import spawn\n",
+            "warm/__init__.py": "",
+            "warm/spawn.py": "",
+            "warm/client.py": "def run() -> None:\n    from ..cli import main\n",
+            "pure/__init__.py": "",
+            "pure/keys.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from ..synchronous.store import MessageStore\n"
+            ),
+            "pure/version.py": "from .. import __version__\n",
+            "synchronous/__init__.py": "",
+            "synchronous/store.py": "from ..pure import keys\n",
+            "stray/__init__.py": "",
+        },
+    )
+    assert room_violations(modules(tree)) == [
+        "aecs_mongo.commands.base imports aecs_mongo.cli",
+        "aecs_mongo.embedded.background imports aecs_mongo.warm.spawn",
+        "aecs_mongo.pure.keys imports aecs_mongo.synchronous.store",
+        "aecs_mongo.stray is in no room",
     ]
 
 

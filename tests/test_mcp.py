@@ -26,18 +26,20 @@ import pytest
 from pymongo import MongoClient
 
 from aecs_mongo import MessageStore
-from aecs_mongo.agents import READ_TOOLS, SEMANTIC_SEARCH, WRITE_TOOLS
+from aecs_mongo.agents import READ_TOOLS, SEMANTIC_SEARCH, SPECS, WRITE_TOOLS
 from aecs_mongo.agents.mcp_server import load_token
 from aecs_mongo.agents.specs import MAX_ITEMS
 from aecs_mongo.embedded.server import EmbeddedServer, embedded_available
 
 from .helpers.agents import (
+    CAPS,
     REPLY_ID,
     ROOT_ID,
     SECRET_BCC,
     SENT_ID,
     assert_no_hidden,
     assert_within_caps,
+    capped,
     crafted_thread,
     every_read_call,
     hidden_id_message,
@@ -116,6 +118,31 @@ def test_the_read_tools_are_listed_with_their_schemas(session: McpSession) -> No
         assert "untrusted" in tool.description and "at most" in tool.description
         assert tool.annotations.read_only_hint is True
     assert not {s.name for s in WRITE_TOOLS} & {t.name for t in listed}
+
+
+def published_caps(tools: Any) -> None:
+    """The schemas a server lists are the ones derived from the tools' signatures, and they
+    state every cap of every listed tool."""
+    listed = {t.name: t.input_schema for t in tools}
+    for name, schema in listed.items():
+        assert schema == json.loads(json.dumps(SPECS[name].input_schema)), name
+    checked = {name for name, _, _ in CAPS if name in listed}
+    for name, argument, caps in CAPS:
+        if name in listed:
+            assert capped(schema=listed[name], argument=argument) == caps, (name, argument)
+    assert checked == set(listed)
+
+
+def test_the_published_schemas_carry_the_caps(session: McpSession) -> None:
+    published_caps(session.list_tools().tools)
+    for name, arguments, said in [
+        ("search", {"query": "x" * 1001}, "argument 'query' is too long (at most 1000 characters)"),
+        ("get_thread", {"thread_id": ROOT_ID, "max_chars": 199}, "argument 'max_chars' must be between 200 and 24000"),
+        ("get_message", {"message_id": ROOT_ID, "raw_max_bytes": 65_537}, "'raw_max_bytes' must be between 1024 and"),
+        ("list_messages", {"limit": 51}, "argument 'limit' must be between 1 and 50"),
+        ("semantic_search", {"vector": [1.0] * 8193}, "argument 'vector' must have 1 to 8192 items"),
+    ]:
+        assert said in refused(session.call(name, arguments)), name
 
 
 def test_every_tool_answers_within_its_caps_and_hides_nothing(session: McpSession) -> None:
@@ -229,8 +256,10 @@ def test_the_http_transport_needs_its_token(tmp_path: Path) -> None:
             assert refusal.value.code == 401
         mcp = McpSession.http(url, token)
         try:
-            names = [t.name for t in mcp.list_tools().tools]
+            tools = mcp.list_tools().tools
+            names = [t.name for t in tools]
             assert names[-3:] == [s.name for s in WRITE_TOOLS]
+            published_caps(tools)
             raw = "From: a@example.com\r\nSubject: over http\r\nMessage-ID: <http-1@example.com>\r\n\r\nhello"
             assert data(mcp.call("store_message", {"raw": raw}))["outcome"] == "stored"
             assert data(mcp.call("get_message", {"message_id": "http-1@example.com"}))["mail"]["text"] == "hello"

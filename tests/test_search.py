@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from aecs_mongo import MessageStore, NotFoundError, SearchQueryError
 from aecs_mongo.pure.queries import vector_search_pipeline
 from aecs_mongo.pure.search_compile import atlas_search
 from aecs_mongo.pure.search_query import Date, parse
+from aecs_mongo.synchronous import capabilities, search
+from aecs_mongo.synchronous.search_engine import SearchEngine
 
 from .helpers.factories import email
 
@@ -105,6 +108,46 @@ def test_text_engine_where_the_server_has_text_indexes(make_store: Any, db: Any,
     auto = make_store("alice")
     assert [h["messageId"] for h in auto.search("budg*")] == ["m2@example.com", "m1@example.com"]
     assert auto.search("budg*").engine == "scan" and auto.search("budget").engine == "text"
+
+
+def test_one_place_chooses_the_engine_and_every_engine_has_the_interface(db: Any, tmp_path: Path) -> None:
+    """``choose_engine`` for every setting and kind of query: the engine's name is what
+    ``engine_for`` and the results say, each engine implements ``SearchEngine``, and an engine
+    named by the setting that cannot express the query (or lacks its index) is refused."""
+    index = str(tmp_path / "search.db")
+    plain = MessageStore(db, mailbox_id="alice")
+    plain.ensure_indexes()
+    plain.store(mail(1, "Budget", "the budget"))
+    auto = "text" if capabilities.text_index(plain._context) else "scan"
+    cases: list[tuple[dict[str, Any], str, str | type[Exception]]] = [
+        ({}, "budget", auto),
+        ({}, "", auto),
+        ({}, "tag:todo", "messages"),
+        ({}, "is:unread date:2024..", "messages"),
+        ({"search_index": index}, "budget", "local"),
+        ({"search_index": index}, "tag:todo", "local"),
+        ({"search_engine": "text"}, "budget", "text"),
+        ({"search_engine": "text"}, "tag:todo", "messages"),
+        ({"search_engine": "text"}, "budg*", SearchQueryError),
+        ({"search_engine": "atlas"}, "budget", "atlas"),
+        ({"search_engine": "atlas"}, "folder:INBOX", "messages"),
+        ({"search_engine": "local", "search_index": index}, "tag:todo", "local"),
+        ({"search_engine": "local"}, "budget", ValueError),
+        ({"search_engine": "scan"}, "tag:todo", "scan"),
+        ({"search_engine": "scan"}, "", "scan"),
+    ]
+    for options, query, expected in cases:
+        store = MessageStore(db, mailbox_id="alice", **options)
+        ctx, tree = store._context, parse(query)
+        if isinstance(expected, type):
+            with pytest.raises(expected):
+                search.choose_engine(ctx, tree)
+            continue
+        engine = search.choose_engine(ctx, tree)
+        assert engine.name == expected == search.engine_for(ctx, tree), (options, query)
+        assert isinstance(engine, SearchEngine), (options, query)
+        if expected in ("messages", "local", "scan") or expected == auto:  # the engines this server runs
+            assert store.search(query).engine == expected, (options, query)
 
 
 def test_atlas_and_vector_pipelines_have_the_documented_shape() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,7 +13,6 @@ from pymongo.collation import Collation
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
 from aecs_mongo import MessageStore
-from aecs_mongo.embedded.server import LAUNCHER_HELPERS
 from aecs_mongo.pure.explain import plan_stages
 from aecs_mongo.pure.keys import blob_prefix, message_key
 
@@ -286,7 +283,7 @@ def test_every_write_path_statement_uses_an_index(servers: Any, backend: str, db
 
 def test_index_options_changed_between_writes_hold_for_the_next(db: Any) -> None:
     """The embedded server's launcher keeps SecantusDB's index catalog for one write statement
-    (``embedded.server.memo_index_catalog``), never longer: an index created or made unique
+    (``embedded.secantus_patches.memo_index_catalog``), never longer: an index created or made unique
     between two writes holds for the next insert, bulk insert and update of the same
     connection. A catalog kept across statements let the second ``B`` in."""
     people = db.people
@@ -312,18 +309,3 @@ def test_index_options_changed_between_writes_hold_for_the_next(db: Any) -> None
     with pytest.raises(DuplicateKeyError):
         people.update_many({"n": 1}, [{"$set": {"nick": {"$cond": [{"$eq": ["$name", "c"]}, "G", "g"]}}}])
     assert people.count_documents({"nick": {"$exists": True}}) == 1
-
-
-def test_the_launcher_keeps_the_index_catalog_of_the_installed_server() -> None:
-    """The installed SecantusDB still has the internals the launcher's catalog memo replaces:
-    where a release renames them, the memo is left out silently and the ingest loses a fifth
-    of its server time; this test says so."""
-    pytest.importorskip("secantus")
-    code = "import os, signal, sys, threading, time\n" + LAUNCHER_HELPERS
-    code += "\nmemo_index_catalog()\nfrom secantus import storage\n"
-    code += "print(storage.Storage._index_options_map.__qualname__, storage.Storage._insert_chunk.__qualname__)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
-    assert done.stdout.split() == [
-        "memo_index_catalog.<locals>._index_options_map",
-        "memo_index_catalog.<locals>.keeping.<locals>.run",
-    ]

@@ -197,6 +197,15 @@ def test_a_read_prints_the_same_through_the_host(warm: Warm, argv: tuple[str, ..
     assert done.returncode == 0 and done.stdout
 
 
+def test_a_read_after_a_global_option_with_a_value_goes_through_the_host(warm: Warm) -> None:
+    """``--blobs URL`` (the data directory's own blob store) before the command: the client takes
+    the command after the URL, and the host runs the read as in-process does."""
+    url = f"file://{(warm.data / 'blobs').resolve()}"
+    for argv in (("--blobs", url, "inbox", "--limit", "2"), ("--search-index", "none", "count", "budget")):
+        done = _same(warm, *argv)
+        assert done.returncode == 0 and done.stdout
+
+
 @pytest.mark.parametrize(("argv", "code"), ERRORS, ids=[" ".join(a) for a, _ in ERRORS])
 def test_an_error_is_the_same_line_and_exit_code(warm: Warm, argv: tuple[str, ...], code: int | None) -> None:
     done = _same(warm, *argv)

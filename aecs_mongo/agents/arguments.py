@@ -1,31 +1,36 @@
-"""A tool call's arguments checked against its JSON schema (the subset ``specs`` uses). Pure.
+"""A tool call's arguments checked against the tool's typed signature (pydantic).
 
-A model makes mistakes a programmer would not (a number as a string, a missing field, a field
-of another tool, a 10 MB string): every one is a ``ToolError`` that says which argument and
-what it must be, never a crash and never a value passed on unchecked. Optional arguments that
-are absent or null get their schema's default (or None). The schema subset: ``type`` (object,
-string, integer, number, boolean, array), ``minimum``/``maximum``, ``minLength``/``maxLength``,
-``minItems``/``maxItems``, ``enum``, ``items``, ``required``, ``additionalProperties: false``.
+Each tool's pydantic model (``specs.arguments_model``) has one field per parameter of its
+method, with its ``Annotated`` constraints and default, no other field and strict types: a
+model makes mistakes a programmer would not (a number as a string, a missing field, a field of
+another tool, a 10 MB string), and each is refused, never coerced. JSON has one number type,
+so ``20.0`` is the integer 20; null is an absent argument (its default).
+
+``check_arguments`` returns the arguments with defaults filled in, or raises a ``ToolError``
+that says which argument and what it must be.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from ..errors import ToolError
 from .specs import ToolSpec
 
-__all__ = ["check_arguments"]
+__all__ = ["bind_arguments", "check_arguments"]
 
-_TYPE_NAMES = {
-    "string": "a string",
-    "integer": "an integer",
-    "number": "a number",
-    "boolean": "true or false",
-    "array": "an array",
-    "object": "an object",
+#: what a strict type error means, by pydantic's error type
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "list_type": "an array",
 }
 
 
@@ -34,83 +39,99 @@ def _type_name(value: object) -> str:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
-    if isinstance(value, (int, float)):
+    if isinstance(value, int | float):
         return "a number"
     if isinstance(value, str):
         return "a string"
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, list | tuple):
         return "an array"
     if isinstance(value, Mapping):
         return "an object"
     return type(value).__name__
 
 
-def _is_type(value: object, kind: str) -> bool:
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "integer":
-        if isinstance(value, float) and value.is_integer():
-            return True  # JSON has one number type: 20.0 is the integer 20
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if kind == "array":
-        return isinstance(value, (list, tuple))
-    return isinstance(value, Mapping)
+def _kinds(schema: Mapping[str, Any]) -> set[str]:
+    """The JSON types a property's schema allows (``anyOf`` branches included)."""
+    return {str(s.get("type")) for s in [schema, *schema.get("anyOf", ())] if "type" in s}
 
 
-def _check(name: str, value: object, schema: Mapping[str, Any]) -> object:
-    kind = schema.get("type", "string")
-    if not _is_type(value, kind):
-        raise ToolError(f"argument {name!r} must be {_TYPE_NAMES[kind]}, not {_type_name(value)}")
-    if kind == "integer":
-        value = int(value)  # type: ignore[call-overload]
-    if kind in ("integer", "number"):
-        number: float = value  # type: ignore[assignment]
-        low, high = schema.get("minimum"), schema.get("maximum")
-        if (low is not None and number < low) or (high is not None and number > high):
-            raise ToolError(f"argument {name!r} must be between {low} and {high}")
-    if kind == "string":
-        text: str = value  # type: ignore[assignment]
-        if "enum" in schema and text not in schema["enum"]:
-            raise ToolError(f"argument {name!r} must be one of {', '.join(schema['enum'])}")
-        if len(text) < schema.get("minLength", 0):
-            raise ToolError(f"argument {name!r} must not be empty")
-        if "maxLength" in schema and len(text) > schema["maxLength"]:
-            raise ToolError(f"argument {name!r} is too long (at most {schema['maxLength']} characters)")
-    if kind == "array":
-        items: list[Any] = list(value)  # type: ignore[call-overload]
-        if not schema.get("minItems", 0) <= len(items) <= schema.get("maxItems", len(items)):
-            raise ToolError(
-                f"argument {name!r} must have {schema.get('minItems', 0)} to {schema.get('maxItems')} items"
-            )
-        inner = schema.get("items", {})
-        value = [_check(f"{name}[{i}]", item, inner) for i, item in enumerate(items)]
-    return value
+def _branch(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A property's schema without its null branch (where the constraints are)."""
+    return next((s for s in schema.get("anyOf", ()) if s.get("type") != "null"), schema)
+
+
+def _json_values(spec: ToolSpec, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` as JSON means them: null is absent, an integral number where an integer is
+    asked for is that integer, an array is a list (a Python caller's tuple too)."""
+    properties: Mapping[str, Any] = spec.input_schema["properties"]
+    values: dict[str, Any] = {}
+    for name, value in arguments.items():
+        kinds = _kinds(properties.get(name, {}))
+        if value is None and name in properties:
+            continue
+        if "integer" in kinds and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        elif "array" in kinds and isinstance(value, tuple):
+            value = list(value)
+        values[name] = value
+    return values
+
+
+def _message(spec: ToolSpec, error: ErrorDetails) -> str:
+    """One pydantic error as a sentence for the model: the argument and what it must be."""
+    properties: Mapping[str, Any] = spec.input_schema["properties"]
+    loc = error["loc"]
+    top = str(loc[0]) if loc else ""
+    arg = top + "".join(f"[{part}]" for part in loc[1:])
+    kind, value = error["type"], error.get("input")
+    schema = _branch(properties.get(top, {}))
+    if kind == "missing":
+        return f"{spec.name} needs the argument {top!r}"
+    if kind == "extra_forbidden":
+        known = ", ".join(properties) or "none"
+        return f"{spec.name} has no argument {top!r} (its arguments: {known})"
+    if kind == "finite_number":
+        return f"argument {arg!r} must be a number, and finite (not NaN or infinity)"
+    if kind in _EXPECTED:
+        return f"argument {arg!r} must be {_EXPECTED[kind]}, not {_type_name(value)}"
+    if kind in ("greater_than_equal", "less_than_equal"):
+        return f"argument {arg!r} must be between {schema.get('minimum')} and {schema.get('maximum')}"
+    if kind == "literal_error":
+        return f"argument {arg!r} must be one of {', '.join(map(str, schema.get('enum', ())))}"
+    if kind == "string_too_short":
+        least = (error.get("ctx") or {}).get("min_length", 1)
+        if least <= 1:
+            return f"argument {arg!r} must not be empty"
+        return f"argument {arg!r} is too short (at least {least} characters)"
+    if kind == "string_too_long":
+        return f"argument {arg!r} is too long (at most {(error.get('ctx') or {}).get('max_length')} characters)"
+    if kind in ("too_short", "too_long"):
+        return f"argument {arg!r} must have {schema.get('minItems', 0)} to {schema.get('maxItems')} items"
+    return f"argument {arg!r}: {error['msg']}"
 
 
 def check_arguments(spec: ToolSpec, arguments: object) -> dict[str, Any]:
-    """``arguments`` checked against ``spec.input_schema``, with defaults filled in; every
-    property of the schema is a key of the result (None where absent and without default)."""
+    """``arguments`` (a dict, as a model sends them) checked against ``spec``'s model, with
+    defaults filled in: every argument of the tool is a key of the result."""
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, Mapping):
         raise ToolError(f"the arguments of {spec.name} must be an object, not {_type_name(arguments)}")
-    schema = spec.input_schema
-    properties: Mapping[str, Any] = schema["properties"]
-    unknown = sorted(str(k) for k in arguments if k not in properties)
-    if unknown:
-        known = ", ".join(properties) or "none"
-        raise ToolError(f"{spec.name} has no argument {unknown[0]!r} (its arguments: {known})")
-    checked: dict[str, Any] = {}
-    for name, sub in properties.items():
-        value = arguments.get(name)
-        if value is None:
-            if name in schema.get("required", ()):
-                raise ToolError(f"{spec.name} needs the argument {name!r}")
-            checked[name] = sub.get("default")
-            continue
-        checked[name] = _check(name, value, sub)
-    return checked
+    if spec.model is None:  # a spec made by hand, not derived from a tool method
+        raise ToolError(f"{spec.name} has no argument model to check a call against")
+    try:
+        checked = spec.model.model_validate(_json_values(spec, arguments))
+    except ValidationError as exc:
+        raise ToolError(_message(spec, exc.errors(include_url=False)[0])) from None
+    return {name: getattr(checked, name) for name in type(checked).model_fields}
+
+
+def bind_arguments(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A direct call's positional and keyword arguments by name (``self`` left out), unchecked."""
+    try:
+        bound = inspect.signature(method).bind_partial(None, *args, **kwargs)
+    except TypeError as exc:
+        raise ToolError(f"{method.__name__}: {exc}") from None
+    named = dict(bound.arguments)
+    named.pop(next(iter(inspect.signature(method).parameters)), None)
+    return named

@@ -31,7 +31,7 @@ Mail is untrusted: text and metadata have the characters that hide text from a p
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
@@ -41,20 +41,12 @@ from langchain_core.retrievers import BaseRetriever
 
 from ..errors import ToolError
 from ..pure.invisible import strip_hidden
-from .bodies import Call, Embed
-from .shaping import date_of
-from .tools import arun_steps, run_steps
+from .asynchronous import retrieval as aretrieval
+from .shaping import date_of, sender
+from .synchronous import retrieval
+from .tools import store_errors
 
 __all__ = ["MailRetriever", "ThreadLoader"]
-
-Steps = Generator[Call | Embed, Any, Any]
-
-
-def _sender(address: Mapping[str, Any] | None) -> str | None:
-    if not address:
-        return None
-    name, email = address.get("name"), address.get("email")
-    return f"{name} <{email}>" if name else str(email)
 
 
 def _document(text: str, metadata: dict[str, Any]) -> Document:
@@ -88,57 +80,37 @@ class MailRetriever(BaseRetriever):
     page_content: Literal["forAI", "clean"] = "forAI"
     """What a Document's ``page_content`` is: the prompt-ready ``forAI`` text or the clean text."""
 
-    def _steps(self, query: str) -> Steps:
+    def _options(self, query: str) -> dict[str, Any]:
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, not {type(query).__name__}")
-        if self.search_type == "semantic":
-            if self.embed is None:
-                raise ToolError("search_type='semantic' needs an embedding function (embed=...)")
-            vector = yield Embed(query)
-            hits = yield Call("semantic_search", (vector,), {"limit": self.k})
-        else:
-            hits = yield Call("search", (query,), {"limit": self.k})
-        documents = []
-        summaries = yield Call("message_summaries", ([h["messageId"] for h in hits],))
-        tags = {s["messageId"]: list(s.get("tags") or ()) for s in summaries}
-        for hit in hits:
-            message = yield Call("get_message", (hit["messageId"],))
-            if message is None:  # deleted since the search read it
-                continue
-            meta: Mapping[str, Any] = message.get("metadata") or {}
-            content: Mapping[str, Any] = message.get("content") or {}
-            text = content.get("forAI") if self.page_content == "forAI" else content.get("clean")
-            metadata = {
-                "messageId": message["messageId"],
-                "threadId": message.get("threadId"),
-                "from": _sender(meta.get("from")),
-                "date": meta.get("date"),
-                "subject": meta.get("subject"),
-                "score": hit.get("score"),
-                "tags": tags.get(message["messageId"], []),
-            }
-            documents.append(_document(text or content.get("text") or "", metadata))
-        return documents
+        semantic = self.search_type == "semantic"
+        if semantic and self.embed is None:
+            raise ToolError("search_type='semantic' needs an embedding function (embed=...)")
+        return {"k": self.k, "semantic": semantic, "embed": self.embed, "page_content": self.page_content}
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         if _is_async(self.store):
             raise TypeError("this retriever's store is an AsyncMessageStore: use ainvoke")
-        documents: list[Document] = run_steps(self.store, self._steps(query), self.embed, "retriever", set())
-        return documents
+        options = self._options(query)
+        with store_errors("retriever", set()):
+            found = retrieval.retrieve(self.store, query, **options)
+        return [_document(text, metadata) for text, metadata in found]
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
         if not _is_async(self.store):
             return self._get_relevant_documents(query, run_manager=run_manager.get_sync())
-        documents: list[Document] = await arun_steps(self.store, self._steps(query), self.embed, "retriever", set())
-        return documents
+        options = self._options(query)
+        with store_errors("retriever", set()):
+            found = await aretrieval.retrieve(self.store, query, **options)
+        return [_document(text, metadata) for text, metadata in found]
 
 
 def _thread_document(thread: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> Document:
     blocks = []
     for entry in entries:
-        head = [f"From: {_sender(entry.get('from')) or '?'}", f"Date: {date_of(entry) or '-'}"]
+        head = [f"From: {sender(entry.get('from')) or '?'}", f"Date: {date_of(entry) or '-'}"]
         if entry.get("subject"):
             head.append(f"Subject: {entry['subject']}")
         blocks.append("\n".join(head) + "\n\n" + (entry.get("forAI") or "").strip())
@@ -149,7 +121,7 @@ def _thread_document(thread: Mapping[str, Any], entries: Sequence[Mapping[str, A
         "messageCount": int(thread["messageCount"]),
         "tags": list(thread.get("tags") or ()),
         "messageId": newest.get("messageId"),
-        "from": _sender(newest.get("from")),
+        "from": sender(newest.get("from")),
         "date": date_of(newest) if newest else None,
     }
     return _document("\n\n---\n\n".join(blocks), metadata)
@@ -166,26 +138,15 @@ class ThreadLoader(BaseLoader):
     def lazy_load(self) -> Iterator[Document]:
         if _is_async(self.store):
             raise TypeError("this loader's store is an AsyncMessageStore: use aload or alazy_load")
-        cursor = None
-        while True:
-            page = self.store.list_threads(cursor=cursor, limit=self.page_size)
-            for thread in page.threads:
-                yield _thread_document(thread, self.store.thread_context(thread["threadId"], limit=self.max_messages))
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        walk = retrieval.threads(self.store, max_messages=self.max_messages, page_size=self.page_size)
+        for thread, entries in walk:
+            yield _thread_document(thread, entries)
 
     async def alazy_load(self) -> AsyncIterator[Document]:
         if not _is_async(self.store):
             for document in self.lazy_load():
                 yield document
             return
-        cursor = None
-        while True:
-            page = await self.store.list_threads(cursor=cursor, limit=self.page_size)
-            for thread in page.threads:
-                entries = await self.store.thread_context(thread["threadId"], limit=self.max_messages)
-                yield _thread_document(thread, entries)
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        walk = aretrieval.threads(self.store, max_messages=self.max_messages, page_size=self.page_size)
+        async for thread, entries in walk:
+            yield _thread_document(thread, entries)

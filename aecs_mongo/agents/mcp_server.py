@@ -1,9 +1,10 @@
 """The Model Context Protocol server: the agent tools of ``aecs_mongo.agents`` over MCP.
 
 Built on the official SDK (``pip install 'aecs-mongo[mcp]'``), on its low-level ``Server``: the
-tools' names, descriptions and JSON schemas are defined once, framework-free, in
-``aecs_mongo.agents.specs`` and listed here as they are (the SDK's ``MCPServer`` would derive a
-second schema from Python signatures). A call runs the tool (a sync ``MailTools`` on a worker
+tools' names, descriptions and JSON schemas are derived once from the tools' typed signatures
+and docstrings (``aecs_mongo.agents.specs``, as the SDK's ``MCPServer`` derives them) and listed
+here as they are; the low-level server keeps the listing per tool set (``semantic_search`` where
+vectors are stored, the write tools when allowed). A call runs the tool (a sync ``MailTools`` on a worker
 thread, an ``AsyncMailTools`` on the loop) and answers with the result as JSON text and as
 structured content; a refusal (``ToolError``) is a tool error the model reads, and anything else
 is logged here and answered as a tool error too: the server keeps serving.
@@ -34,8 +35,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import __version__
 from ..embedded.datadir import make_private, read_record, write_record
 from ..errors import DataDirError, ToolError
+from .asynchronous.tools import AsyncMailTools
 from .specs import ToolSpec
-from .tools import AsyncMailTools, MailTools
+from .synchronous.tools import MailTools
 
 __all__ = ["INSTRUCTIONS", "TOKEN_FILE", "BearerToken", "build_server", "load_token", "serve_http", "serve_stdio"]
 

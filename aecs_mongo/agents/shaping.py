@@ -27,6 +27,7 @@ __all__ = [
     "json_size",
     "person",
     "result",
+    "sender",
     "summary_item",
     "thread_item",
 ]
@@ -69,6 +70,14 @@ def person(address: Mapping[str, Any] | None, cuts: Cuts) -> dict[str, Any] | No
     if not address:
         return None
     return {"name": cuts.text(address.get("name"), NAME_MAX_CHARS), "email": address.get("email")}
+
+
+def sender(address: Mapping[str, Any] | None) -> str | None:
+    """An address as one line (``Name <address>``, or the address alone), None without one."""
+    if not address:
+        return None
+    name, email = address.get("name"), address.get("email")
+    return f"{name} <{email}>" if name else str(email)
 
 
 def date_of(summary: Mapping[str, Any]) -> str | None:

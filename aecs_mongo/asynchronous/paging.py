@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from time import monotonic
 from typing import Any
 
@@ -19,7 +19,7 @@ from ..pure import queries, windows
 from ..pure.keys import doc_id
 from ..pure.settings import SPEC_VERSION, check_limit
 from . import capabilities
-from .context import AsyncStoreContext, resolve, to_list
+from .context import AsyncStoreContext, to_list
 
 #: where ``ctx.samples`` keeps the mailbox's sample (the reads' estimates sit beside it)
 _SAMPLE_KEY = SPEC_VERSION
@@ -85,7 +85,7 @@ async def sorted_rows(
         read = await windowed_read(ctx, query, sample=not small)
     rows: list[dict[str, Any]] = []
 
-    def take(batch: list[dict[str, Any]]) -> bool:
+    async def take(batch: list[dict[str, Any]]) -> bool:
         rows.extend(batch[: need - len(rows)])
         return len(rows) >= need
 
@@ -160,12 +160,12 @@ async def walk_windows(
     after: tuple[int, str] | None,
     need: int | None,
     projection: Mapping[str, Any] | None,
-    take: Callable[[list[dict[str, Any]]], Any],
+    take: Callable[[list[dict[str, Any]]], Awaitable[bool]],
     chunk: int = 500,
     plain: bool = False,
 ) -> None:
-    """Walk a read's windows, handing each answer window's rows (sorted) to ``take`` (a plain or
-    a coroutine function) until it says True or the range is exhausted. ``need``: rows wanted
+    """Walk a read's windows, handing each answer window's rows (sorted) to ``take`` until it
+    says True or the range is exhausted. ``need``: rows wanted
     (None: the whole range, in windows of about ``chunk`` rows)."""
     flat, residual = queries.flat_filter(query)
     if residual is not None and projection is not None:
@@ -188,7 +188,7 @@ async def walk_windows(
                 await capabilities.learn_limit_behaviour(ctx, collection, selector, query.sort)
             if not window.probe:
                 taken += len(batch)
-                if await resolve(take(batch)):
+                if await take(batch):
                     return
             window = walker.send(len(batch))
     except StopIteration:

@@ -16,6 +16,7 @@ from email.message import EmailMessage
 from typing import Any, Self
 
 from pymongo import WriteConcern
+from pymongo.errors import OperationFailure
 
 from ..pure.blob_location import parse_blob_url
 from ..pure.indexes import IndexReport
@@ -39,8 +40,12 @@ from . import (
     writing,
 )
 from .blobstores import AsyncBlobStore, open_external
-from .capabilities import completion_concern
+from .capabilities import DURABLE_WRITES, completion_concern
 from .context import AsyncStoreContext, Setting
+from .driver_errors import translated
+from .file_records import AsyncFileRecords
+from .imap_records import AsyncImapRecords
+from .views import AsyncMailboxViews
 from .workers import AsyncFeed
 
 __all__ = ["SEARCH_ENGINES", "AsyncMessageStore"]
@@ -158,6 +163,36 @@ class AsyncMessageStore:
         clone.db = self.db.with_options(write_concern=write_concern)
         clone._context = self._context.rebind(clone.db)
         return clone
+
+    def with_durable_writes(self) -> Self:
+        """This store writing with ``DURABLE_WRITES`` (majority, journaled): for writes that must
+        be durable before something irreversible, as POP3's delete-on-server."""
+        return self.with_write_concern(DURABLE_WRITES)
+
+    async def checkpoint(self) -> None:
+        """Make everything written so far durable on the server (its ``fsync`` command; nothing
+        where the server takes no commands). The server's refusal is a ``DatabaseError``."""
+        if not self.capabilities.server_commands:
+            return
+        try:
+            await self.db.client.admin.command("fsync")
+        except OperationFailure as exc:  # a refusal; a failure to reach the server stays the driver's
+            raise translated(exc) from exc
+
+    @property
+    def file_records(self) -> AsyncFileRecords:
+        """The records of the files ``sync_files`` read (``file_sources``), for it."""
+        return AsyncFileRecords(self._context)
+
+    @property
+    def imap_records(self) -> AsyncImapRecords:
+        """The IMAP sync's source records and folder positions, for ``aecs_mongo.mail.imap``."""
+        return AsyncImapRecords(self._context)
+
+    @property
+    def views(self) -> AsyncMailboxViews:
+        """The command line's extra reads of the mailbox (thread summaries, counts)."""
+        return AsyncMailboxViews(self._context)
 
     def _keep_index_stream(self) -> None:
         """Internal (the warm command host's and the MCP server's stores, which serve many reads):
@@ -330,7 +365,7 @@ class AsyncMessageStore:
     ) -> SearchResults[SearchHit]:
         """Messages matching ``query`` (the query language: words, "phrases", OR, NOT/-word,
         parentheses, prefix*, from:, to:, subject:, body:, attachment:, thread:, date:A..B; see
-        ``aecs_mongo/pure/search_query.py``): messageId, threadId, subject, ts, snippet, score.
+        ``aecs_mongo/pure/search_query/``): messageId, threadId, subject, ts, snippet, score.
 
         Newest first (``sort="date"``; ``next_cursor`` pages on with ``cursor=``), or best
         first (``sort="relevance"``) where the engine ranks (the local index, ``$text``, Atlas).

@@ -24,6 +24,7 @@ from ..errors import ServerFeatureError
 from ..pure import feed
 from ..pure.feed import FeedItem, Vectors
 from ..pure.settings import Capabilities
+from .statements import resolve
 
 
 class AsyncMessageStoreLike(Protocol):
@@ -52,13 +53,6 @@ _HISTORY_LOST = (286, 280)
 _HISTORY_WORDS = ("history", "oplog", "resume")
 _PASSED = object()  # an update event the feed does not hand out
 _NEEDS = "a replica set or a sharded cluster (MongoDB change streams; a single-node replica set will do)"
-
-
-async def _resolve(value: Any) -> Any:
-    """Await ``value`` if the driver returned an awaitable (Motor and PyMongo async differ)."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
 
 
 class AsyncFeed:
@@ -274,7 +268,7 @@ class AsyncFeed:
         if not self.store.capabilities.change_streams_possible:
             raise ServerFeatureError(f"store.watch needs change streams: {_NEEDS}; mongomock has none")
         try:
-            stream = await _resolve(
+            stream = await resolve(
                 self._messages.watch(
                     feed.stream_pipeline(self.store.mailbox_id, self.tags),
                     resume_after=resume_after,
@@ -358,7 +352,10 @@ async def _embed_batch(
     if not todo:
         return 0
     texts = [item.for_ai or "" for item in todo.values()]
-    vectors = feed.check_vectors(await _resolve(fn(texts)), len(texts))
+    found = fn(texts)
+    if inspect.isawaitable(found):  # the async API takes a plain or a coroutine embedding function
+        found = await found
+    vectors = feed.check_vectors(found, len(texts))
     stored = await store.set_embeddings(dict(zip(todo, vectors, strict=True)))
     if stored < len(todo):
         log.debug("%d messages were deleted before their vectors were stored", len(todo) - stored)

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import EXIT_USAGE, CliError, Context, Handlers, Output, note
+from .base import EXIT_USAGE, CliError, Context, Output, note
 
-__all__ = ["HANDLERS"]
+__all__ = ["mcp"]
 
 INSTALL_HINT = "pip install 'aecs-mongo[mcp]'"
 
@@ -62,7 +62,7 @@ def mcp(ctx: Context) -> Output:
         return Output({"token": token}, [token])
     # a shared view: whoever reads the agent's answers is not assumed to be the owner (no bcc);
     # the same engine and local index as the other commands (commands/stores.py decides them)
-    store = open_store(args, ctx.db, shared_view=True, long_lived=True)
+    store = open_store(args, ctx.database, shared_view=True, long_lived=True)
     if args.allow_writes:
         store.ensure_indexes()
     tools = MailTools(store, writable=args.allow_writes, embed=_embedder(args.embedder))
@@ -83,6 +83,3 @@ def mcp(ctx: Context) -> Output:
 
     anyio.run(serve)
     return Output()
-
-
-HANDLERS: Handlers = {"mcp": mcp}

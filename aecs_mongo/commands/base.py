@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pymongo.database import Database
-
+    from ..synchronous.connection import MailDatabase
     from ..synchronous.store import MessageStore
 
 __all__ = [
@@ -33,7 +32,6 @@ __all__ = [
     "CliError",
     "Context",
     "Handler",
-    "Handlers",
     "JsonLines",
     "Output",
     "StatusLine",
@@ -99,12 +97,13 @@ class Output:
 
 @dataclass
 class Context:
-    """What a command handler gets: the parsed arguments, an open store on its database, and
-    ``emit``, which prints one item of a streaming command at once (as a JSON line with ``--json``)."""
+    """What a command handler gets: the parsed arguments, an open store on its database (and the
+    database, for what spans its mailboxes), and ``emit``, which prints one item of a streaming
+    command at once (as a JSON line with ``--json``)."""
 
     args: argparse.Namespace
     store: MessageStore
-    db: Database[dict[str, Any]]
+    database: MailDatabase
     emit: Callable[[Output], None]
 
     @property
@@ -112,9 +111,8 @@ class Context:
         return bool(self.args.json)
 
 
+#: A command's handler (:data:`aecs_mongo.commands.table.COMMANDS` names each one).
 Handler = Callable[[Context], Output]
-#: The handlers of one module, by command name.
-Handlers = Mapping[str, Handler]
 
 
 # --- values as text ----------------------------------------------------------------------------
@@ -286,19 +284,18 @@ def disk_full_message(path: str | os.PathLike[str], what: str = "") -> str:
 
 
 def database_error_text(exc: BaseException, data_dir: Path | None) -> str:
-    """A database error on one line; under the embedded server (``data_dir``) a full disk is
-    named as such, with the path and the free space (a server out of space may say nothing
-    useful, or drop the connection)."""
-    from pymongo.errors import OperationFailure
-
+    """A database error on one line (a driver exception as the store layer translates it);
+    under the embedded server (``data_dir``) a full disk is named as such, with the path and the
+    free space (a server out of space may say nothing useful, or drop the connection)."""
     from ..embedded.server import low_on_disk
+    from ..errors import DatabaseError, ServerUnavailableError
+    from ..synchronous.driver_errors import translated
 
-    if isinstance(exc, OperationFailure):
-        message = str(exc.details.get("errmsg") if exc.details else exc)
-        if "hint" in message.lower() and "index" in message.lower():
-            message += " (no indexes yet: run 'aecs-mongo indexes' or 'aecs-mongo ingest' first)"
-    else:
-        message = str(exc)
+    found = translated(exc)
+    message = str(found)
+    refused = isinstance(found, DatabaseError) and not isinstance(found, ServerUnavailableError)
+    if refused and "hint" in message.lower() and "index" in message.lower():
+        message += " (no indexes yet: run 'aecs-mongo indexes' or 'aecs-mongo ingest' first)"
     message = " ".join(message.split())[:300] or type(exc).__name__
     if data_dir is not None and (low_on_disk(data_dir) or "no space left" in message.lower()):
         return disk_full_message(data_dir, f"the database said: {message}")

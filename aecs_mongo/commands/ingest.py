@@ -27,7 +27,6 @@ from .base import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     Context,
-    Handlers,
     Output,
     StatusLine,
     database_error_text,
@@ -35,7 +34,7 @@ from .base import (
 )
 from .interrupts import StopRequest, finish_in_hand_on_interrupt, until
 
-__all__ = ["HANDLERS", "Progress"]
+__all__ = ["Progress", "ingest"]
 
 
 class Progress(StatusLine):
@@ -172,7 +171,7 @@ class _Run:
 
 def _mailbox_count(ctx: Context) -> int | None:
     try:
-        return int(ctx.db["messages"].count_documents({"mailboxId": ctx.store.mailbox_id}))
+        return ctx.store.views.message_count()
     except Exception:  # the server is gone: the report says what was confirmed
         return None
 
@@ -189,6 +188,3 @@ def _reconcile(ctx: Context, report: IngestReport, before: int | None) -> None:
         report.stored_unconfirmed = min(extra, len(report.unconfirmed))
         report.stored += report.stored_unconfirmed
         report.drop_unconfirmed(report.stored_unconfirmed)
-
-
-HANDLERS: Handlers = {"ingest": ingest}

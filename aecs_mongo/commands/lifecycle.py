@@ -18,7 +18,6 @@ from .base import (
     EXIT_USAGE,
     CliError,
     Context,
-    Handlers,
     Output,
     StatusLine,
     disk_full_message,
@@ -28,7 +27,7 @@ from .base import (
 )
 from .interrupts import signals_as_interrupt
 
-__all__ = ["HANDLERS"]
+__all__ = ["delete", "erase", "expire", "export"]
 
 
 def delete(ctx: Context) -> Output:
@@ -53,15 +52,7 @@ def _not_empty(path: Path) -> str | None:
 def _left_out(ctx: Context) -> int:
     """The other copies (variants) an export without ``--variants`` leaves out (one aggregation
     over the exported messages' ``variantHashes``)."""
-    from ..pure.lifecycle import export_filter
-
-    selector = export_filter(ctx.store.mailbox_id, ctx.args.since, ctx.args.until)
-    pipeline: list[dict[str, object]] = [
-        {"$match": {**selector, "variantHashes.0": {"$exists": True}}},
-        {"$group": {"_id": None, "copies": {"$sum": {"$size": "$variantHashes"}}}},
-    ]
-    rows = list(ctx.db["messages"].aggregate(pipeline))
-    return int(rows[0]["copies"]) if rows else 0
+    return ctx.store.views.variant_copies(ctx.args.since, ctx.args.until)
 
 
 def export(ctx: Context) -> Output:
@@ -186,6 +177,3 @@ def erase(ctx: Context) -> Output:
         + (f"; {report.remaining} messages stored during the erase remain" if report.remaining else "")
     )
     return Output(report.as_dict(), [text], EXIT_FAILED if report.remaining else EXIT_OK)
-
-
-HANDLERS: Handlers = {"delete": delete, "export": export, "expire": expire, "erase": erase}

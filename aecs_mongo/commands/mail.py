@@ -21,7 +21,6 @@ from .base import (
     EXIT_USAGE,
     CliError,
     Context,
-    Handlers,
     Output,
     StatusLine,
     on_terminal,
@@ -29,7 +28,7 @@ from .base import (
 )
 from .interrupts import finish_in_hand_on_interrupt
 
-__all__ = ["HANDLERS"]
+__all__ = ["imap_sync", "migrate_gdbm", "pop3_download"]
 
 
 def _password(args: argparse.Namespace, protocol: str) -> str:
@@ -189,6 +188,3 @@ def _imap_lines(report: ImapSyncReport) -> Iterator[str]:
         f" in {synced} folder{'s' if synced != 1 else ''} of {report.account}"
         + (" (interrupted: the next run continues)" if report.interrupted else "")
     )
-
-
-HANDLERS: Handlers = {"pop3": pop3_download, "migrate-gdbm": migrate_gdbm, "imap": imap_sync}

@@ -7,9 +7,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .base import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Context, Handlers, Output, human_size, plural
+from .base import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Context, Output, human_size, plural
 
-__all__ = ["HANDLERS"]
+__all__ = ["blobs", "indexes", "reindex", "stats"]
 
 _ENGINE_NOTES = {
     "atlas": "Atlas index",
@@ -56,27 +56,7 @@ def stats(ctx: Context) -> Output:
 def _oplog(ctx: Context) -> dict[str, Any] | None:
     """The server's oplog (``local.oplog.rs``): entries, bytes and its bounds, as far as the
     server says; None where there is none (a standalone server) or it cannot be read."""
-    from pymongo.errors import PyMongoError
-
-    local = ctx.db.client["local"]
-    entry: dict[str, Any] = dict.fromkeys(("count", "size", "storageSize", "maxSize", "max"))
-    found = False
-    try:
-        stats = local.command({"collStats": "oplog.rs"})
-        entry.update({k: stats.get(k) for k in entry})
-        found = True
-    except (PyMongoError, NotImplementedError):
-        pass
-    try:
-        rows = list(local["oplog.rs"].aggregate([{"$collStats": {"storageStats": {}}}]))
-        storage = rows[0].get("storageStats", {}) if rows else {}
-        for key in entry:
-            if entry[key] is None and storage.get(key) is not None:
-                entry[key] = storage[key]
-                found = True
-    except (PyMongoError, NotImplementedError):
-        pass
-    return entry if found else None
+    return ctx.database.oplog()
 
 
 #: What the embedded server's files hold (SecantusDB's WiredTiger tables), for the ``stats`` table.
@@ -147,10 +127,8 @@ def _stats_lines(
 
 def blobs(ctx: Context) -> Output:
     """``blobs show`` and ``blobs migrate --to URL`` (``aecs_mongo/asynchronous/migration.py``)."""
-    from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION
-
     if ctx.args.action == "show":
-        recorded = ctx.db[SETTINGS_COLLECTION].find_one({"_id": BLOBS_SETTING}) or {}
+        recorded = ctx.database.recorded_blobs() or {}
         data = {
             "url": recorded.get("url") or ctx.store.blobs.url,
             "recorded": bool(recorded),
@@ -162,9 +140,7 @@ def blobs(ctx: Context) -> Output:
         return Output(data, text)
     if not ctx.args.to:
         raise CliError("blobs migrate needs --to URL", EXIT_USAGE)
-    from ..synchronous.migration import migrate_blobs
-
-    report = migrate_blobs(ctx.db, ctx.args.to, source=ctx.store.blobs.url)
+    report = ctx.database.migrate_blobs(ctx.args.to, source=ctx.store.blobs.url)
     data = {
         "source": report.source,
         "target": report.target,
@@ -181,6 +157,3 @@ def blobs(ctx: Context) -> Output:
     ]
     notes = [f"{len(report.missing)} blob(s) named by messages were not in {report.source}: {report.missing[:3]}"]
     return Output(data, text, EXIT_FAILED if report.missing else EXIT_OK, notes=notes if report.missing else ())
-
-
-HANDLERS: Handlers = {"reindex": reindex, "indexes": indexes, "stats": stats, "blobs": blobs}

@@ -16,7 +16,6 @@ from .base import (
     EXIT_USAGE,
     CliError,
     Context,
-    Handlers,
     JsonLines,
     Output,
     StatusLine,
@@ -29,7 +28,7 @@ from .base import (
     terminal_width,
 )
 
-__all__ = ["HANDLERS", "SHORT_ID"]
+__all__ = ["SHORT_ID", "count", "find", "inbox", "mailboxes", "replies", "search", "show", "thread", "threads", "with_"]
 
 #: Hex digits of a thread key shown as a thread's short id (``thread`` takes 4 or more, like git).
 SHORT_ID = 8
@@ -104,32 +103,27 @@ def _empty_mailbox(ctx: Context) -> tuple[str, ...]:
     mailbox = ctx.store.mailbox_id
     if ctx.store.list_messages(limit=1).messages:  # the store's first page: windowed where that is cheaper
         return ()  # the mailbox has mail; this read just found none of it
-    others = [m for m in ctx.db["messages"].distinct("mailboxId") if m != mailbox]
+    others = [m for m in ctx.database.mailboxes() if m != mailbox]
     if not others:
         return ()
     shown = ", ".join(repr(m) for m in sorted(others)[:5]) + (", ..." if len(others) > 5 else "")
     count = plural(len(others), "other mailbox", "other mailboxes")
     return (
-        f"mailbox {mailbox!r} is empty; the database {ctx.db.name!r} has {count}: {shown}"
+        f"mailbox {mailbox!r} is empty; the database {ctx.database.name!r} has {count}: {shown}"
         " ('aecs-mongo mailboxes' lists them; --mailbox NAME reads one)",
     )
 
 
 def mailboxes(ctx: Context) -> Output:
     """Every mailbox of the database with its counts (each count is one index count)."""
-    names = sorted(ctx.db["messages"].distinct("mailboxId"))
-    found = [
-        {
-            "mailboxId": name,
-            "messages": ctx.db["messages"].count_documents({"mailboxId": name}),
-            "threads": ctx.db["threads"].count_documents({"mailboxId": name}),
-        }
-        for name in names
-    ]
+    found: list[dict[str, Any]] = []
+    for name in ctx.database.mailboxes():
+        messages, threads = ctx.database.counts(name)
+        found.append({"mailboxId": name, "messages": messages, "threads": threads})
 
     def lines() -> Iterator[str]:
         if not found:
-            yield f"no mailboxes: the database {ctx.db.name!r} holds no mail yet"
+            yield f"no mailboxes: the database {ctx.database.name!r} holds no mail yet"
             return
         width = max(len("mailbox"), *(len(f["mailboxId"]) for f in found))
         yield f"{'mailbox':{width}}  {'messages':>9}  {'threads':>9}"
@@ -185,25 +179,7 @@ def _threads_of_search(ctx: Context) -> Output:
     for hit in results:
         if hit["threadId"] not in order:
             order.append(hit["threadId"])
-    from ..pure.keys import doc_id, thread_key
-
-    ids = [doc_id(ctx.store.mailbox_id, thread_key(t)) for t in order]
-    fields = {"_id": 0, "threadId": 1, "subject": 1, "messageCount": 1, "firstTs": 1, "lastTs": 1}
-    fields |= {"firstMessageKey": 1, "lastMessageKey": 1, "tags": 1}
-    summaries = {t["threadId"]: t for t in ctx.db["threads"].find({"_id": {"$in": ids}}, fields)} if ids else {}
-    found = [summaries[t] for t in order if t in summaries]
-    from ..pure import tags as tag_reads
-
-    # a summary keeps its tags (threads.tags); one written before that: from its messages
-    keys = [thread_key(t["threadId"]) for t in found if not isinstance(t.get("tags"), list)]
-    messages = ctx.db["messages"]
-    box = ctx.store.mailbox_id
-    tags: dict[str, list[str]] = {}
-    probe = messages.find(tag_reads.tagged_probe(box), {"_id": 1}, limit=1).hint(tag_reads.TAGGED_PROBE_HINT)
-    if keys and next(iter(probe), None) is not None:
-        rows = messages.find(tag_reads.thread_tags_filter(box, keys), tag_reads.THREAD_TAGS_PROJECTION)
-        tags = tag_reads.thread_tags_union(rows)
-    found = [{**t, "tags": tag_reads.row_tags(t) or tags.get(thread_key(t["threadId"]), [])} for t in found]
+    found = ctx.store.views.thread_summaries(order)
     trailer = {"next_cursor": results.next_cursor, "engine": results.engine}
     return _thread_page(found, trailer, results.next_cursor)
 
@@ -214,15 +190,7 @@ def _by_prefix(ctx: Context, prefix: str) -> str | None:
     several do. One read on the ``_id`` index (an anchored prefix of ``<mailbox>:<key>``)."""
     if len(prefix) < _MIN_PREFIX or not _HEX.fullmatch(prefix):
         return None
-    mailbox = ctx.store.mailbox_id
-    found = list(
-        ctx.db["threads"]
-        .find(
-            {"mailboxId": mailbox, "_id": {"$regex": "^" + re.escape(f"{mailbox}:{prefix}")}},
-            {"threadId": 1, "subject": 1},
-        )
-        .limit(11)
-    )
+    found = ctx.store.views.threads_by_prefix(prefix, 11)
     if len(found) == 1:
         return str(found[0]["threadId"])
     if not found:
@@ -370,19 +338,5 @@ class _SearchProgress(StatusLine):
 
     def __call__(self, examined: int) -> None:
         if self.total is None:  # counted once, on the first window: only a scan reports progress
-            self.total = self.ctx.db["messages"].count_documents({"mailboxId": self.ctx.store.mailbox_id})
+            self.total = self.ctx.store.views.message_count()
         self.show(f"searched {examined:,} of {self.total:,}", force=examined >= self.total)
-
-
-HANDLERS: Handlers = {
-    "mailboxes": mailboxes,
-    "inbox": inbox,
-    "threads": threads,
-    "thread": thread,
-    "show": show,
-    "with": with_,
-    "replies": replies,
-    "find": find,
-    "search": search,
-    "count": count,
-}

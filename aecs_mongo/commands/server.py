@@ -4,6 +4,8 @@ between commands (:mod:`aecs_mongo.embedded.background`). It runs without a stor
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..embedded import background
@@ -14,7 +16,8 @@ from .base import EXIT_USAGE, CliError, Output, data_dir_of
 __all__ = ["server"]
 
 
-def server(args: argparse.Namespace) -> Output:
+def server(args: argparse.Namespace, companion: Callable[[Path], None] | None = None) -> Output:
+    """``companion``: what ``server start`` starts beside the server (``background.use``)."""
     if args.uri:
         raise CliError("'server' manages the embedded server of --data-dir; leave out --uri", EXIT_USAGE)
     if not embedded_available():
@@ -33,7 +36,7 @@ def server(args: argparse.Namespace) -> Output:
             if args.action == "start":
                 if args.keep_server <= 0:
                     raise CliError("'server start' needs --keep-server above 0", EXIT_USAGE)
-                state = background.start(data_dir, args.keep_server)
+                state = background.start(data_dir, args.keep_server, companion=companion)
             else:
                 state = background.status(data_dir)
             data = state.as_dict()

@@ -18,30 +18,29 @@ import argparse
 import hashlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pymongo.database import Database
-
+    from ..synchronous.connection import MailDatabase
     from ..synchronous.store import MessageStore
 
 __all__ = ["blobs_for", "deployment", "open_store", "search_index_for"]
 
 
-def search_index_for(args: argparse.Namespace, db: Database[dict[str, Any]]) -> Path | None:
+def search_index_for(args: argparse.Namespace, database: MailDatabase) -> Path | None:
     """The local search index file of a command's store, or None (the server's own text index
     serves search, or ``--search-index none``). ``args.embedded_dir`` is set (None with
     ``--uri``) by the run that started or found the server."""
     chosen = getattr(args, "search_index", None)
     if chosen is not None:
         return None if chosen == "none" else Path(chosen).expanduser().resolve()
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.db)
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.database_name)
     if not args.uri:
         return Path(args.embedded_dir).resolve() / "search" / f"{name}.sqlite"
-    if "aecs_bodies_search" in {ix["name"] for ix in db.bodies.list_indexes()}:
+    if database.has_text_index():
         return None  # the server's $text index serves search
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aecs-mongo" / "search"
-    where = hashlib.sha256(f"{deployment(args.uri)}\n{args.db}".encode()).hexdigest()[:16]
+    where = hashlib.sha256(f"{deployment(args.uri)}\n{args.database_name}".encode()).hexdigest()[:16]
     return cache / f"{name}-{where}.sqlite"
 
 
@@ -53,32 +52,28 @@ def deployment(uri: str) -> str:
     return scheme + "://" + ",".join(sorted(hosts.lower().split(",")))
 
 
-def blobs_for(args: argparse.Namespace, db: Database[dict[str, Any]]) -> str:
+def blobs_for(args: argparse.Namespace, database: MailDatabase) -> str:
     """The blob store of the command: ``--blobs`` or ``$AECS_BLOBS``; else the one the database
     records; else, for the embedded server, a directory in its data directory (``blobs``),
     unless the database holds mail stored before locations were recorded (GridFS); else GridFS
     (``--uri``, as the library's default)."""
-    from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION
-
     given = getattr(args, "blobs", None)
     if given:
         return str(given)
-    recorded = db[SETTINGS_COLLECTION].find_one({"_id": BLOBS_SETTING})  # by _id: one indexed read
+    recorded = database.recorded_blobs()
     if recorded is not None:
         url = str(recorded["url"])
         return url
     if args.uri:
         return "gridfs"
-    from ..synchronous.statements import holds_mail
-
-    if holds_mail(db.messages):  # only for a data directory's first store: on the _id index
+    if database.holds_mail():  # only for a data directory's first store: on the _id index
         return "gridfs"
     return "file://" + str(Path(args.embedded_dir).resolve() / "blobs")
 
 
 def open_store(
     args: argparse.Namespace,
-    db: Database[dict[str, Any]],
+    database: MailDatabase,
     *,
     shared_view: bool = False,
     long_lived: bool = False,
@@ -88,16 +83,13 @@ def open_store(
     ``shared_view``: what the store reads is seen by others (the MCP server): bcc is never shown.
     ``long_lived``: the store serves many reads (the warm command host, the MCP server): its
     local index keeps its change stream open between them (one ``getMore`` a read)."""
-    from ..synchronous.store import MessageStore
-
-    blobs = blobs_for(args, db)
-    store = MessageStore(
-        db,
+    blobs = blobs_for(args, database)
+    store = database.open_store(
         mailbox_id=args.mailbox,
         owner_addresses=getattr(args, "owner", None) or (),
         durable=not getattr(args, "fast", False),
         shared_view=shared_view,
-        search_index=search_index_for(args, db),
+        search_index=search_index_for(args, database),
         blobs=blobs,
     )
     if long_lived:

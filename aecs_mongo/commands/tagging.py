@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Context, Handlers, JsonLines, Output, plural
+from .base import Context, JsonLines, Output, plural
 
-__all__ = ["HANDLERS"]
+__all__ = ["folder", "tag", "tags"]
 
 
 def tag(ctx: Context) -> Output:
@@ -41,7 +41,7 @@ def _change(ctx: Context, change: Any) -> Output:
 
 def tags(ctx: Context) -> Output:
     counts = ctx.store.tags()
-    total = ctx.db["messages"].count_documents({"mailboxId": ctx.store.mailbox_id})
+    total = ctx.store.views.message_count()
     unread = total - counts.get("$seen", 0)
     found: list[dict[str, Any]] = [{"tag": name, "count": n} for name, n in counts.items()]
 
@@ -53,6 +53,3 @@ def tags(ctx: Context) -> Output:
         return [*rows, f"{'unread (no $seen)':{width}}  {unread:>9,}"]
 
     return Output(JsonLines(found, {"messages": total, "unread": unread}), lines())
-
-
-HANDLERS: Handlers = {"folder": folder, "tag": tag, "tags": tags}

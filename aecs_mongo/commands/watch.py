@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from .base import Context, Handlers, Output, column, terminal_width
+from .base import Context, Output, column, terminal_width
 from .interrupts import signals_as_interrupt
 
-__all__ = ["HANDLERS"]
+__all__ = ["watch"]
 
 
 def watch(ctx: Context) -> Output:
@@ -24,6 +24,3 @@ def watch(ctx: Context) -> Output:
             line = f"{when:16}  {column(item.sender or '?', who)}  {column(item.subject, about)}  {mid}"
             ctx.emit(Output(item.as_dict(), [line]))
     return Output()
-
-
-HANDLERS: Handlers = {"watch": watch}

@@ -1,10 +1,9 @@
 """The command line's shared embedded server: one per data directory, kept between commands.
 
-Starting SecantusDB costs about 2 s and stopping it as much, so a command that started its own
-server would spend 4 s around a 0.4 s query. Like gpg-agent or ssh's ControlPersist, the command
-line keeps one server per data directory running in the background and lets it stop itself
-once idle. The library's ``EmbeddedServer`` (a child of its caller, stopped on exit) does not
-change: this module is the command line's choice.
+A server started and stopped around each command would cost more than most commands take. Like
+gpg-agent or ssh's ControlPersist, the command line keeps one server per data directory running
+in the background and lets it stop itself once idle. The library's ``EmbeddedServer`` (a child
+of its caller, stopped on exit) does not change: this module is the command line's choice.
 
 In the data directory (private, like the rest of it; see :mod:`aecs_mongo.embedded.datadir`):
 
@@ -19,9 +18,10 @@ In the data directory (private, like the rest of it; see :mod:`aecs_mongo.embedd
   long as it runs (a ``watch`` for hours); the kernel drops it when the command dies.
 - ``server.used``: its mtime is the last time a command started or ended.
 
-The server's launcher runs a watch thread: every second, when no command holds
-``server.clients`` and nobody holds ``server.lock``, and the last use is ``idleSeconds`` ago, it
-removes the record and stops the server cleanly (SIGTERM: SecantusDB checkpoints and closes).
+The server's launcher runs a watch thread (:func:`aecs_mongo.embedded.launcher.watch_idle`):
+every second, when no command holds ``server.clients`` and nobody holds ``server.lock``, and the
+last use is ``idleSeconds`` ago, it removes the record and stops the server cleanly (SIGTERM:
+SecantusDB checkpoints and closes).
 It also stops when the record no longer names it (removed, or replaced), so a server whose
 starter died before writing the record, or whose data directory was deleted, does not linger.
 """
@@ -33,7 +33,6 @@ import fcntl
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -43,7 +42,8 @@ from typing import Any
 from ..errors import ServerFeatureError
 from ..pure.settings import parse_duration
 from .datadir import PRIVATE_UMASK, Credentials, make_private, read_record, remove_record, write_record
-from .server import LAUNCHER_HELPERS, EmbeddedServer, _free_port, exit_reason, wake_listener
+from .launcher import CLIENTS_LOCK, MODULE, RECORD, START_LOCK, USED, child_env, command
+from .server import EmbeddedServer, _free_port, exit_reason, wake_listener
 
 __all__ = [
     "DEFAULT_KEEP_SECONDS",
@@ -62,84 +62,11 @@ __all__ = [
 
 DEFAULT_KEEP_SECONDS = 300.0
 KEEP_ENV = "AECS_KEEP_SERVER"
-RECORD = "server.json"
-START_LOCK = "server.lock"
-CLIENTS_LOCK = "server.clients"
-USED = "server.used"
 LOCK_TIMEOUT = 120.0  # a start (first start: two) or a stop holds the lock for seconds, never minutes
 STOP_TIMEOUT = 60.0
-_MARK = "# aecs-mongo: the shared embedded SecantusDB server"
-
-# The background server's launcher: SecantusDB with the idle watch described above. Not a child
-# watch as the command's own server has: this one outlives the command on purpose.
-_LAUNCHER = (
-    _MARK
-    + """
-import fcntl, json, os, runpy, signal, sys, threading, time
-data_dir, tick, grace = sys.argv.pop(1), float(sys.argv.pop(1)), float(sys.argv.pop(1))
-record_path = os.path.join(data_dir, "server.json")
-started = time.time()
-
-
-def take(name):
-    fd = os.open(os.path.join(data_dir, name), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return fd
-    except OSError:
-        os.close(fd)
-        return None
-
-
-def stop(reason):
-    print("aecs-mongo: stopping the shared server: " + reason, file=sys.stderr, flush=True)
-    os.kill(os.getpid(), signal.SIGTERM)  # SecantusDB's clean stop; once only
-    wake_listener(grace)
-    print("aecs-mongo: the server did not stop; exiting", file=sys.stderr, flush=True)
-    os._exit(1)
-
-
-def record():
-    try:
-        with open(record_path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def idle_watch():
-    while True:
-        time.sleep(tick)
-        mine = record()
-        if not isinstance(mine, dict) or mine.get("pid") != os.getpid():
-            if time.time() - started < 5:
-                continue  # the command that started us writes the record right after starting us
-            return stop("its record in " + data_dir + " is gone or names another server")
-        lock = take("server.lock")
-        if lock is None:
-            continue
-        clients = take("server.clients")
-        if clients is None:
-            os.close(lock)
-            continue
-        try:
-            used = os.stat(os.path.join(data_dir, "server.used")).st_mtime
-        except OSError:
-            used = started
-        if time.time() - max(used, started) >= float(mine.get("idleSeconds", 300)):
-            os.unlink(record_path)
-            # both locks stay held until this process is gone: a command waits, then starts anew
-            return stop("idle")
-        os.close(clients)
-        os.close(lock)
-
-
-threading.Thread(target=idle_watch, name="aecs-idle-watch", daemon=True).start()
-relay_signals()
-memo_index_catalog()
-runpy.run_module("secantus", run_name="__main__", alter_sys=True)
-"""
-).replace("\n\n\ndef stop(reason)", "\n\n" + LAUNCHER_HELPERS + "\n\ndef stop(reason)", 1)
+_FORMER_MARK = "# aecs-mongo: the shared embedded SecantusDB server"
+IDLE_TICK_SECONDS = 1.0  # how often the shared server looks whether it is idle
+STOP_GRACE_SECONDS = 10.0  # how long its own stop may take before it exits hard
 
 
 def _boot_id() -> str:
@@ -182,7 +109,11 @@ def _is_ours(record: dict[str, Any], data_dir: Path) -> bool:
         argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return False
-    return any(a.startswith(_MARK) for a in argv) and str(data_dir / "db") in argv
+    if MODULE in argv:
+        shared = argv[argv.index(MODULE) + 1 : argv.index(MODULE) + 3] == ["--shared", str(data_dir)]
+    else:  # a shared server started by a release whose launcher ran as ``python -c SOURCE``
+        shared = any(a.startswith(_FORMER_MARK) for a in argv)
+    return shared and str(data_dir / "db") in argv
 
 
 def _uri(host: str, port: int, credentials: Credentials) -> str:
@@ -288,7 +219,8 @@ def _terminate(pid: int, host: str, port: int | None) -> bool:
 def _spawn(server: EmbeddedServer, credentials: Credentials, keep_seconds: float) -> _Live:
     data_dir = server._data_dir
     port = _free_port(server.host)
-    args = [sys.executable, "-c", _LAUNCHER, str(data_dir), "1", "10", *server.server_args(port, auth=True)]
+    options = ["--shared", str(data_dir), "--tick", str(IDLE_TICK_SECONDS), "--grace", str(STOP_GRACE_SECONDS)]
+    args = command(options, server.server_args(port, auth=True))
     server.mark_log()
     fd = os.open(data_dir / "server.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "ab") as log:
@@ -300,6 +232,7 @@ def _spawn(server: EmbeddedServer, credentials: Credentials, keep_seconds: float
             start_new_session=True,  # no terminal's signals; it outlives this command
             umask=PRIVATE_UMASK,
             cwd=data_dir,
+            env=child_env(),
         )
     record = {
         "pid": proc.pid,
@@ -338,11 +271,18 @@ def _prepared(data_dir: Path, standalone: bool) -> tuple[EmbeddedServer, Credent
 
 @contextlib.contextmanager
 def use(
-    data_dir: Path, keep_seconds: float, *, standalone: bool = False, on_start: Callable[[], None] | None = None
+    data_dir: Path,
+    keep_seconds: float,
+    *,
+    standalone: bool = False,
+    on_start: Callable[[], None] | None = None,
+    companion: Callable[[Path], None] | None = None,
 ) -> Iterator[str]:
     """The URI of the data directory's shared server, started if none runs, for as long as the
     block runs (it holds ``server.clients``); ``keep_seconds`` becomes the server's idle time.
-    ``on_start`` is called when this call starts the server (the command line's notice)."""
+    ``on_start`` is called when this call starts the server (the command line's notice);
+    ``companion`` with the data directory on every use, the server running (the command line
+    starts its warm command host there)."""
     data_dir = Path(data_dir).absolute()
     make_private(data_dir)  # first: the lock files go into it
     with _locked(data_dir / START_LOCK):  # then the credentials: one first start provisions them
@@ -355,9 +295,8 @@ def use(
         elif live.record.get("idleSeconds") != keep_seconds:
             live.record["idleSeconds"] = keep_seconds
             write_record(data_dir / RECORD, live.record)
-        from ..warm import spawn  # the warm command host serves the reads that follow (aecs_mongo.warm)
-
-        spawn.start(data_dir)
+        if companion is not None:
+            companion(data_dir)
         with contextlib.ExitStack() as held:
             held.enter_context(_locked(data_dir / CLIENTS_LOCK, exclusive=False))
             _touch(data_dir / USED)
@@ -501,10 +440,17 @@ def status(data_dir: Path) -> ServerStatus:
         return _status_of(data_dir, _live(server, credentials, 5.0))
 
 
-def start(data_dir: Path, keep_seconds: float, *, standalone: bool = False) -> ServerStatus:
-    """Make sure the shared server runs (for scripts that want it up before their commands)."""
+def start(
+    data_dir: Path,
+    keep_seconds: float,
+    *,
+    standalone: bool = False,
+    companion: Callable[[Path], None] | None = None,
+) -> ServerStatus:
+    """Make sure the shared server runs (for scripts that want it up before their commands);
+    ``companion`` as for ``use``."""
     data_dir = Path(data_dir).absolute()
-    with use(data_dir, keep_seconds, standalone=standalone):
+    with use(data_dir, keep_seconds, standalone=standalone, companion=companion):
         pass
     return status(data_dir)
 

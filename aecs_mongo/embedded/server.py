@@ -14,7 +14,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 from urllib.parse import quote_plus
 
 from ..errors import ServerFeatureError
+from . import launcher
 from .datadir import (
     CREDENTIALS_FILE,
     PRIVATE_UMASK,
@@ -43,11 +43,10 @@ _USER_EXISTS = 51003  # createUser of a user that exists
 
 
 #: The oplog kept by the embedded server: what a feed consumer (``store.watch``, ``embed_new``)
-#: reads between two runs. Every message is five to ten oplog entries (blobs, body, message,
-#: thread), each a copy of what it wrote, so SecantusDB's default (100,000 entries, an hour) kept
-#: a copy of the last 10,000+ messages, raw mail and attachments included: 372 MB of an 858 MB data
-#: directory at 10,000 messages. A consumer whose position fell out of the oplog continues by a
-#: backfill (``aecs_mongo.asynchronous.workers``), so a short oplog loses nothing.
+#: reads between two runs. Every message is five to ten oplog entries, each a copy of what it
+#: wrote, so SecantusDB's default (100,000 entries, an hour) kept the last 10,000 messages' raw
+#: mail and attachments a second time. A consumer whose position fell out of the oplog continues
+#: by a backfill (``aecs_mongo.asynchronous.workers``), so a short oplog loses nothing.
 OPLOG_MAX_ENTRIES = 10_000
 OPLOG_RETENTION_SECONDS = 3600
 
@@ -85,154 +84,19 @@ def embedded_available() -> bool:
     return importlib.util.find_spec("secantus") is not None
 
 
-#: What both launchers (this module's and ``background``'s) run in the server's process.
-#:
-#: ``wake_listener``: SecantusDB's stop closes its listening socket and joins the accept thread
-#: for up to 2 s, but closing a socket does not wake a thread blocked in ``accept()`` on Linux:
-#: every clean stop took 2 s. A connection does wake it, so whoever stops the server connects to
-#: its port until it is gone (``wake_listener`` below); the launchers' own stops do the same.
-#:
-#: ``relay_signals``: CPython runs a signal's Python handler in the main thread only, and a main
-#: thread blocked in a lock wait (SecantusDB waits for its stop event so) is woken only when the
-#: kernel gives the signal to it. Given to another thread, SIGTERM was never handled: the server
-#: did not stop until it was killed (1 stop in 6 under pytest-xdist, a few in a thousand before
-#: the connections above). The wakeup fd says a signal came; where the main thread is not in the
-#: handler 50 ms later, the signal is sent to the main thread itself (its handler then runs
-#: once: the flag it trips is the one the first signal tripped).
-#:
-#: ``memo_index_catalog``: SecantusDB 0.7 reads its index catalog (every index's options, a BSON
-#: decode each) three times for each document it inserts and four for each it updates or
-#: deletes, to learn options that cannot change while the statement holds the collection's lock.
-#: With the 13 indexes of ``messages`` that was a fifth of the server's time in an ingest. The
-#: launcher keeps the catalog for the length of one statement (an insert's or update's or
-#: delete's chunk, a single update or delete) and reads it anew for the next, so an index
-#: created or changed between two writes holds for the second
-#: (``test_index_options_changed_between_writes_hold_for_the_next``). Where a SecantusDB release
-#: has other internals, it leaves the server as it is.
-LAUNCHER_HELPERS = """def wake_listener(seconds):
-    # connect to our own port until this process is gone (at most seconds): wakes the accept thread
-    import socket
-    deadline = time.monotonic() + seconds
-    try:
-        address = (sys.argv[sys.argv.index("--host") + 1], int(sys.argv[sys.argv.index("--port") + 1]))
-    except (ValueError, IndexError):
-        address = None
-    while time.monotonic() < deadline:
-        if address is not None:
-            try:
-                socket.create_connection(address, timeout=0.2).close()
-            except OSError:
-                pass
-        time.sleep(0.02)
-
-
-def relay_signals():
-    # from the main thread, before the server installs its handlers
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    signal.set_wakeup_fd(write_end)
-    main = threading.main_thread().ident
-
-    def in_handler(signum):
-        code = getattr(signal.getsignal(signum), "__code__", None)
-        frame = sys._current_frames().get(main)
-        while frame is not None:
-            if frame.f_code is code:
-                return True
-            frame = frame.f_back
-        return code is None
-
-    def watch():
-        while True:
-            for signum in os.read(read_end, 64):
-                if signum in (signal.SIGTERM, signal.SIGINT):
-                    time.sleep(0.05)
-                    if not in_handler(signum):
-                        signal.pthread_kill(main, signum)
-
-    threading.Thread(target=watch, name="aecs-signal-relay", daemon=True).start()
-
-
-def memo_index_catalog():
-    # the index catalog read once per write statement (see the comment above LAUNCHER_HELPERS)
-    try:
-        from secantus import storage
-    except ImportError:
-        return
-    cls = getattr(storage, "Storage", None)
-    # each runs under the collection's lock, start to end or from before its first catalog read
-    statements = ("_insert_chunk", "_update_matching_single_txn", "_update_chunk", "_delete_chunk")
-    statements += ("_delete_matching_single_txn",)
-    if cls is None or not all(callable(getattr(cls, n, None)) for n in ("_index_options_map",) + statements):
-        return
-    local = threading.local()
-    read_map = cls._index_options_map
-
-    def _index_options_map(self, db, coll):
-        memo = getattr(local, "memo", None)
-        if memo is None:
-            return read_map(self, db, coll)
-        key = (id(self), db, coll)
-        found = memo.get(key)
-        if found is None:
-            found = memo[key] = read_map(self, db, coll)
-        return found
-
-    def keeping(statement):
-        def run(self, *args, **kwargs):
-            outer = getattr(local, "memo", None)
-            local.memo = {}
-            try:
-                return statement(self, *args, **kwargs)
-            finally:
-                local.memo = outer
-
-        return run
-
-    cls._index_options_map = _index_options_map
-    for name in statements:
-        setattr(cls, name, keeping(getattr(cls, name)))
-"""
-
-
 def wake_listener(host: str, port: int | None) -> None:
     """Connect to the server's port once (and close): wakes SecantusDB's accept thread, which a
-    stop waits for (``LAUNCHER_HELPERS``). Harmless when nothing listens."""
+    stop waits for (:func:`aecs_mongo.embedded.launcher.wake_listener`). Harmless when nothing
+    listens."""
     if port is None:
         return
     with contextlib.suppress(OSError):
         socket.create_connection((host, port), timeout=0.2).close()
 
 
-# Runs SecantusDB in the child, with a watch thread that ends it when its parent dies (a command
-# killed with SIGKILL must not leave a server holding the data dir): one SIGTERM, the clean stop,
-# then, like ``EmbeddedServer.stop``, a hard exit if the server is still running
-# ``ORPHAN_GRACE_SECONDS`` later. Not PR_SET_PDEATHSIG: Linux sends that signal again each time an
-# exiting thread of the parent hands the child on to the next one, and SecantusDB's SIGTERM handler
-# is not reentrant (a second SIGTERM inside it deadlocks the server: seen in CI, stack dumped).
+#: Seconds the server may take to stop after its parent died before it exits hard
+#: (:func:`aecs_mongo.embedded.launcher.watch_parent`).
 ORPHAN_GRACE_SECONDS = 10
-_LAUNCHER = """# aecs-mongo: the embedded SecantusDB server
-import os, runpy, signal, sys, threading, time
-parent, grace = int(sys.argv.pop(1)), float(sys.argv.pop(1))
-if os.getppid() != parent:
-    sys.exit("aecs-mongo: the parent of the embedded server is gone")
-
-
-def end_when_orphaned():
-    while os.getppid() == parent:
-        time.sleep(0.2)
-    os.kill(os.getpid(), signal.SIGTERM)
-    wake_listener(grace)
-    print("aecs-mongo: the server did not stop after its parent died; exiting", file=sys.stderr, flush=True)
-    os._exit(1)
-
-
-threading.Thread(target=end_when_orphaned, name="aecs-orphan-watch", daemon=True).start()
-relay_signals()
-memo_index_catalog()
-runpy.run_module("secantus", run_name="__main__", alter_sys=True)
-"""
-_LAUNCHER = _LAUNCHER.replace("\n\n\ndef end_when_orphaned", "\n\n" + LAUNCHER_HELPERS + "\n\ndef end_when_orphaned", 1)
 
 
 def _free_port(host: str) -> int:
@@ -364,12 +228,16 @@ class EmbeddedServer:
             args.append("--sync-on-commit")
         return args
 
+    def launch_args(self, port: int, *, auth: bool) -> list[str]:
+        """The launcher's command line for this server on ``port``: stopped when this process is
+        gone (:mod:`aecs_mongo.embedded.launcher`)."""
+        options = ["--parent", str(os.getpid()), "--grace", str(ORPHAN_GRACE_SECONDS)]
+        return launcher.command(options, self.server_args(port, auth=auth))
+
     def _launch(self, *, auth: bool) -> None:
         assert self._log is not None
         self.port = self.requested_port or _free_port(self.host)
-        parent = os.getpid()  # the server's watch thread ends it when this process is gone
-        args = [sys.executable, "-c", _LAUNCHER, str(parent), str(ORPHAN_GRACE_SECONDS)]
-        args += self.server_args(self.port, auth=auth)
+        args = self.launch_args(self.port, auth=auth)
         self.mark_log()
         fd = os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "ab") as log:
@@ -383,6 +251,7 @@ class EmbeddedServer:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 umask=PRIVATE_UMASK,
+                env=launcher.child_env(),
             )
         self.pid = self._proc.pid
         self._wait_ready(self._credentials if auth else None)

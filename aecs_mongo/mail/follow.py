@@ -6,7 +6,8 @@
     print(report.summary())   # "10,000 files: 12 new, 3 flag changes, 2 gone (kept)"
 
 The record of what was read lives in the database (``file_sources``, ``pure/file_records.py``),
-per mailbox, so any worker that opens the mailbox sees it. A run:
+per mailbox, so any worker that opens the mailbox sees it; it is read and written through
+``store.file_records``. A run:
 
 1. Lists the sources: each Maildir directory (``new``, ``cur`` of every folder) whose mtime is
    the one recorded is not listed at all (a Maildir file is never written in place; a delivery,
@@ -46,13 +47,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pymongo import DeleteOne, InsertOne, ReplaceOne, UpdateOne
-from pymongo.errors import BulkWriteError
-
 from ..pure import file_records as fr
 from ..pure import flags
-from ..pure.file_records import Listed
-from ..pure.imap_records import SOURCES as IMAP_SOURCES
+from ..pure.file_records import Listed, RecordWrite
 from ..results import StoreResult
 from .sources import IngestReport, Origin, RawMessage, Skipped, iter_mbox, not_mail, sniff
 
@@ -315,7 +312,7 @@ class _Sync:
     ):
         self.store = store
         self.mailbox = store.mailbox_id
-        self.records = store.db[fr.COLLECTION]
+        self.records = store.file_records
         self.remove_missing = remove_missing
         self.rescan = rescan
         self.batch_size = batch_size
@@ -324,9 +321,9 @@ class _Sync:
         self.pending: deque[_Unit] = deque()
         self.handed: dict[int, _Unit] = {}  # the messages handed to the store, by store_iter's index
         self.next_index = 0
-        self.writes: list[Any] = []
+        self.writes: list[RecordWrite] = []
         self.dirty: dict[int, tuple[_Source, _Mbox]] = {}
-        self.marks: list[Any] = []  # the gone marks to write
+        self.marks: list[RecordWrite] = []  # the gone marks to write
         self.roots: set[str] = set()  # the roots of this run (remove_missing looks at their marks)
         self.exhausted = False
         self._keywords: dict[str, Mapping[str, str] | None] = {}
@@ -357,14 +354,12 @@ class _Sync:
             read_dirs.add("")
         else:
             # the names snapshots are read only for the directories that changed
-            rows = self.records.find({"mailboxId": self.mailbox, "root": root, "dir": fr.DIRS}, {"names": 0})
+            rows = self.records.directories(root)
             source.dir_records = {fr.load_name(r["path"]): r for r in rows}
             _Walker(source, self.rescan, time.time_ns()).walk()
             changed = [source.dir_records[d]["_id"] for d in source.listings if d in source.dir_records]
             if changed and not self.rescan:
-                snapshots = {
-                    r["_id"]: r.get("names") for r in self.records.find({"_id": {"$in": changed}}, {"names": 1})
-                }
+                snapshots = self.records.name_snapshots(changed)
                 for directory in source.listings:
                     record = source.dir_records.get(directory)
                     if record is not None:
@@ -401,15 +396,10 @@ class _Sync:
         """The records of ``read_dirs`` (one query on the index) and of Maildir ``keys`` (by ``_id``)."""
         found: dict[str, Mapping[str, Any]] = {}
         if read_dirs:
-            selector = {
-                "mailboxId": self.mailbox,
-                "root": root,
-                "dir": {"$in": [fr.dump_name(d) for d in sorted(read_dirs)]},
-            }
-            found.update((r["_id"], r) for r in self.records.find(selector))
+            dirs = [fr.dump_name(d) for d in sorted(read_dirs)]
+            found.update((r["_id"], r) for r in self.records.in_directories(root, dirs))
         ids = sorted(fr.record_id(self.mailbox, fr.load_name(root), key) for key in keys)
-        for start in range(0, len(ids), 1000):
-            found.update((r["_id"], r) for r in self.records.find({"_id": {"$in": ids[start : start + 1000]}}))
+        found.update((r["_id"], r) for r in self.records.by_ids(ids))
         return list(found.values())
 
     def keywords(self, source: _Source, directory: str) -> Mapping[str, str] | None:
@@ -444,13 +434,13 @@ class _Sync:
                 folder_moves.setdefault((new_folder, old_folder), []).append(message_id)
                 self.report.moved += 1
             fields = {"path": fr.dump_name(listed.path), "dir": fr.dump_name(listed.dir), "inode": listed.inode}
-            updates.append(UpdateOne({"_id": record["_id"]}, {"$set": fields}))
+            updates.append(fr.set_record_fields(record["_id"], fields))
         for (add, remove), ids in changes.items():
             self.store.tag(ids, add=sorted(add), remove=sorted(remove))
         for (add_folder, remove_folder), ids in folder_moves.items():
             self.store.set_folders(ids, add=[add_folder], remove=[remove_folder])
         if updates:  # after the tags: a run that dies between the two applies the change again
-            self.records.bulk_write(updates, ordered=False)
+            self.records.write(updates)
 
     def drop_gone(self, plan: _SourcePlan) -> None:
         gone = [*plan.result.gone, *plan.gone_mboxes]
@@ -462,27 +452,27 @@ class _Sync:
             self._lose(plan.source, record)
         self._write_marks()
         if gone:
-            self.records.bulk_write([DeleteOne({"_id": r["_id"]}) for r in gone], ordered=False)
+            self.records.write([fr.delete_record(r["_id"]) for r in gone])
         self.report.gone += len(gone)
 
     def _lose(self, source: _Source, record: Mapping[str, Any]) -> None:
         """Mark the message of a record that goes (written before the record is deleted)."""
         if record.get("messageKey") and record.get("messageId"):
             doc = fr.gone_document(self.mailbox, source.root, record["messageKey"], record["messageId"])
-            self.marks.append(ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
+            self.marks.append(fr.replace_record(doc))
             self.roots.add(source.root)
 
     def _write_marks(self) -> None:
         if self.marks:
             marks, self.marks = self.marks, []
-            self.records.bulk_write(marks, ordered=False)
+            self.records.write(marks)
 
     def _drop_mbox_messages(self, source: _Source, path: str) -> None:
-        selector = {"mailboxId": self.mailbox, "root": fr.dump_name(source.root), "dir": _mbox_dir(path)}
-        for row in self.records.find(selector, {"messageKey": 1, "messageId": 1}):
+        root, directory = fr.dump_name(source.root), _mbox_dir(path)
+        for row in self.records.messages_in(root, directory):
             self._lose(source, row)
         self._write_marks()
-        self.records.delete_many(selector)
+        self.records.drop_directory(root, directory)
 
     def remove_lost(self) -> None:
         """``remove_missing``: the messages marked gone under the run's roots (this run or an
@@ -490,20 +480,16 @@ class _Sync:
         if not self.remove_missing:
             return
         roots = [fr.dump_name(root) for root in sorted(self.roots)]
-        marks = self.records.find(
-            {"mailboxId": self.mailbox, "root": {"$in": roots}, "dir": fr.GONE_DIR}, {"messageKey": 1, "messageId": 1}
-        )
+        marks = self.records.gone_marks(roots)
         lost = {m["messageKey"]: (m["messageId"], m["_id"]) for m in marks}
         keys = sorted(lost)
         for start in range(0, len(keys), 1000):
             chunk = keys[start : start + 1000]
-            selector = {"mailboxId": self.mailbox, "messageKey": {"$in": chunk}}
-            kept = set(self.records.distinct("messageKey", {**selector, "kind": {"$ne": "gone"}}))
-            kept |= set(self.store.db[IMAP_SOURCES].distinct("messageKey", selector))
+            kept = self.records.still_held(chunk)
             for key in chunk:
                 if key not in kept and self.store.delete(lost[key][0]):
                     self.report.removed += 1
-            self.records.delete_many({"_id": {"$in": [lost[key][1] for key in chunk]}})
+            self.records.delete([lost[key][1] for key in chunk])
 
     # --- reading and storing --------------------------------------------------------------------
 
@@ -667,16 +653,14 @@ class _Sync:
                 fields.update(message_key=result.message_key, message_id=result.message_id)
             if unit.listed is not None:
                 doc = fr.file_document(self.mailbox, source.root, unit.listed, **fields)
-                self.writes.append(InsertOne(doc) if unit.fresh else ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
+                self.writes.append(fr.insert_record(doc) if unit.fresh else fr.replace_record(doc))
             elif unit.mbox is not None:
                 mbox = unit.mbox
                 if unit.offset is not None:
                     doc = fr.mbox_message_document(
                         self.mailbox, source.root, mbox.path, _mbox_dir(mbox.path), unit.offset, **fields
                     )
-                    self.writes.append(
-                        InsertOne(doc) if unit.fresh else ReplaceOne({"_id": doc["_id"]}, doc, upsert=True)
-                    )
+                    self.writes.append(fr.insert_record(doc) if unit.fresh else fr.replace_record(doc))
                     mbox.confirmed, mbox.count = unit.end, unit.number
                 else:  # the mark after its last message
                     mbox.complete = True
@@ -706,16 +690,16 @@ class _Sync:
                 tail_hash=tail,
                 messages=mbox.count,
             )
-            self.writes.append(ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
+            self.writes.append(fr.replace_record(doc))
         self.dirty.clear()
         if self.writes:
             writes, self.writes = self.writes, []
-            _write(self.records, writes)
+            self.records.write(writes)
 
     def finish(self, plans: list[_SourcePlan]) -> None:
         """Once every message was dealt with: the directories' mtimes (a Maildir directory with
         the mtime recorded is not listed next time)."""
-        writes: list[Any] = []
+        writes: list[RecordWrite] = []
         for plan in plans:
             source = plan.source
             if not source.complete:
@@ -727,23 +711,10 @@ class _Sync:
                     doc = fr.dir_document(
                         self.mailbox, source.root, directory, mtime, source.counts.get(directory, 0), names
                     )
-                    writes.append(ReplaceOne({"_id": doc["_id"]}, doc, upsert=True))
-            writes += [DeleteOne({"_id": source.dir_records[d]["_id"]}) for d in source.vanished()]
+                    writes.append(fr.replace_record(doc))
+            writes += [fr.delete_record(source.dir_records[d]["_id"]) for d in source.vanished()]
         if writes:
-            self.records.bulk_write(writes, ordered=False)
-
-
-def _write(collection: Any, writes: list[Any]) -> None:
-    """``bulk_write`` of records; an insert that finds its record there (another run wrote it
-    meanwhile, or an earlier one was interrupted after it) is written again as a replacement."""
-    try:
-        collection.bulk_write(writes, ordered=False)
-    except BulkWriteError as exc:
-        errors = exc.details.get("writeErrors") or []
-        if any(e.get("code") != 11000 for e in errors):
-            raise
-        again = [e["op"] for e in errors]  # the documents the inserts carried
-        collection.bulk_write([ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in again], ordered=False)
+            self.records.write(writes)
 
 
 def _journal(store: MessageStore) -> None:

@@ -94,13 +94,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from pymongo.errors import BulkWriteError
-
 from ..errors import MailboxAuthError, MailboxConnectionError
 from ..pure.flags import imap_tags, parse_imap_flags
 from ..pure.imap_records import (
-    FOLDERS,
-    SOURCES,
     account_name,
     decode_folder,
     flag_change,
@@ -138,7 +134,6 @@ _DEFAULT_PORTS = {"ssl": 993, "starttls": 143}
 _MAX_BATCH = 1000
 # RFC 5530 response codes that say a failed login is the server's trouble, not the credentials'
 _NOT_AUTH_CODES = ("[UNAVAILABLE]", "[SERVERBUG]", "[INUSE]", "[LIMIT]", "[CONTACTADMIN]")
-_DUPLICATE_KEY = 11000
 # Message-IDs in one store.tag call, source records in one update: statements of 100 ids cost
 # mongod a few more round trips than of 1,000, while the test server answers an $in in
 # quadratic time (1,000 ids: 4 s; ten times 100: 0.5 s)
@@ -155,7 +150,9 @@ class SyncStore(Protocol):
     """The part of ``MessageStore`` ``sync`` uses."""
 
     mailbox_id: str
-    db: Any
+
+    @property
+    def imap_records(self) -> Any: ...
 
     def store_iter(
         self,
@@ -193,18 +190,14 @@ class FolderPosition:
 
 def sources(store: SyncStore, message_id: str) -> list[ImapSource]:
     """Every place the message was seen by a sync (its folders), sorted; [] when none."""
-    selector = {"mailboxId": store.mailbox_id, "messageKey": message_key(check_str(message_id, "message_id"))}
-    rows = store.db[SOURCES].find(selector, {"_id": 0, "account": 1, "folder": 1, "uidvalidity": 1, "uid": 1})
+    rows = store.imap_records.sources_of(message_key(check_str(message_id, "message_id")))
     found = [ImapSource(r["account"], r["folder"], r["uidvalidity"], r["uid"]) for r in rows]
     return sorted(found, key=lambda s: (s.account, s.folder, s.uidvalidity, s.uid))
 
 
 def positions(store: SyncStore, account: str | None = None) -> list[FolderPosition]:
     """The saved folder positions of the mailbox (of one account when given), sorted."""
-    selector: dict[str, Any] = {"mailboxId": store.mailbox_id}
-    if account is not None:
-        selector["account"] = check_str(account, "account")
-    rows = store.db[FOLDERS].find(selector, {"_id": 0})
+    rows = store.imap_records.positions(None if account is None else check_str(account, "account"))
     found = [FolderPosition(r["account"], r["folder"], r["uidvalidity"], r["uid"], r.get("updatedAt")) for r in rows]
     return sorted(found, key=lambda p: (p.account, p.folder))
 
@@ -318,8 +311,7 @@ class _Run:
         self.batch_bytes = batch_bytes
         self.progress = progress
         self.stop = stop
-        self.sources = store.db[SOURCES]
-        self.positions = store.db[FOLDERS]
+        self.records = store.imap_records
         self.condstore = False  # ENABLE CONDSTORE accepted: EXAMINE reports HIGHESTMODSEQ
 
     def folder(self, raw: bytes, display: str) -> None:
@@ -336,8 +328,7 @@ class _Run:
             self._update_flags(folder, uidvalidity, last, saved_modseq, modseq)
         if modseq != saved_modseq:  # the flags up to `last` are in the store as of `modseq`
             fid = folder_id(self.store.mailbox_id, self.report.account, folder.folder)
-            change = {"$set": {"modseq": modseq}} if modseq is not None else {"$unset": {"modseq": ""}}
-            self.positions.update_one({"_id": fid, "uidvalidity": uidvalidity}, change)
+            self.records.set_modseq(fid, uidvalidity, modseq)
         if exists == 0 or (uidnext is not None and uidnext <= last + 1):
             log.debug("%s: nothing above UID %d", display, last)
             return
@@ -356,14 +347,11 @@ class _Run:
         if since is not None and modseq is not None and modseq <= since:
             return  # HIGHESTMODSEQ unchanged: no flag changed
         server = _fetch_flags(self.conn, last, since)
-        mailbox, account = self.store.mailbox_id, self.report.account
-        where = {"mailboxId": mailbox, "account": account, "folder": folder.folder, "uidvalidity": uidvalidity}
+        account = self.report.account
         changes: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
         records: dict[tuple[str, ...], list[str]] = {}  # new flags -> the records to take them
         for lookup in plan_uid_lookups(server):
-            uids = {"$gte": lookup[0], "$lte": lookup[1]} if isinstance(lookup, tuple) else {"$in": lookup}
-            found = self.sources.find({**where, "uid": uids}, {"messageId": 1, "flags": 1, "uid": 1})
-            for record in found.hint("aecs_imap_sources_folder"):
+            for record in self.records.flags_in(account, folder.folder, uidvalidity, lookup):
                 tags = server.get(record["uid"])
                 if tags is None:
                     continue  # in the range, not in the answer: unchanged
@@ -379,14 +367,14 @@ class _Run:
             folder.flags_changed += len(message_ids)
         for tags, record_ids in records.items():  # one statement per set of flags, as the tags
             for part in batches(record_ids, _TAG_BATCH):
-                self.sources.update_many({"_id": {"$in": part}}, {"$set": {"flags": list(tags)}})
+                self.records.set_flags(part, tags)
 
     def _position(self, folder: ImapFolderReport, uidvalidity: int) -> tuple[int, int | None]:
         """The saved UID to continue after (0: from the start), resetting a recreated folder, and
         the saved HIGHESTMODSEQ (None: none)."""
         mailbox, account = self.store.mailbox_id, self.report.account
         fid = folder_id(mailbox, account, folder.folder)
-        saved = self.positions.find_one({"_id": fid})
+        saved = self.records.position(fid)
         if saved is not None and saved.get("uidvalidity") == uidvalidity:
             folder.position = int(saved.get("uid", 0))
             modseq = saved.get("modseq")
@@ -398,12 +386,8 @@ class _Run:
             log.debug(
                 "%s: UIDVALIDITY %s -> %s, reading it again", folder.folder, saved.get("uidvalidity"), uidvalidity
             )
-            self.sources.delete_many(
-                {"mailboxId": mailbox, "account": account, "folder": folder.folder, "uidvalidity": {"$ne": uidvalidity}}
-            )
-        self.positions.replace_one(
-            {"_id": fid}, folder_document(mailbox, account, folder.folder, uidvalidity), upsert=True
-        )
+            self.records.drop_other_generations(account, folder.folder, uidvalidity)
+        self.records.save_position(folder_document(mailbox, account, folder.folder, uidvalidity))
         folder.position = 0
         return 0, None
 
@@ -520,27 +504,14 @@ class _FolderSync:
         """Source records of what the store committed, then the position: never ahead of them."""
         run = self.run_
         if self.pending:
-            _insert_ignoring_duplicates(run.sources, self.pending)
+            run.records.add_sources(self.pending)
             self.pending = []
         if self.done_uid > self.saved_uid:
             fid = folder_id(run.store.mailbox_id, run.report.account, self.folder.folder)
-            run.positions.update_one(
-                {"_id": fid, "uidvalidity": self.uidvalidity},
-                {"$max": {"uid": self.done_uid}, "$set": {"updatedAt": dt.datetime.now(dt.UTC).replace(microsecond=0)}},
-            )
+            run.records.advance(fid, self.uidvalidity, self.done_uid)
             self.saved_uid = self.done_uid
         self.folder.position = self.saved_uid
         self.unflushed = 0
-
-
-def _insert_ignoring_duplicates(collection: Any, documents: list[dict[str, Any]]) -> None:
-    """Insert records; one already there (same ``_id``: same server position) is left as it is."""
-    try:
-        collection.insert_many(documents, ordered=False)
-    except BulkWriteError as exc:
-        errors = exc.details.get("writeErrors", [])
-        if not errors or any(e.get("code") != _DUPLICATE_KEY for e in errors):
-            raise
 
 
 # --- the IMAP side -------------------------------------------------------------------------------

@@ -39,13 +39,19 @@ from os import PathLike, fspath
 from types import ModuleType
 from typing import IO, Any, BinaryIO, Literal, Protocol, TypeVar, cast
 
-from pymongo import WriteConcern
-
-from ..errors import AecsMongoError, DispatchError, MailboxAuthError, MailboxConnectionError, MailboxError
+from ..errors import (
+    AecsMongoError,
+    DatabaseError,
+    DispatchError,
+    MailboxAuthError,
+    MailboxConnectionError,
+    MailboxError,
+)
 
 # the reports live with the other results (so errors.py can name them without importing this
 # module); imported here, where they were first defined, so old imports keep working
 from ..results import DispatchReport, DownloadReport, MigrationReport
+from ..synchronous.capabilities import DURABLE_WRITES
 
 __all__ = [
     "DURABLE",
@@ -147,11 +153,11 @@ def _gdbm_records(path: str) -> Iterator[tuple[bytes, bytes]]:
     except ImportError:
         yield from _gdbm_dump_records(path)
         return
-    with _open_gnu(gnu, path) as db:
-        key = db.firstkey()
+    with _open_gnu(gnu, path) as gdbm_file:
+        key = gdbm_file.firstkey()
         while key is not None:
-            yield key, db[key]
-            key = db.nextkey(key)
+            yield key, gdbm_file[key]
+            key = gdbm_file.nextkey(key)
 
 
 def _open_gnu(gnu: ModuleType, path: str) -> Any:
@@ -350,7 +356,7 @@ def download(
     return report
 
 
-DURABLE = WriteConcern(w="majority", j=True)
+DURABLE = DURABLE_WRITES
 """Write concern of a download that deletes on the server: acknowledged once journaled (on disk)
 by a majority. On the embedded SecantusDB ``j: true`` syncs the log on that commit."""
 
@@ -364,21 +370,19 @@ def durable_store(store: _S) -> _S:
 
     if not isinstance(store, MessageStore):
         return store
-    return cast(_S, store.with_write_concern(DURABLE))
+    return cast(_S, store.with_durable_writes())
 
 
 def _flush(store: MailboxStore) -> bool:
     """Make everything the store wrote so far durable: the ``fsync`` command (a checkpoint) on a
     ``MessageStore``'s server; other stores are trusted. False when the server refuses it."""
-    from pymongo.errors import OperationFailure
-
     from ..synchronous.store import MessageStore
 
-    if not isinstance(store, MessageStore) or not store.capabilities.server_commands:
+    if not isinstance(store, MessageStore):
         return True
     try:
-        store.db.client.admin.command("fsync")
-    except OperationFailure as exc:
+        store.checkpoint()
+    except DatabaseError as exc:
         if "fsync" not in _said:
             _said.add("fsync")
             log.warning(

@@ -1,6 +1,7 @@
 """The ingest record of file sources (Maildir, directories, mbox): documents and the re-run plan.
 
-No I/O here; ``aecs_mongo/mail/follow.py`` lists the files, reads the records and applies the plan.
+No I/O here; ``aecs_mongo/mail/follow.py`` lists the files and applies the plan, reading and
+writing the records through the store (``asynchronous/file_records.py``, ``store.file_records``).
 One collection, ``file_sources``, one document per thing a re-run compares (its ``_id``:
 ``<mailboxId>:<sha256 of [root, key]>``; ``root`` is the absolute path the source was given as,
 ``key`` what identifies the thing under it):
@@ -60,11 +61,14 @@ __all__ = [
     "Kind",
     "Listed",
     "Plan",
+    "RecordWrite",
+    "delete_record",
     "dir_document",
     "dir_key",
     "dump_name",
     "file_document",
     "gone_document",
+    "insert_record",
     "listing_changes",
     "load_name",
     "maildir_key",
@@ -74,6 +78,8 @@ __all__ = [
     "mtime_trusted",
     "plan",
     "record_id",
+    "replace_record",
+    "set_record_fields",
 ]
 
 COLLECTION = "file_sources"
@@ -85,6 +91,34 @@ HASH_BLOCK = 4096
 #: two seconds, some network file systems) gets :data:`MTIME_TRUST_COARSE_NS` instead.
 MTIME_TRUST_NS = 50_000_000
 MTIME_TRUST_COARSE_NS = 2_000_000_000
+
+
+@dataclass(frozen=True)
+class RecordWrite:
+    """One write of a file record, as the store applies it (``AsyncFileRecords.write``):
+    ``insert`` a new record (one found already there is replaced), ``replace`` a record (or
+    insert it), ``set`` fields of a record, ``delete`` a record. ``doc``: the record, or the
+    fields to set."""
+
+    op: Literal["insert", "replace", "set", "delete"]
+    record_id: str
+    doc: Mapping[str, Any] = field(default_factory=dict)
+
+
+def insert_record(doc: Mapping[str, Any]) -> RecordWrite:
+    return RecordWrite("insert", doc["_id"], doc)
+
+
+def replace_record(doc: Mapping[str, Any]) -> RecordWrite:
+    return RecordWrite("replace", doc["_id"], doc)
+
+
+def set_record_fields(record_id: str, fields: Mapping[str, Any]) -> RecordWrite:
+    return RecordWrite("set", record_id, fields)
+
+
+def delete_record(record_id: str) -> RecordWrite:
+    return RecordWrite("delete", record_id)
 
 
 def mtime_trusted(mtime_ns: int, now_ns: int) -> bool:

@@ -1,6 +1,7 @@
 """The IMAP sync's pure part: its records, folder names and fetch plan. No I/O here.
 
-Two small collections beside the store's (their indexes are in ``indexes``):
+Two small collections beside the store's (their indexes are in ``indexes``), read and written by
+``asynchronous/imap_records.py`` (``store.imap_records``):
 
 - ``imap_sources``: where a stored message was seen, one document per (message, account,
   folder, UIDVALIDITY, UID): ``mailboxId``, ``messageKey`` and ``messageId`` of the stored

@@ -15,7 +15,24 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["INDEXES", "IndexReport", "IndexSpec", "blob_indexes", "gridfs_indexes", "index_specs"]
+__all__ = [
+    "ATLAS_SEARCH_INDEX",
+    "ATLAS_VECTOR_INDEX_NAME",
+    "BARRIER_COLLECTION",
+    "BLOCKS_COLLECTION",
+    "INDEXES",
+    "MAX_VECTOR_DIMENSIONS",
+    "VECTORS_COLLECTION",
+    "IndexReport",
+    "IndexSpec",
+    "SearchIndexSpec",
+    "atlas_search_commands",
+    "atlas_search_indexes",
+    "atlas_vector_index",
+    "blob_indexes",
+    "gridfs_indexes",
+    "index_specs",
+]
 
 Key = tuple[str, "int | str"]
 
@@ -126,19 +143,6 @@ class IndexReport:
 
 
 # --- Atlas Search and Atlas Vector Search (Atlas only; created by indexes.js with `var atlas=true`) ---
-
-__all__ += [  # additions: kept apart from the list above, which is left as it was
-    "ATLAS_SEARCH_INDEX",
-    "ATLAS_VECTOR_INDEX_NAME",
-    "BARRIER_COLLECTION",
-    "BLOCKS_COLLECTION",
-    "MAX_VECTOR_DIMENSIONS",
-    "VECTORS_COLLECTION",
-    "SearchIndexSpec",
-    "atlas_search_commands",
-    "atlas_search_indexes",
-    "atlas_vector_index",
-]
 
 VECTORS_COLLECTION = "vectors"
 """One document per message: ``_id`` and ``mailboxId`` as in ``messages``, ``threadKey``, ``embedding``

@@ -34,7 +34,11 @@ __all__ = [
     "ATLAS_SEARCH_INDEX_NAME",
     "ATLAS_VECTOR_INDEX_NAME",
     "FIND_HEADERS",
+    "IN_LIMIT",
     "LIST_PROJECTION",
+    "PROBE_PROJECTION",
+    "SAMPLE_PROJECTION",
+    "SEARCH_WINDOW_PROJECTION",
     "THREAD_CONTEXT_PROJECTION",
     "KeysetQuery",
     "decode_cursor",
@@ -44,10 +48,16 @@ __all__ = [
     "inbox_query",
     "keyset_filter",
     "participant_query",
+    "residual_match",
+    "sample_filter",
+    "sample_match",
+    "split_in",
     "thread_context_query",
     "threads_query",
     "utc_day_range",
     "vector_search_pipeline",
+    "windowed_read",
+    "with_fields",
 ]
 
 #: Fields list reads fetch from ``messages`` (never bodies, never blobs).
@@ -371,17 +381,6 @@ def vector_search_pipeline(
 
 # --- windowed reads (windows) ---------------------------------------------------------------
 
-__all__ += [
-    "PROBE_PROJECTION",
-    "SAMPLE_PROJECTION",
-    "SEARCH_WINDOW_PROJECTION",
-    "residual_match",
-    "sample_filter",
-    "sample_match",
-    "windowed_read",
-    "with_fields",
-]
-
 #: What a probe window fetches: the sort key only.
 PROBE_PROJECTION: dict[str, int] = {"_id": 1}
 #: What the scan search reads of ``messages`` per window.
@@ -477,8 +476,6 @@ def residual_match(row: Mapping[str, Any], clauses: list[dict[str, Any]]) -> boo
     """Whether ``row`` matches an ``$or`` of equality clauses (a value, or an array holding it)."""
     return any(all(value in _values(row, path) for path, value in clause.items()) for clause in clauses)
 
-
-__all__ += ["IN_LIMIT", "split_in"]
 
 #: The most values one ``$in`` names: the test server's cost per value grows with the list
 #: (measured: 0.3 ms per id at 100, 1.6-2.4 ms at 500-1000), so longer lists are split.

@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 from ..pure.blob_location import BlobLocation, check_key, parse_blob_url
 from ..pure.documents import Blob
 
-__all__ = ["BlobStore", "ExternalBlobStore", "Backend", "Stager", "open_external"]
+__all__ = ["Backend", "BlobStore", "ExternalBlobStore", "Stager", "open_external"]
 
 T = TypeVar("T")
 

@@ -20,6 +20,7 @@ from ..pure import vectors
 from .context import StoreContext, log, resolve, to_list
 
 __all__ = [
+    "DURABLE_WRITES",
     "atlas_vectors",
     "barrier_counter",
     "change_streams",
@@ -29,6 +30,11 @@ __all__ = [
     "text_index",
     "transactions",
 ]
+
+#: majority and journaled: the write concern of writes that must be durable before something
+#: irreversible (``with_durable_writes``: POP3's delete-on-server). On the embedded SecantusDB
+#: ``j: true`` syncs the log on that commit.
+DURABLE_WRITES = WriteConcern(w="majority", j=True)
 
 
 def replica_set(ctx: StoreContext) -> bool:

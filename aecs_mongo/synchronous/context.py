@@ -38,8 +38,8 @@ from .statements import (
 )
 
 __all__ = [
-    "StoreContext",
     "Setting",
+    "StoreContext",
     "errmsg",
     "insert_ignoring_duplicates",
     "log",

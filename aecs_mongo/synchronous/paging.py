@@ -21,7 +21,7 @@ from ..pure import queries, windows
 from ..pure.keys import doc_id
 from ..pure.settings import SPEC_VERSION, check_limit
 from . import capabilities
-from .context import StoreContext, resolve, to_list
+from .context import StoreContext, to_list
 
 #: where ``ctx.samples`` keeps the mailbox's sample (the reads' estimates sit beside it)
 _SAMPLE_KEY = SPEC_VERSION
@@ -162,12 +162,12 @@ def walk_windows(
     after: tuple[int, str] | None,
     need: int | None,
     projection: Mapping[str, Any] | None,
-    take: Callable[[list[dict[str, Any]]], Any],
+    take: Callable[[list[dict[str, Any]]], bool],
     chunk: int = 500,
     plain: bool = False,
 ) -> None:
-    """Walk a read's windows, handing each answer window's rows (sorted) to ``take`` (a plain or
-    a coroutine function) until it says True or the range is exhausted. ``need``: rows wanted
+    """Walk a read's windows, handing each answer window's rows (sorted) to ``take`` until it
+    says True or the range is exhausted. ``need``: rows wanted
     (None: the whole range, in windows of about ``chunk`` rows)."""
     flat, residual = queries.flat_filter(query)
     if residual is not None and projection is not None:
@@ -190,7 +190,7 @@ def walk_windows(
                 capabilities.learn_limit_behaviour(ctx, collection, selector, query.sort)
             if not window.probe:
                 taken += len(batch)
-                if resolve(take(batch)):
+                if take(batch):
                     return
             window = walker.send(len(batch))
     except StopIteration:

@@ -3,7 +3,7 @@
 """Reading mail (C.3): one message rebuilt from its tiers, a thread, and the list reads.
 
 ``assemble`` turns hot + warm (and cold, on request) back into the AECS-1 object
-(``pure/documents.py`` holds the mapping); the list reads are keyset pages (``paging``) on the
+(``pure/documents/rebuild.py`` holds the mapping); the list reads are keyset pages (``paging``) on the
 indexes of the document contract, each returning the summaries the pure module shapes.
 """
 

@@ -27,7 +27,10 @@ MAX_REWRITES = 5
 
 
 def resolve(value: Any) -> Any:
-    """Await ``value`` if the driver returned an awaitable (Motor and PyMongo async differ)."""
+    """Await ``value`` if the driver returned an awaitable: the one place for how Motor and
+    PyMongo's async client differ (``aggregate``, ``list_indexes``, ``watch`` and
+    ``start_session`` give a cursor or session in one and a coroutine in the other). It is not a
+    sync/async bridge: the sync store is generated from this source."""
     if inspect.isawaitable(value):
         return value
     return value

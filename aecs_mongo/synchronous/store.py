@@ -18,6 +18,7 @@ from email.message import EmailMessage
 from typing import Any, Self
 
 from pymongo import WriteConcern
+from pymongo.errors import OperationFailure
 
 from ..pure.blob_location import parse_blob_url
 from ..pure.indexes import IndexReport
@@ -41,8 +42,12 @@ from . import (
     writing,
 )
 from .blobstores import BlobStore, open_external
-from .capabilities import completion_concern
+from .capabilities import DURABLE_WRITES, completion_concern
 from .context import StoreContext, Setting
+from .driver_errors import translated
+from .file_records import FileRecords
+from .imap_records import ImapRecords
+from .views import MailboxViews
 from .workers import Feed
 
 __all__ = ["SEARCH_ENGINES", "MessageStore"]
@@ -160,6 +165,36 @@ class MessageStore:
         clone.db = self.db.with_options(write_concern=write_concern)
         clone._context = self._context.rebind(clone.db)
         return clone
+
+    def with_durable_writes(self) -> Self:
+        """This store writing with ``DURABLE_WRITES`` (majority, journaled): for writes that must
+        be durable before something irreversible, as POP3's delete-on-server."""
+        return self.with_write_concern(DURABLE_WRITES)
+
+    def checkpoint(self) -> None:
+        """Make everything written so far durable on the server (its ``fsync`` command; nothing
+        where the server takes no commands). The server's refusal is a ``DatabaseError``."""
+        if not self.capabilities.server_commands:
+            return
+        try:
+            self.db.client.admin.command("fsync")
+        except OperationFailure as exc:  # a refusal; a failure to reach the server stays the driver's
+            raise translated(exc) from exc
+
+    @property
+    def file_records(self) -> FileRecords:
+        """The records of the files ``sync_files`` read (``file_sources``), for it."""
+        return FileRecords(self._context)
+
+    @property
+    def imap_records(self) -> ImapRecords:
+        """The IMAP sync's source records and folder positions, for ``aecs_mongo.mail.imap``."""
+        return ImapRecords(self._context)
+
+    @property
+    def views(self) -> MailboxViews:
+        """The command line's extra reads of the mailbox (thread summaries, counts)."""
+        return MailboxViews(self._context)
 
     def _keep_index_stream(self) -> None:
         """Internal (the warm command host's and the MCP server's stores, which serve many reads):
@@ -332,7 +367,7 @@ class MessageStore:
     ) -> SearchResults[SearchHit]:
         """Messages matching ``query`` (the query language: words, "phrases", OR, NOT/-word,
         parentheses, prefix*, from:, to:, subject:, body:, attachment:, thread:, date:A..B; see
-        ``aecs_mongo/pure/search_query.py``): messageId, threadId, subject, ts, snippet, score.
+        ``aecs_mongo/pure/search_query/``): messageId, threadId, subject, ts, snippet, score.
 
         Newest first (``sort="date"``; ``next_cursor`` pages on with ``cursor=``), or best
         first (``sort="relevance"``) where the engine ranks (the local index, ``$text``, Atlas).

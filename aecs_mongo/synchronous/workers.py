@@ -26,6 +26,7 @@ from ..errors import ServerFeatureError
 from ..pure import feed
 from ..pure.feed import FeedItem, Vectors
 from ..pure.settings import Capabilities
+from .statements import resolve
 
 
 class MessageStoreLike(Protocol):
@@ -54,13 +55,6 @@ _HISTORY_LOST = (286, 280)
 _HISTORY_WORDS = ("history", "oplog", "resume")
 _PASSED = object()  # an update event the feed does not hand out
 _NEEDS = "a replica set or a sharded cluster (MongoDB change streams; a single-node replica set will do)"
-
-
-def _resolve(value: Any) -> Any:
-    """Await ``value`` if the driver returned an awaitable (Motor and PyMongo async differ)."""
-    if inspect.isawaitable(value):
-        return value
-    return value
 
 
 class Feed:
@@ -276,7 +270,7 @@ class Feed:
         if not self.store.capabilities.change_streams_possible:
             raise ServerFeatureError(f"store.watch needs change streams: {_NEEDS}; mongomock has none")
         try:
-            stream = _resolve(
+            stream = resolve(
                 self._messages.watch(
                     feed.stream_pipeline(self.store.mailbox_id, self.tags),
                     resume_after=resume_after,
@@ -360,7 +354,10 @@ def _embed_batch(
     if not todo:
         return 0
     texts = [item.for_ai or "" for item in todo.values()]
-    vectors = feed.check_vectors(_resolve(fn(texts)), len(texts))
+    found = fn(texts)
+    if inspect.isawaitable(found):  # the async API takes a plain or a coroutine embedding function
+        found = found
+    vectors = feed.check_vectors(found, len(texts))
     stored = store.set_embeddings(dict(zip(todo, vectors, strict=True)))
     if stored < len(todo):
         log.debug("%d messages were deleted before their vectors were stored", len(todo) - stored)

@@ -1,14 +1,16 @@
 """The ``aecs-mongo`` entry point: a thin client for reads, else the command line in-process.
 
-It imports only what a warm read needs (``_socket``, ``_signal``, ``struct``: no ``argparse``,
-no PyMongo; ``python -X importtime -m aecs_mongo inbox`` shows it). A read on the embedded
-default (no ``--uri``, no ``$MONGODB_URI``) whose data directory has a warm command host is
-handed to it over the private socket ``<data directory>/warm.sock``; a read with ``--uri`` (or
-``$MONGODB_URI``) to the URI's host, whose socket is in the user's runtime directory
-(``$XDG_RUNTIME_DIR/aecs-mongo``), named by a keyed hash of the URI. Anything else, and a read
-the host declines or cannot take (none running, another user's, a broken one), runs in-process
-(:func:`aecs_mongo.cli.run`). ``AECS_WARM=0`` turns the warm path off; ``AECS_WARM=require``
-makes a read that no host takes fail instead (to check a setup; the tests use it).
+It imports only what a warm read needs (``_socket``, ``_signal``, ``struct`` and the command
+table, :mod:`aecs_mongo.commands.table`: which commands are reads the host runs, which global
+options take a value; no ``argparse``, no PyMongo; ``python -X importtime -m aecs_mongo inbox``
+shows it). A read on the embedded default (no ``--uri``, no ``$MONGODB_URI``) whose data
+directory has a warm command host is handed to it over the private socket
+``<data directory>/warm.sock``; a read with ``--uri`` (or ``$MONGODB_URI``) to the URI's host,
+whose socket is in the user's runtime directory (``$XDG_RUNTIME_DIR/aecs-mongo``), named by a
+keyed hash of the URI. Anything else, and a read the host declines or cannot take (none
+running, another user's, a broken one), runs in-process (:func:`aecs_mongo.cli.run`).
+``AECS_WARM=0`` turns the warm path off; ``AECS_WARM=require`` makes a read that no host takes
+fail instead (to check a setup; the tests use it).
 
 Ctrl-C, SIGTERM and SIGHUP are passed to the host, which interrupts the command there (it then
 prints ``interrupted`` and exits 130, as in-process); a second one, or a host that does not
@@ -22,6 +24,7 @@ import _socket
 import os
 import sys
 
+from ..commands.table import FLAGS, VALUED, WARM
 from .protocol import (
     ACCEPT,
     EXIT,
@@ -51,7 +54,6 @@ else:
 __all__ = [
     "ACCEPT_TIMEOUT",
     "INTERRUPT_GRACE",
-    "READS",
     "WARM_ENV",
     "Route",
     "run",
@@ -60,17 +62,11 @@ __all__ = [
     "warm",
 ]
 
-#: The commands the host runs: reads (writes and long commands stay in-process).
-READS = frozenset(
-    {"mailboxes", "inbox", "threads", "thread", "show", "with", "replies", "find", "search", "count", "tags"}
-)
 #: Seconds to wait for the host to take the command (it runs one at a time) before running it here.
 ACCEPT_TIMEOUT = 5.0
 #: Seconds the host has to end an interrupted command before the client exits by itself.
 INTERRUPT_GRACE = 3.0
 
-_VALUED = frozenset({"--uri", "--db", "--mailbox", "--data-dir", "--keep-server", "--search-index"})
-_FLAGS = frozenset({"--json", "-v", "--verbose"})
 _EXIT_INTERRUPTED = 130
 _MAX_UNIX_PATH = 100
 
@@ -81,10 +77,10 @@ Route = tuple[str, str | None, str | None]
 
 
 def _route(argv: list[str], env: dict[str, str]) -> Route | None:
-    """Where a host that may run ``argv`` listens, or None (run in-process): a read command, no
-    help or version asked for; on the embedded default the data directory's ``warm.sock``, with
-    ``--uri``/``$MONGODB_URI`` the URI's socket in the user's runtime directory
-    (:func:`uri_route`). The host parses the arguments itself and declines what it does not run
+    """Where a host that may run ``argv`` listens, or None (run in-process): a command the table
+    marks ``warm`` (a short read), no help or version asked for; on the embedded default the
+    data directory's ``warm.sock``, with ``--uri``/``$MONGODB_URI`` the URI's socket in the
+    user's runtime directory (:func:`uri_route`). The host parses the arguments itself and declines what it does not run
     exactly as in-process would."""
     if env.get(WARM_ENV, "").lower() in OFF:
         return None
@@ -94,7 +90,7 @@ def _route(argv: list[str], env: dict[str, str]) -> Route | None:
         name, eq, value = arg.partition("=")
         if arg == "--" or arg in ("-h", "--help", "--version"):
             return None
-        if name in _VALUED:
+        if name in VALUED:
             if not eq:
                 i += 1
                 if i == len(argv):
@@ -105,12 +101,12 @@ def _route(argv: list[str], env: dict[str, str]) -> Route | None:
             if name == "--data-dir":
                 data_dir = value
         elif command is None:
-            if arg.startswith("-") and arg not in _FLAGS:
+            if arg.startswith("-") and arg not in FLAGS:
                 return None
             if not arg.startswith("-"):
                 command = arg
         i += 1
-    if command not in READS:
+    if command not in WARM:
         return None
     if uri is None:
         uri = env.get("MONGODB_URI")
@@ -323,7 +319,8 @@ def run() -> None:
 
             start_uri(route[2], argv, env)
         from ..cli import run as in_process
+        from .spawn import start
 
-        in_process()
+        in_process(companion=start)
         return
     sys.exit(code)

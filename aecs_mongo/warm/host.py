@@ -2,7 +2,8 @@
 search index open (``python -m aecs_mongo.warm.host DATA_DIR``).
 
 Started in the background by the command that finds the data directory's shared embedded server
-without one (:func:`aecs_mongo.warm.spawn.start`, called by ``embedded.background.use``), it serves
+without one (:func:`aecs_mongo.warm.spawn.start`, the companion the command line gives
+``embedded.background.use``), it serves
 ``<data directory>/warm.sock`` (the directory is 0700; each connection's peer must be this
 user: ``SO_PEERCRED``) one command at a time, and stops when the server stops (its record
 gone or naming another process: the server idles out after ``--keep-server`` without
@@ -39,7 +40,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .client import READS, socket_path
+from .client import socket_path
 from .protocol import (
     ACCEPT,
     DECLINE,
@@ -108,11 +109,10 @@ class Host:
     def __init__(
         self, data_dir: Path | None, uri: str | None = None, home: Path | None = None, idle: float = 300.0
     ) -> None:
-        from pymongo import MongoClient
-
         from .. import cli
         from ..commands import reading, stores  # noqa: F401  (imported now, not by the first command)
         from ..embedded import background
+        from ..synchronous.connection import MailClient
 
         self.data_dir = data_dir
         self.home = data_dir or home or Path.cwd()  # the host's working directory between commands
@@ -131,16 +131,16 @@ class Host:
             if found is None:
                 raise SystemExit(f"aecs-mongo: warm host: no shared server runs for {data_dir}")
             self.record, self.uri = found
-        self._client_class = MongoClient
+        self._client_class = MailClient
         self._client: Any = self._new_client()
-        self._client.admin.command("ping")  # connected before the first command
+        self._client.ping()  # connected before the first command
         self._command: tuple[int, Any] | None = None  # the running command's thread and client
         self.broken = False
         self._lock = threading.Lock()
 
     def _new_client(self) -> Any:
         ms = self._cli.SERVER_SELECTION_MS
-        return self._client_class(self.uri, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms)
+        return self._client_class(self.uri, timeout_ms=ms)
 
     @property
     def client(self) -> Any:
@@ -192,26 +192,26 @@ class Host:
         except SystemExit:
             return False
         if self.data_dir is None:  # a --uri: that one exactly; its --keep-server is the host's idle time
-            if args.entry.name not in READS or args.uri != self.uri or args.keep_server <= 0:
+            if not args.entry.warm or args.uri != self.uri or args.keep_server <= 0:
                 return False
             self.idle = args.keep_server
             return True
         given = getattr(args, "data_dir", None)
         data_dir = Path(given).expanduser().resolve() if given else user_data_dir().resolve()
         return (
-            args.entry.name in READS
+            args.entry.warm
             and not args.uri
             and data_dir == self.data_dir
             and args.keep_server > 0
             and args.keep_server == self.record.get("idleSeconds")
         )
 
-    def open_store(self, args: argparse.Namespace, db: Any, **options: Any) -> Any:
+    def open_store(self, args: argparse.Namespace, database: Any, **options: Any) -> Any:
         """``stores.open_store``, kept: the same arguments get the same (open) store."""
         from ..commands.stores import open_store
 
         key = (
-            args.db,
+            args.database_name,
             args.mailbox,
             getattr(args, "blobs", None),
             os.environ.get("XDG_CACHE_HOME"),  # where a --uri's local index is
@@ -223,7 +223,7 @@ class Host:
         )
         store = self._stores.get(key)
         if store is None:
-            store = self._stores[key] = open_store(args, db, long_lived=True, **options)
+            store = self._stores[key] = open_store(args, database, long_lived=True, **options)
         return store
 
     @contextlib.contextmanager

@@ -1,8 +1,8 @@
 """Starting the warm command host (:mod:`aecs_mongo.warm.host`): beside the shared embedded server,
 or for a ``--uri``.
 
-Light (the standard library and the protocol's constants): ``aecs_mongo.embedded.background``
-calls :func:`start` from ``use``, the call every command that keeps the server makes; the thin
+Light (the standard library and the protocol's constants): the command line gives :func:`start`
+to ``aecs_mongo.embedded.background.use``, the call every command that keeps the server makes; the thin
 client calls :func:`start_uri` when it runs a ``--uri`` read in-process because no host took it.
 """
 

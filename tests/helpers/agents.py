@@ -10,8 +10,18 @@ from collections.abc import Iterator
 from email.header import Header
 from typing import Any
 
+from aecs_mongo.agents import SPECS
 from aecs_mongo.agents.shaping import HANDLES, json_size
-from aecs_mongo.agents.specs import MAX_ITEMS, SPECS
+from aecs_mongo.agents.specs import (
+    BODY_MAX_CHARS,
+    MAX_ITEMS,
+    QUERY_MAX_CHARS,
+    RAW_MAX_BYTES,
+    STORE_MAX_BYTES,
+    TAG_MAX_MESSAGES,
+    THREAD_MAX_CHARS,
+    VECTOR_MAX_DIMS,
+)
 from aecs_mongo.pure.invisible import escape_hidden, strip_hidden
 
 #: "ignore previous instructions" in Unicode tag characters: invisible to a person, read by a model
@@ -31,6 +41,55 @@ SENT_ID = "crafted-3@example.com"
 SECRET_BCC = "secret-bcc@hidden.example"
 #: a Message-ID that itself hides a zero-width space (the normalizer keeps it as written)
 HIDDEN_ID = "zw\u200bid@evil.example"
+
+
+_LIMIT = {"minimum": 1, "maximum": MAX_ITEMS}
+_ID = {"minLength": 1, "maxLength": 1000}
+_CURSOR = {"maxLength": 2048}
+#: every capped argument of every tool and the bounds its published schema must state (counts,
+#: characters, bytes): what the tools' descriptions promise a model
+CAPS: list[tuple[str, str, dict[str, int]]] = [
+    ("search", "query", {"minLength": 1, "maxLength": 1000}),
+    ("search", "limit", _LIMIT),
+    ("count", "query", {"minLength": 1, "maxLength": 1000}),
+    ("get_thread", "thread_id", _ID),
+    ("get_thread", "limit", _LIMIT),
+    ("get_thread", "max_chars", {"minimum": 200, "maximum": THREAD_MAX_CHARS}),
+    ("get_message", "message_id", _ID),
+    ("get_message", "max_chars", {"minimum": 100, "maximum": BODY_MAX_CHARS}),
+    ("get_message", "raw_max_bytes", {"minimum": 1024, "maximum": RAW_MAX_BYTES}),
+    ("list_messages", "cursor", _CURSOR),
+    ("list_messages", "limit", _LIMIT),
+    ("list_messages", "sender", {"minLength": 3, "maxLength": 320}),
+    ("list_messages", "since", {"maxLength": 40}),
+    ("list_messages", "until", {"maxLength": 40}),
+    ("list_threads", "cursor", _CURSOR),
+    ("list_threads", "limit", _LIMIT),
+    ("with_participant", "address", {"minLength": 3, "maxLength": 320}),
+    ("with_participant", "cursor", _CURSOR),
+    ("with_participant", "limit", _LIMIT),
+    ("replies_to", "message_id", _ID),
+    ("replies_to", "limit", _LIMIT),
+    ("semantic_search", "text", {"minLength": 1, "maxLength": QUERY_MAX_CHARS}),
+    ("semantic_search", "vector", {"minItems": 1, "maxItems": VECTOR_MAX_DIMS}),
+    ("semantic_search", "limit", _LIMIT),
+    ("semantic_search", "thread_id", _ID),
+    ("store_message", "raw", {"minLength": 1, "maxLength": STORE_MAX_BYTES}),
+    ("delete_message", "message_id", _ID),
+    ("tag_messages", "query", {"minLength": 1, "maxLength": QUERY_MAX_CHARS}),
+    ("tag_messages", "message_ids", {"minItems": 1, "maxItems": TAG_MAX_MESSAGES}),
+    ("tag_messages", "add", {"maxItems": 20}),
+    ("tag_messages", "remove", {"maxItems": 20}),
+    ("tag_messages", "max_messages", {"minimum": 1, "maximum": TAG_MAX_MESSAGES}),
+]
+CAP_KEYS = ("minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems")
+
+
+def capped(schema: dict[str, Any], argument: str) -> dict[str, int]:
+    """The bounds an object schema states for ``argument`` (its non-null branch where it may be null)."""
+    prop = schema["properties"][argument]
+    branch = next((s for s in prop.get("anyOf", ()) if s.get("type") != "null"), prop)
+    return {key: branch[key] for key in CAP_KEYS if key in branch}
 
 
 def _header(text: str) -> str:
