@@ -4,10 +4,10 @@
 
 Each batch of the input goes through, in this order:
 
-- **parse** (:class:`Parse`): the next ``batch_size`` items taken and their documents built;
-  the first batch in the caller's process, the later ones in the parse worker processes where
-  the machine has them (``parse_pool.py``). Runs on the prefetch thread (``prefetch.py``), up
-  to two batches ahead of the write.
+- **parse** (:class:`Parse`): the input's next batch taken and its documents built; the first
+  batch here, the later ones in the parse worker processes where the machine has them
+  (``parse_pool.py``). Runs on the prefetch thread (``prefetch.py``), up to two batches ahead
+  of the write.
 - **blobs** (:class:`Blobs`): on a durable file store, the batch's blobs are put (written,
   synced, named) on a thread of their own while the batches before it are written
   (``filestore.py``, "Staged ahead"); a batch is put ahead only once a batch was written (its
