@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import AecsMongoError
 from ..pure.documents import MessageDocuments
 
-if TYPE_CHECKING:  # the normalizer is imported on first use (writing.py imports this module)
+if TYPE_CHECKING:  # the normalizer is imported on first use (pipeline.py imports this module)
     from ..normalizer.build import RawJob, RawSpec
 
 __all__ = ["MAX_WORKERS", "ParsePool", "worker_count"]

@@ -1,9 +1,10 @@
 """Writing mail (C.4): blobs, bodies, the message insert (the commit point), thread summaries.
 
-``write_batch`` is the one write path: ``store``, ``store_many``/``store_iter``, ``add`` and the
-mail adapters all end here. The documents are built by the pure ``pure/documents.py``; this is
-the order of the statements, the transaction where the deployment has one, and what makes a
-re-delivery after any crash end as one clean delivery would.
+``write_batch`` is the one write path: ``store``, ``store_many``/``store_iter`` (the ingest
+pipeline's write stage, ``pipeline.py``), ``add`` and the mail adapters all end here. The
+documents are built by the pure ``pure/documents.py``; this is the order of the statements, the
+transaction where the deployment has one, and what makes a re-delivery after any crash end as
+one clean delivery would.
 """
 
 from __future__ import annotations
@@ -11,22 +12,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as _dt
-import itertools
 import random
 import re
 import secrets
-import threading
 from asyncio import wrap_future
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterable, Mapping, Sequence
 from time import monotonic
 from typing import Any
 
 from pymongo import ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
-from ..errors import AecsMongoError
-from ..pure.blob_location import check_key
 from ..pure.documents import (
     Blob,
     MessageDocuments,
@@ -36,17 +32,14 @@ from ..pure.documents import (
     thread_summaries,
 )
 from ..pure.keys import check_str
-from ..pure.settings import check_limit
 from ..pure.tags import check_folders, check_tags, needs_change
 from ..pure.variants import variant_blob_key, variant_record_update, variants_in_batch_order
 from ..results import StoreResult
 from . import blobstore, capabilities, indexing
 from .changemarks import AsyncChange
 from .context import AsyncStoreContext, insert_ignoring_duplicates, log, only_duplicates, resolve
-from .parse_pool import ParsePool, worker_count
-from .prefetch import AsyncPrefetch
 
-__all__ = ["build", "fallback_ts", "parse_raw", "store_iter", "write_batch"]
+__all__ = ["build", "fallback_ts", "finish", "parse_raw", "raw_spec", "write_batch"]
 
 _THREAD_UPSERT_RETRIES = 5
 _TXN_ATTEMPTS = 5
@@ -69,7 +62,7 @@ def fallback_ts(raw: bytes | None, received_at: _dt.datetime | None) -> int | No
     return computed(raw, received_at)
 
 
-def _raw_spec(ctx: AsyncStoreContext) -> Any:
+def raw_spec(ctx: AsyncStoreContext) -> Any:
     """What building a raw message's documents needs of the store (``normalizer.build.RawSpec``)."""
     from ..normalizer.build import RawSpec
 
@@ -98,7 +91,7 @@ def build(
     if isinstance(email, (bytes, bytearray, memoryview)):
         from ..normalizer.build import build_raw
 
-        docs = build_raw(_raw_spec(ctx), bytes(email), attachments, uidl, received_at)
+        docs = build_raw(raw_spec(ctx), bytes(email), attachments, uidl, received_at)
     else:
         docs = build_documents(
             email,
@@ -108,10 +101,10 @@ def build(
             uidl=uidl,
             fallback_ts=fallback_ts(None, received_at),
         )
-    return _finish(ctx, docs, tag_list, folder_list)
+    return finish(ctx, docs, tag_list, folder_list)
 
 
-def _finish(
+def finish(
     ctx: AsyncStoreContext, docs: MessageDocuments, tags: Sequence[str], folders: Sequence[str]
 ) -> MessageDocuments:
     """Set the initial tags and folders; say once per store which unknown fields were ignored."""
@@ -124,178 +117,6 @@ def _finish(
         if ctx.first_time(f"ignored field {name}"):
             log.info("ignoring unknown field %s (AECS-1 §10.6); said once per store", name)
     return docs
-
-
-async def store_iter(
-    ctx: AsyncStoreContext,
-    items: Iterable[Any],
-    batch_size: int,
-    on_error: Callable[[int, Any, Exception], None] | None,
-    tags: Iterable[str] = (),
-) -> AsyncIterator[StoreResult]:
-    """Batches of ``items`` built on a worker thread (``prefetch``) while the last is written.
-    ``tags``: set on every message inserted, beside an item's own ``tags`` (a mail source's
-    ``RawMessage`` carries its flags as ``tags`` and where it was found as ``folders``)."""
-    check_limit(batch_size)
-    every = check_tags(tags)
-    numbered = enumerate(items)
-    Built = tuple[list[MessageDocuments], list[tuple[int, Any, AecsMongoError]]]
-    Staged = tuple[list[MessageDocuments], list[tuple[int, Any, AecsMongoError]], Future[None] | None]
-    workers = worker_count()  # where the machine has cores to spare (parse_pool.py)
-    pool: ParsePool | None = None
-    batches = 0
-    # a file store puts the next batch's blobs (written, synced, named) while this one is
-    # written, on a thread of its own, so the batch after it is parsed meanwhile (durable stores
-    # only; once a batch checked the blob location: filestore.py, "Staged ahead")
-    stager = ctx.blobs.stager() if ctx.settings.durable else None
-    staging = ThreadPoolExecutor(1, thread_name_prefix="aecs-stage") if stager is not None else None
-    staged: dict[int, list[tuple[str, bytes]]] = {}  # id() of a batch put ahead -> its blobs
-    checked = False
-    # batches built without putting ahead and not written yet: a batch is put ahead only once
-    # every batch before it has its blobs named (a name is taken by the first copy: a later
-    # batch's copy of a message must never take it before the message's own blobs)
-    unnamed: dict[int, int] = {}  # id() of such a batch -> its number
-    named = threading.Condition()
-    stopping = False
-
-    def put_ahead(number: int, items: list[tuple[str, bytes]]) -> None:
-        assert stager is not None
-        with named:
-            named.wait_for(lambda: stopping or all(n > number for n in unnamed.values()))
-            if stopping:
-                return
-        stager.stage(items)
-
-    def build_next() -> Staged | None:
-        built = build_batch()
-        if built is None:
-            return None
-        if stager is None or staging is None or not checked:
-            with named:
-                unnamed[id(built[0])] = batches
-            return (*built, None)
-        items = _blob_items(built[0])
-        staged[id(built[0])] = items
-        return (*built, staging.submit(put_ahead, batches, items))
-
-    def build_batch() -> Built | None:
-        nonlocal batches, pool
-        batches += 1
-        if workers and batches > 1:  # from the second batch on: one batch never pays for them
-            if pool is None:
-                pool = ParsePool(_raw_spec(ctx), workers)
-            return _build_in_workers(ctx, pool, list(itertools.islice(numbered, batch_size)), every, on_error)
-        batch: list[MessageDocuments] = []
-        refused: list[tuple[int, Any, AecsMongoError]] = []  # reported from the caller's thread
-        for index, item in numbered:
-            try:
-                if hasattr(item, "received_at") and hasattr(item, "data"):  # a mail source's RawMessage
-                    own = (*every, *getattr(item, "tags", ()))
-                    folders = getattr(item, "folders", ())
-                    batch.append(build(ctx, item.data, None, None, item.received_at, own, folders))
-                else:
-                    batch.append(build(ctx, item, None, None, tags=every))
-            except AecsMongoError as exc:
-                if on_error is None:
-                    raise
-                refused.append((index, item, exc))
-            if len(batch) >= batch_size:
-                break
-        return (batch, refused) if batch or refused else None
-
-    prefetch: AsyncPrefetch[Staged] = AsyncPrefetch(build_next)
-    try:
-        while (built := await prefetch.next()) is not None:
-            batch, refused, ahead = built
-            for error in refused:
-                assert on_error is not None
-                on_error(*error)
-            if ahead is not None:
-                await wrap_future(ahead)  # its blobs are durable under their names
-            if batch:
-                results = await write_batch(ctx, batch, index_later=True)
-                checked = True
-            with named:
-                unnamed.pop(id(batch), None)
-                named.notify_all()
-            if batch:
-                if stager is not None:
-                    stager.unstage(staged.pop(id(batch), []))  # of messages stored before
-                for result in results:
-                    yield result
-        indexing.caught_up(ctx)  # the last batches' records are in the local index
-    finally:
-        prefetch.close()
-        if pool is not None:
-            pool.close()
-        if staging is not None:
-            with named:
-                stopping = True
-                named.notify_all()
-            staging.shutdown(wait=True)
-        if stager is not None:
-            for items in staged.values():
-                stager.unstage(items)
-
-
-def _blob_items(batch: Sequence[MessageDocuments]) -> list[tuple[str, bytes]]:
-    """``(key, bytes)`` of the blobs of the first copy of each message in a batch (the copy
-    ``write_once`` inserts; a later one with other parts would name blobs no row holds), of
-    messages with raw bytes (``raw.eml``: the stager skips a message whose raw blob is there)."""
-    items: dict[str, bytes] = {}
-    seen: set[str] = set()
-    for docs in batch:
-        if docs.message["_id"] in seen:
-            continue
-        seen.add(docs.message["_id"])
-        if any(blob.key.endswith("/raw.eml") for blob in docs.blobs):
-            for blob in docs.blobs:
-                items.setdefault(check_key(blob.key), blob.data)
-    return list(items.items())
-
-
-def _build_in_workers(
-    ctx: AsyncStoreContext,
-    pool: Any,
-    taken: list[tuple[int, Any]],
-    every: Sequence[str],
-    on_error: Callable[[int, Any, Exception], None] | None,
-) -> tuple[list[MessageDocuments], list[tuple[int, Any, AecsMongoError]]] | None:
-    """One batch of ``store_iter``: raw messages built by the worker processes, anything else
-    here; the same documents and typed errors, in input order, as building them one by one."""
-    if not taken:
-        return None
-    jobs = []
-    labels: dict[int, tuple[Sequence[str], Sequence[str]]] = {}  # tags and folders of the raw ones
-    here: dict[int, MessageDocuments | AecsMongoError] = {}
-    for index, item in taken:
-        try:
-            if hasattr(item, "received_at") and hasattr(item, "data"):  # a mail source's RawMessage
-                own, folders = (*every, *getattr(item, "tags", ())), getattr(item, "folders", ())
-                if not isinstance(item.data, (bytes, bytearray, memoryview)):
-                    here[index] = build(ctx, item.data, None, None, item.received_at, own, folders)
-                    continue
-                labels[index] = (check_tags(own), check_folders(folders))
-                jobs.append((index, bytes(item.data), item.received_at))
-            elif isinstance(item, (bytes, bytearray, memoryview)):
-                labels[index] = (check_tags(every), check_folders(()))
-                jobs.append((index, bytes(item), None))
-            else:
-                here[index] = build(ctx, item, None, None, tags=every)
-        except AecsMongoError as exc:
-            here[index] = exc
-    built = pool.build(jobs)
-    batch: list[MessageDocuments] = []
-    refused: list[tuple[int, Any, AecsMongoError]] = []
-    for index, item in taken:
-        got = here[index] if index in here else built[index]
-        if isinstance(got, AecsMongoError):
-            if on_error is None:
-                raise got
-            refused.append((index, item, got))
-        else:
-            batch.append(_finish(ctx, got, *labels[index]) if index in labels else got)
-    return batch, refused
 
 
 #: what the batch's lookup reads of a stored message: enough to keep a copy of it as a variant
@@ -633,7 +454,7 @@ async def _record_variants(
         record = _variant_record(docs, blob, now)
         # one statement a copy: whether it modified the message says whether this call recorded it
         messages = ctx.completing(ctx.messages, concern) if n == len(todo) else ctx.messages
-        pushed = await messages.update_one(ctx.by_id(message["_id"]), variant_record_update(record))
+        pushed = await messages.update_one(ctx.by_id(message["_id"]), variant_record_update(record, ctx.dialect))
         if pushed.modified_count:
             kept.add(id(docs))
             log.debug("kept other bytes of %s as a variant (%s)", docs.message_id, sha[:12])
@@ -779,8 +600,8 @@ def _with_tags_rev(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def _fold_many(ctx: AsyncStoreContext, messages: Sequence[Mapping[str, Any]], concern: Any) -> None:
     """Merge newly inserted messages into their threads without a transaction: a thread the
     batch starts is inserted whole (one unordered insert); a stored one, or one a concurrent
-    writer inserted first, gets one atomic pipeline merge (``summary_merge_update``) per thread.
-    The thread writes are the batch's last: under ``concern``."""
+    writer inserted first, gets one atomic pipeline merge (``summary_merge_update``) per thread,
+    in one bulk. The thread writes are the batch's last: under ``concern``."""
     threads = ctx.completing(ctx.threads, concern)
     summaries = _with_tags_rev(thread_summaries(messages))
     if summaries:

@@ -34,6 +34,7 @@ from . import (
     indexing,
     lookups,
     maintenance,
+    pipeline,
     reading,
     search,
     stats,
@@ -257,8 +258,8 @@ class MessageStore:
         tags: Iterable[str] = (),
     ) -> Iterator[StoreResult]:
         """``store_many`` as a stream: memory is bounded by the batch, not by the input; the next
-        batch is parsed on a worker thread while the current one is written."""
-        return writing.store_iter(self._context, items, batch_size, on_error, tags)
+        batch is parsed on a worker thread while the current one is written (``pipeline.py``)."""
+        return pipeline.store_iter(self._context, items, batch_size, on_error, tags)
 
     # --- tags and folders -------------------------------------------------------------------
 
