@@ -63,7 +63,7 @@ class AsyncChange:
         self.token = token
         return self
 
-    async def __aexit__(self, kind: object, error: object, trace: object) -> None:
+    async def __aexit__(self, kind: object, error: object, _trace: object) -> None:
         if self.token is None:
             return
         ctx, token = self.ctx, self.token

@@ -304,7 +304,6 @@ async def _target_batches(ctx: AsyncStoreContext, target: str | Iterable[str]) -
             last = (int(rows[-1]["ts"]), str(rows[-1]["messageKey"]))
             yield _Batch(keys, _window(base, after, last), rows)
             after = last
-        return
     cursor: str | None = None
     while True:
         hits = await search.search(ctx, target, TAG_BATCH, None, "date", cursor)

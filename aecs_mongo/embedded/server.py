@@ -370,6 +370,6 @@ class EmbeddedServer:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, _tb: TracebackType | None
     ) -> None:
         self.stop()

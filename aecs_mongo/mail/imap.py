@@ -260,7 +260,7 @@ def sync(
     try:
         _login(conn, user, password)
         run = _Run(store, conn, report, batch_size, batch_bytes, progress, stop or (lambda: False))
-        run.condstore = _enable_condstore(conn)
+        _enable_condstore(conn)  # then EXAMINE reports HIGHESTMODSEQ
         for raw, display in _select_targets(conn, wanted, report):
             if run.stop():
                 report.interrupted = True
@@ -312,7 +312,6 @@ class _Run:
         self.progress = progress
         self.stop = stop
         self.records = store.imap_records
-        self.condstore = False  # ENABLE CONDSTORE accepted: EXAMINE reports HIGHESTMODSEQ
 
     def folder(self, raw: bytes, display: str) -> None:
         folder = ImapFolderReport(display)

@@ -115,7 +115,7 @@ class MailWriter:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, _tb: TracebackType | None
     ) -> None:
         self.close()
 

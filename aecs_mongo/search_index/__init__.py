@@ -47,7 +47,7 @@ from pathlib import Path
 from ..errors import SearchIndexError
 from ..pure.search_query import COLUMNS
 from . import fts
-from .fts import Plan, rowid_for, ts_of_rowid
+from .fts import Plan, rowid_for
 
 __all__ = ["SCHEMA_VERSION", "IndexState", "MailboxIndex", "Record", "SearchIndex", "fts"]
 
@@ -575,7 +575,3 @@ class MailboxIndex:
             columns = ", ".join(COLUMNS)
             rows = conn.execute(f"SELECT rowid, {columns} FROM {self.fts} WHERE rowid IN ({marks})", list(rowids))
             return {int(r[0]): dict(zip(COLUMNS, r[1:], strict=True)) for r in rows}
-
-    @staticmethod
-    def ts_of(rowid: int) -> int:
-        return ts_of_rowid(rowid)

@@ -65,7 +65,7 @@ class Change:
         self.token = token
         return self
 
-    def __exit__(self, kind: object, error: object, trace: object) -> None:
+    def __exit__(self, kind: object, error: object, _trace: object) -> None:
         if self.token is None:
             return
         ctx, token = self.ctx, self.token

@@ -306,7 +306,6 @@ def _target_batches(ctx: StoreContext, target: str | Iterable[str]) -> Any:
             last = (int(rows[-1]["ts"]), str(rows[-1]["messageKey"]))
             yield _Batch(keys, _window(base, after, last), rows)
             after = last
-        return
     cursor: str | None = None
     while True:
         hits = search.search(ctx, target, TAG_BATCH, None, "date", cursor)

@@ -153,7 +153,7 @@ class Feed:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, _tb: TracebackType | None
     ) -> None:
         try:
             if exc_type is None and self.auto_ack and not self._closed:

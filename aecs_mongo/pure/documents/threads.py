@@ -22,7 +22,6 @@ __all__ = [
     "thread_summaries",
     "thread_summary_from_messages",
     "thread_update",
-    "thread_updates",
 ]
 
 
@@ -46,19 +45,6 @@ def thread_summaries(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     for message in messages:
         by_thread.setdefault(message["threadKey"], []).append(message)
     return [summary for group in by_thread.values() if (summary := thread_summary_from_messages(group))]
-
-
-def thread_updates(
-    messages: Sequence[Mapping[str, Any]], *, sharded: bool = False
-) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """One upsert per thread for a batch of newly inserted messages, in order of first appearance:
-    each thread's messages are summarized here and merged into the stored summary in one update.
-
-    Merging summaries is associative and commutative (a count adds, first and last are the
-    least and greatest ``(ts, messageKey)``), so the end state is the same as folding the
-    messages one by one in any order, and concurrent writers' merges of one thread commute.
-    """
-    return [summary_merge_update(summary, sharded=sharded) for summary in thread_summaries(messages)]
 
 
 def merge_thread_summaries(stored: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:

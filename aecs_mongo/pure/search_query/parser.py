@@ -38,7 +38,6 @@ class _Token:
     field: str | None = None
     quoted: bool = False
     prefix: bool = False
-    field_position: int = 0
 
 
 def _fail(query: str, position: int, why: str) -> SearchQueryError:
