@@ -114,7 +114,7 @@ _ATTACHMENT_FIELDS = frozenset(
 
 
 def _parsed_in_place(context: dict[str, Any]) -> bool:
-    """The reference has more message/rfc822 parts that DESIGN.md parses in place than we kept."""
+    """The reference has more message/rfc822 parts that our normalizer parses in place than we kept."""
     ours_kept: int = context["_ours"]["attachments.contentTypes"].count("message/rfc822")
     return int(context.get("_rfc822_inline", 0)) > ours_kept
 
@@ -141,26 +141,26 @@ JUDGED_RULES: list[Rule] = [
         frozenset({"postal-mime", "stalwart", "mime4j", "mimekit"}),
         frozenset({"messageId"}),
         lambda ours, theirs, context: ours is None and _invalid_message_id(theirs),
-        "not a valid Message-ID by AECS-1 §5.1, so ours is synthetic; the reference keeps it (DESIGN.md)",
+        "not a valid Message-ID by AECS-1 §5.1, so ours is synthetic; the reference keeps it",
     ),
     Rule(
         frozenset({"stalwart"}),
         _ATTACHMENT_FIELDS,
         lambda ours, theirs, context: _parsed_in_place(context),
-        "DESIGN.md: a message/rfc822 part without attachment disposition, outside a report, is a forwarded "
+        "a message/rfc822 part without attachment disposition, outside a report, is a forwarded "
         "message parsed in place; stalwart keeps every message/rfc822 part as one attachment",
     ),
     Rule(
         frozenset({"stalwart"}),
         frozenset({"text", "html"}),
         lambda ours, theirs, context: _parsed_in_place(context) and _adds_to(ours, theirs),
-        "DESIGN.md: a forwarded message parsed in place joins its text to the body; stalwart's body leaves it out",
+        "a forwarded message parsed in place joins its text to the body; stalwart's body leaves it out",
     ),
     Rule(
         frozenset({"mime4j"}),
         frozenset({"text"}),
         lambda ours, theirs, context: bool(context.get("_rfc822_inline")) and _adds_to(ours, theirs),
-        "a forwarded message parsed in place (DESIGN.md): our text adds its header summary to the parts' text",
+        "a forwarded message parsed in place: our text adds its header summary to the parts' text",
     ),
 ]
 
@@ -521,7 +521,7 @@ class _Leaf:
 
 def _mime4j_leaves(element: ET.Element, fields: dict[str, str], in_report: bool, out: list[_Leaf]) -> None:
     """Walk mime4j's tree in MIME order. A nested message is walked (its parts are ours in place)
-    unless it is an attachment or sits in a multipart/report, the rule of DESIGN.md."""
+    unless it is an attachment or sits in a multipart/report: our normalizer's rule."""
     content_type_value = fields.get("content-type")
     content_type = (content_type_value or "text/plain").split(";")[0].strip().lower() or "text/plain"
     disposition = fields.get("content-disposition")

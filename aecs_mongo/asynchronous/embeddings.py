@@ -1,4 +1,4 @@
-"""Vectors (C.3): ``set_embedding(s)``, ``semantic_search`` and, off Atlas, the sealing of their
+"""Vectors: ``set_embedding(s)``, ``semantic_search`` and, off Atlas, the sealing of their
 quantized copies into blocks, the exact search's two passes and ``reindex``'s upkeep of blocks.
 
 The rules (the stored form, what a block holds, why the newest copy of a vector wins, the

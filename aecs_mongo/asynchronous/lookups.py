@@ -1,9 +1,9 @@
-"""Seed 003's surface: a POP3 pipeline's message store on the same documents.
+"""The mailbox surface: a POP3 pipeline's message store on the same documents.
 
 UIDL bookkeeping (one ``uidls`` document per UIDL ever downloaded), the header lookups
 (``find``: Subject, From, To, Date, In-Reply-To, References, List-Id, each on its own index),
 every message id in order, the stdlib ``EmailMessage`` from ``raw.eml``, and ``walk_thread``,
-the breadth-first walk over References / In-Reply-To that seed 003 defines.
+the breadth-first walk over References / In-Reply-To.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ async def find(ctx: AsyncStoreContext, header: str, value: str) -> list[str]:
 
 
 async def walk_thread(ctx: AsyncStoreContext, message_id: str) -> list[str]:
-    """Seed 003's walk: the root is the first References entry when stored, else the earliest
+    """The thread walk: the root is the first References entry when stored, else the earliest
     stored ancestor along In-Reply-To; then breadth-first over replies. Gaps end a branch."""
     start = await ctx.messages.find_one(ctx.by_id(ctx.id_for(message_id)), _WALK_FIELDS)
     if start is None:

@@ -1,7 +1,7 @@
 """Upkeep: the indexes, ``reindex`` (every derived document rebuilt from ``messages``), the
-re-parse of mail normalized under another spec version (C.4), and the engines in ``stats``.
+re-parse of mail normalized under another spec version, and the engines in ``stats``.
 
-Seed 003's rule: the ``messages`` documents are the primary records and everything else
+The rule: the ``messages`` documents are the primary records and everything else
 (thread summaries, lookup fields, UIDL records, vector blocks, the local search index) is a
 cache that ``reindex``
 can rebuild at any time, readers never seeing a mailbox without threads meanwhile.
@@ -106,7 +106,7 @@ async def recompute_thread(ctx: AsyncStoreContext, tkey: str) -> None:
         await ctx.threads.replace_one(ctx.upsert_key(summary["_id"]), summary, upsert=True)
 
 
-# --- re-parsing (C.4) ------------------------------------------------------------------------
+# --- re-parsing ------------------------------------------------------------------------------
 
 
 async def reparse_stale(ctx: AsyncStoreContext, spec_version: str | None) -> dict[str, int]:
@@ -153,7 +153,7 @@ async def _reparse(ctx: AsyncStoreContext, message_id: str) -> bool:
     return True
 
 
-# --- reindex (seed 003) -------------------------------------------------------------------------
+# --- reindex: every derived document rebuilt from messages -----------------------------------
 
 
 async def reindex(ctx: AsyncStoreContext) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""Keyset pages and windowed reads (C.3): every list read of the store comes through here.
+"""Keyset pages and windowed reads: every list read of the store comes through here.
 
 Each statement is sent as the server's dialect states it (``Dialect.statement``). A page is the
 first ``limit`` rows after an opaque cursor on ``(ts, messageKey)`` (threads:

@@ -12,8 +12,8 @@ usable cores less two (one for the database server, which on the embedded defaul
 this machine, one for the process that writes), and at least one on a machine of two cores:
 there a parse on a thread of the writing process held the interpreter lock while the writes
 waited for it after each reply of the server and each synced file (the thread switch comes
-every 5 ms), and one worker process ingested a Maildir of real mail faster (issue 40's
-measurement: ``scripts/bench.py --sections ingest``). None on one core. Processes
+every 5 ms), and one worker process ingested a Maildir of real mail faster (measured by
+``scripts/bench.py --sections ingest``). None on one core. Processes
 are started with ``fork`` (Linux only: it does not run the program's main module again, as
 ``spawn`` would in a script without a ``__main__`` guard), on the second batch (an input of
 one batch never pays for them), and they ignore Ctrl-C: the caller's process stops them when

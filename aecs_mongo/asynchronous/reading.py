@@ -1,4 +1,4 @@
-"""Reading mail (C.3): one message rebuilt from its tiers, a thread, and the list reads.
+"""Reading mail: one message rebuilt from its tiers, a thread, and the list reads.
 
 ``assemble`` turns hot + warm (and cold, on request) back into the AECS-1 object
 (``pure/documents/rebuild.py`` holds the mapping); the list reads are keyset pages (``paging``) on the

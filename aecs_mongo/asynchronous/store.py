@@ -348,7 +348,7 @@ class AsyncMessageStore:
         return await reading.message_summaries(self._context, message_ids)
 
     async def stale(self, spec_version: str, limit: int = 100) -> list[str]:
-        """Message ids normalized under a spec version other than ``spec_version`` (C.4)."""
+        """Message ids normalized under a spec version other than ``spec_version``."""
         return await reading.stale(self._context, spec_version, limit)
 
     async def search(
@@ -391,7 +391,7 @@ class AsyncMessageStore:
     # --- vectors ---------------------------------------------------------------------------
 
     async def set_embedding(self, message_id: str, vector: Sequence[float]) -> None:
-        """Keep one vector per message (C.3) for ``semantic_search``; replaces an earlier one.
+        """Keep one vector per message for ``semantic_search``; replaces an earlier one.
         Stored as BSON binData float32 with an int8 copy that joins a block once a block's
         worth is written (``pure/vectors.py``). ``NotFoundError`` if the message is not stored."""
         await embeddings.set_embedding(self._context, message_id, vector)
@@ -493,13 +493,13 @@ class AsyncMessageStore:
         await self._context.journal_barrier(await completion_concern(self._context))
 
     async def reindex(self) -> dict[str, int]:
-        """Rebuild every derived document from the primary ``messages`` documents (seed 003):
+        """Rebuild every derived document from the primary ``messages`` documents:
         thread summaries, lookup fields, UIDL records (those of vanished messages removed), the
         vector blocks (old array vectors rewritten, unsealed ones sealed, dead entries dropped),
         and the local search index of a store with one (``searchIndexed``: messages it holds)."""
         return await maintenance.reindex(self._context)
 
-    # --- the seed-003 surface: a POP3 pipeline's message store ----------------------------------
+    # --- the mailbox surface: a POP3 pipeline's message store ------------------------------------
 
     async def add(self, uidl: str, raw_bytes: bytes) -> str:
         """Store one downloaded message and record its UIDL; returns its message id. An
@@ -529,5 +529,5 @@ class AsyncMessageStore:
 
     async def walk_thread(self, message_id: str) -> list[str]:
         """Every stored message reachable from ``message_id`` by References / In-Reply-To, oldest
-        first (seed 003's walk; gaps end a branch)."""
+        first (gaps end a branch)."""
         return await lookups.walk_thread(self._context, message_id)

@@ -1,4 +1,4 @@
-"""Writing mail (C.4): blobs, bodies, the message insert (the commit point), thread summaries.
+"""Writing mail, in this order: blobs, bodies, the message insert (the commit point), threads.
 
 ``write_batch`` is the one write path: ``store``, ``store_many``/``store_iter`` (the ingest
 pipeline's write stage, ``pipeline.py``), ``add`` and the mail adapters all end here. The
@@ -56,7 +56,7 @@ def parse_raw(raw: bytes, for_ai_max_chars: int) -> Any:
 def fallback_ts(raw: bytes | None, received_at: _dt.datetime | None) -> int | None:
     """The sort time of a message without a usable Date: the newest Received header's date,
     else the source's own date (``received_at``: an mbox From_ line, a file's time, IMAP
-    INTERNALDATE); None: ``processedAt`` then (seed 000's fallback, kept last)."""
+    INTERNALDATE); None: ``processedAt`` then (the processing time, a last resort)."""
     from ..normalizer.build import fallback_ts as computed
 
     return computed(raw, received_at)
@@ -161,7 +161,7 @@ async def write_batch(
 async def write_once(
     ctx: AsyncStoreContext, batch: Sequence[MessageDocuments], *, repair: bool = False, index_later: bool = False
 ) -> list[StoreResult]:
-    """C.4 order, batched: blobs, bodies, messages (one unordered insert), thread updates.
+    """The write order, batched: blobs, bodies, messages (one unordered insert), thread updates.
 
     One ``_id $in`` find first tells the batch's new messages from copies of stored ones: only
     new messages upload blobs (a copy keeps nothing but its raw bytes, as a variant), so the
@@ -477,7 +477,7 @@ def _is_transient(exc: PyMongoError) -> bool:
 async def _commit_in_transaction(
     ctx: AsyncStoreContext, unique: Sequence[MessageDocuments], concern: Any, deadline: float | None = None
 ) -> set[str]:
-    """Body, message and thread summary of each new message in one transaction (C.4).
+    """Body, message and thread summary of each new message in one transaction.
 
     Transient errors (a write conflict, a failover, the open transaction of a writer that
     died holding the same documents, which the server keeps until its

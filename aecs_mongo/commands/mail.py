@@ -1,4 +1,4 @@
-"""Mail servers and old stores: ``pop3`` (download), ``migrate-gdbm`` (the seed-003 GDBM file) and
+"""Mail servers and old stores: ``pop3`` (download), ``migrate-gdbm`` (the old UIDL-keyed GDBM file) and
 ``imap`` (an incremental sync of an IMAP account). A password is read from the environment
 variable ``--password-env`` names, or asked on the terminal: never taken from the command line."""
 

@@ -186,7 +186,7 @@ COMMANDS = (
     ),
     Command(
         "find",
-        "message ids by header value (seed 003 lookups), oldest first",
+        "message ids by header value (Subject, From, To, Date, List-Id, ...), oldest first",
         options="find",
         handler="reading:find",
         warm=True,

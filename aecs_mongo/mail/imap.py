@@ -1,84 +1,22 @@
 """Bring an IMAP account into the store, incrementally, and keep it in step: ``sync``.
 
-The POP3 pipeline (``pop3.py``) downloads what the store has not seen by UIDL. IMAP makes that
-exact per folder: a folder's UIDs only grow while its UIDVALIDITY stays the same. So per folder:
+A folder's UIDs only grow while its UIDVALIDITY stays the same, so a saved position per folder
+(``imap_folders``: UIDVALIDITY, the highest UID dealt with, HIGHESTMODSEQ) tells what is new.
+Per folder: ``EXAMINE`` (read-only; ``BODY.PEEK[]`` never sets ``\\Seen``); the known messages'
+flag changes brought in as tags (CONDSTORE's ``CHANGEDSINCE`` where the server offers it, else a
+FLAGS listing; only what changed on the server changes in the store); then the new UIDs fetched
+in batches bounded in messages and bytes and handed to ``store.store_iter`` as the server sent
+them. Source records (``imap_sources``) and then the position are written only after the store
+committed a batch, so the position never runs ahead of the store: a run that dies is continued
+by the next, which at worst fetches a batch again and finds it ``present``. Another UIDVALIDITY
+means the folder was recreated: it is read again from UID 1. Nothing is written to the server.
 
-1. ``EXAMINE`` it (read-only: nothing on the server changes; ``BODY.PEEK[]`` below never sets
-   ``\\Seen``) and read UIDVALIDITY and UIDNEXT.
-2. Compare with the folder's saved position in ``imap_folders`` (``pure/imap_records.py``). Same
-   UIDVALIDITY and UIDNEXT not above the saved UID + 1: nothing new, and no FETCH is sent at all.
-   Another UIDVALIDITY: the folder was recreated, its UIDs mean other messages; its old source
-   records are dropped and it is read again from UID 1 (``reset``). Message-ID identity makes that
-   free of duplicates: what was stored already is ``present``.
-3. ``UID FETCH <saved+1>:* (UID RFC822.SIZE)`` lists the new UIDs and their sizes (one command);
-   they are fetched in batches of at most ``batch_size`` messages and ``batch_bytes`` bytes
-   (``UID FETCH <set> (UID BODY.PEEK[])``), so a folder of big messages never sits in memory.
-4. The raw bytes go to ``store.store_iter`` as the server sent them, the store's batches being
-   the FETCH batches (one stream per run of equally long batches), so memory is bounded in bytes
-   on both sides; the next batch is fetched and parsed on the store's worker thread while the
-   current one is written. After the store
-   has committed messages, their source records are written (``imap_sources``: account, folder,
-   UIDVALIDITY, UID -> message) and then the folder position moves to the highest UID dealt
-   with. The position never runs ahead of the store: a run that dies anywhere is continued by
-   the next one, which at worst fetches a batch again and finds it ``present``.
-
-Flags (issue 41; the mappings are ``pure/flags.py``'s): each message is fetched with its FLAGS
-and stored with them as tags (``\\Seen`` -> ``$seen`` ..., keywords lowercased) and with its
-folder (``messages.folders``); its source record keeps the tags the server gave. Before new mail
-is fetched, the flags of the messages the folder already had (UIDs up to the saved position)
-are brought into the store, server to store:
-
-- where the server offers CONDSTORE (RFC 7162; Dovecot does), the sync sends ``ENABLE
-  CONDSTORE`` after the login, and EXAMINE reports the folder's HIGHESTMODSEQ. Unchanged since
-  the value saved with the folder position: not one command. Else ``UID FETCH 1:<saved UID>
-  (UID FLAGS) (CHANGEDSINCE <saved>)`` returns only the messages whose flags changed.
-- elsewhere (or before a first HIGHESTMODSEQ is saved), ``UID FETCH 1:<saved UID> (UID
-  FLAGS)`` reads the flags of every known message: one listing per folder and sync.
-
-Each message's new flags are compared with its source record's (``flag_change``): only what
-changed on the server changes in the store (``store.tag`` with the Message-IDs, grouped by
-change), so a tag set in the store alone stays. Then the records take the new flags, and then
-the folder position its HIGHESTMODSEQ: a run that dies between two steps repeats the change,
-which ends the same. The sync goes one way: nothing is written to the server.
-
-Failures: a wrong user name or password is ``MailboxAuthError``; an unreachable server, a TLS
-failure, a server without STARTTLS when ``security="starttls"`` (the password is never sent in
-the clear: there is no plain mode), a timeout, a dropped connection and a server BYE are
-``MailboxConnectionError``, raised after committing what was fetched, with the ``ImapSyncReport``
-so far as ``.report``. A message the store refuses (``AecsMongoError``: too large, unstorable) is
-a ``failed`` entry with its UID; the position moves past it, since the same bytes would be
-refused again. A folder that does not exist or cannot be selected is an ``error`` on its folder
-report and the others are still synced. Anything else the store raises (the database is down)
-propagates as it is; nothing after the last committed batch is recorded.
-
-Folder names: the server's modified UTF-7 is decoded (``Entw&APw-rfe`` -> ``Entwürfe``) for
-display, for the records and for matching ``folders``; a name given in its encoded form matches
-too. ``folders="all"`` syncs every folder LIST returns except those flagged ``\\Noselect`` or
-``\\NonExistent``. The account defaults to ``user@host``.
-
-**The client library: the standard library's imaplib.** Compared, as they stood on PyPI:
-
-- ``imaplib`` (stdlib, PSF licence, maintained with CPython): the transport every Python IMAP
-  client here builds on. It connects with a timeout, refuses STARTTLS when the server does not
-  offer it (checked here before it is called), reads a literal (a message) into one ``bytes``
-  with a single read, and lets us send exactly the command lines above: UID ranges like
-  ``5:*`` and ``1:100``. What it lacks is response parsing beyond lines and literals, and a
-  modified UTF-7 codec; the two FETCH shapes and LIST this module reads, and the codec
-  (``pure/imap_records.py``), are about a hundred lines, tested against a real Dovecot.
-- IMAPClient 4.1 (BSD-3-Clause, well kept, the most used): a layer over imaplib, so the same
-  socket code and the same whole-response buffering, with a good parser and the codec. But its
-  ``fetch`` turns the message set into integers on the way back, so ``fetch("5:*")`` raises
-  ``ValueError`` after the server answered (seen against Dovecot): a sync would have to send
-  explicit UID lists, which Dovecot caps at 64 KB a line, and batch the listing; it ships no
-  type information (everything ``Any`` under ``mypy --strict``). A dependency that buys the
-  parsing of two responses.
-- imap-tools (Apache-2.0): higher level; parses every message into its own objects, which holds
-  each message twice and hides the UID ranges. aioimaplib (MIT): asyncio only, while this sync
-  (like POP3's) drives the blocking ``MessageStore``; no gain in buffering either.
-
-So nothing is added to the install. The store must be a ``MessageStore`` (a blocking client
-fits a blocking protocol; an ``AsyncMessageStore`` user runs ``sync`` on a thread with a
-``MessageStore`` on the same database).
+Failures: refused credentials are ``MailboxAuthError``; an unreachable server, TLS, a server
+without STARTTLS under ``security="starttls"`` (there is no plain mode), a timeout, a dropped
+connection or BYE are ``MailboxConnectionError`` (with the report so far as ``.report``). A
+message the store refuses is a ``failed`` entry and the position moves past it; a folder that
+cannot be selected is an ``error`` on its folder report. The client is the standard library's
+``imaplib`` (the manual's Operations page says why), so the store is a blocking ``MessageStore``.
 """
 
 from __future__ import annotations

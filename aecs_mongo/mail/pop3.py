@@ -1,8 +1,8 @@
-"""The POP3 mail pipeline of seed 003 over a ``MessageStore``: download, dispatch, migration.
+"""The POP3 mail pipeline over a ``MessageStore``: download, dispatch, migration.
 
-Seed 003 describes a program that downloads mail over POP3 into a message store, then hands the
-stored mail to handlers by To address; handlers delete what they have dealt with. Its old store
-was a GDBM file keyed by UIDL. This module is that loop, with MongoDB as the store:
+Mail is downloaded over POP3 into a message store, then the stored mail is handed to handlers by
+To address; handlers delete what they have dealt with. This module is that loop, with MongoDB as
+the store where it used to be a GDBM file keyed by UIDL:
 
 - ``download()`` fetches only the UIDLs the store has not seen, stores each message exactly as the
   server sent it, and deletes on the server (optionally) only what the store confirmed.
@@ -10,7 +10,7 @@ was a GDBM file keyed by UIDL. This module is that loop, with MongoDB as the sto
   route with its batch of ``(message_id, message)`` pairs.
 - ``migrate_from_uidl_store()`` seeds the store from the old UIDL-keyed GDBM file.
 
-Everything here is synchronous and uses only the seed-003 surface of the store (``add``,
+Everything here is synchronous and uses only the store's mailbox surface (``add``,
 ``contains_uidl``, ``message_ids``, ``get_email``), so it works on ``MessageStore`` and on
 anything else that offers those four methods.
 
@@ -86,7 +86,7 @@ _NOT_AUTH_CODES = (b"[SYS/TEMP]", b"[SYS/PERM]", b"[IN-USE]", b"[LOGIN-DELAY]")
 
 
 class MailboxStore(Protocol):
-    """The part of ``MessageStore`` this module uses (seed 003's surface)."""
+    """The part of ``MessageStore`` this module uses (its mailbox surface)."""
 
     def add(self, uidl: str, raw_bytes: bytes) -> str: ...
 
@@ -498,7 +498,7 @@ def dispatch(
     to ``default`` when given; otherwise it stays in the store and is listed in ``unrouted``.
 
     Handlers receive ``[(message_id, EmailMessage), ...]`` oldest first and call
-    ``store.delete(message_id)`` for what they have dealt with (seed 003); what they leave is
+    ``store.delete(message_id)`` for what they have dealt with; what they leave is
     dispatched again next time. Every handler runs even if another raises; afterwards the
     first failure is raised as ``DispatchError`` (with the report and every error).
     """

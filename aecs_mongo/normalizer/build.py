@@ -24,7 +24,7 @@ __all__ = ["PortableError", "RawJob", "RawSpec", "build_chunk", "build_raw", "fa
 def fallback_ts(raw: bytes | None, received_at: _dt.datetime | None) -> int | None:
     """The sort time of a message without a usable Date: the newest Received header's date,
     else the source's own date (``received_at``: an mbox From_ line, a file's time, IMAP
-    INTERNALDATE); None: ``processedAt`` then (seed 000's fallback, kept last)."""
+    INTERNALDATE); None: ``processedAt`` then (the processing time, a last resort)."""
     if raw is not None:
         found = received_timestamp(raw)
         if found is not None:

@@ -1,9 +1,9 @@
 """Every index the store needs, as data: the one source for ``ensure_indexes()`` and indexes.js.
 
-The six seed indexes keep their names; where a seed index ends before the keyset tie-breaker
-(participant, threads) the tie-breaker is appended under the same name, so the index provides
-the whole sort of the read it serves (AECS-1 C.2, C.3). The extra ``aecs_*`` indexes back the
-seed-003 header lookups, the stale-row scan, the IMAP sync's records (``imap_sources``,
+The six indexes of AECS-1's MongoDB layout keep their names; where one ends before the keyset
+tie-breaker (participant, threads) the tie-breaker is appended under the same name, so the index
+provides the whole sort of the read it serves. The other ``aecs_*`` indexes back tags, folders,
+the header lookups of ``find``, the stale-row scan, the IMAP sync's records (``imap_sources``,
 ``imap_folders``) and the ingest record of file sources (``file_sources``). The GridFS indexes
 are the ones drivers create only on an empty bucket; creating them up front makes a bootstrap
 complete.
@@ -55,7 +55,7 @@ class IndexSpec:
 
 
 INDEXES: tuple[IndexSpec, ...] = (
-    # the seed's six (AECS-1 C.3 / the MongoDB layout)
+    # AECS-1's MongoDB layout (thread, inbox, participant, references, search, threads)
     IndexSpec("messages", "aecs_messages_thread", (("mailboxId", 1), ("threadKey", 1), ("ts", 1), ("messageKey", 1))),
     IndexSpec("messages", "aecs_messages_inbox", (("mailboxId", 1), ("ts", -1), ("messageKey", -1))),
     IndexSpec(
@@ -68,10 +68,10 @@ INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("messages", "aecs_messages_tags", (("mailboxId", 1), ("tags", 1), ("ts", -1), ("messageKey", -1))),
     # folder: reads (and set_folders/tag by a folder) sorted like the inbox
     IndexSpec("messages", "aecs_messages_folders", (("mailboxId", 1), ("folders", 1), ("ts", -1), ("messageKey", -1))),
-    # C.3: full-text search covers subject and clean (not forAI, not html)
+    # full-text search covers subject and clean (not forAI, not html)
     IndexSpec("bodies", "aecs_bodies_search", (("mailboxId", 1), ("subject", "text"), ("clean", "text"))),
     IndexSpec("threads", "aecs_threads_recent", (("mailboxId", 1), ("lastTs", -1), ("_id", -1))),
-    # lookups: list_messages(sender=...), seed 003 find(), replies, stale rows, UIDLs
+    # lookups: list_messages(sender=...), find(), replies, stale rows, UIDLs
     IndexSpec("messages", "aecs_messages_from", (("mailboxId", 1), ("from.email", 1), ("ts", -1), ("messageKey", -1))),
     IndexSpec(
         "messages", "aecs_messages_in_reply_to", (("mailboxId", 1), ("inReplyTo", 1), ("ts", 1), ("messageKey", 1))

@@ -1,7 +1,7 @@
 """Identity and lookup keys: the pure functions every tier and every query agree on.
 
 A Message-ID can be 998 bytes of anything printable, so documents are keyed by a fixed-length
-hash of it (AECS-1 C.2) and scoped by mailbox. The query side uses these same functions, which
+hash of it and scoped by mailbox. The query side uses these same functions, which
 is what makes a lookup by ``<id@host>`` and by ``id@host`` find the same message.
 """
 
@@ -89,7 +89,8 @@ SUBJECT_KEY_CHARS = 1000
 
 
 def subject_key(subject: str | None) -> str:
-    """Seed 003's subject key: lowercase, reply/forward prefixes stripped repeatedly, spaces collapsed.
+    """The key of ``find``'s Subject lookup: lowercase, reply/forward prefixes stripped repeatedly,
+    spaces collapsed.
 
     The same function normalizes the query, so "Fwd: Re: Live Wire" and "live wire" agree; both
     sides are cut to ``SUBJECT_KEY_CHARS``, so a query for a subject longer than that still matches.
@@ -106,12 +107,12 @@ def subject_key(subject: str | None) -> str:
 
 
 def address_key(address: str) -> str:
-    """An address as the indexes store it: trimmed and lowercased (C.2)."""
+    """An address as the indexes store it: trimmed and lowercased."""
     return check_str(address, "address").strip().lower()
 
 
 def address_query_key(value: str) -> str:
-    """A From/To lookup value as seed 003 reads it: display name and comments dropped, lowercased.
+    """A From/To lookup value as ``find`` reads it: display name and comments dropped, lowercased.
 
     ``"Joe <Joe@Example.com> (work)"`` and ``joe@example.com`` give the same key.
     """
@@ -123,7 +124,7 @@ def address_query_key(value: str) -> str:
 
 
 def list_id_key(value: str | None) -> str | None:
-    """List-Id as seed 003 keys it: the part in the last angle brackets, lowercased, no whitespace.
+    """List-Id as ``find`` keys it: the part in the last angle brackets, lowercased, no whitespace.
 
     ``Debian <debian-announce.lists.debian.org>`` -> ``debian-announce.lists.debian.org``.
     """

@@ -136,11 +136,11 @@ DATA_COLLECTIONS: tuple[DataCollection, ...] = (
     DataCollection(CHECKPOINTS_COLLECTION, "mailbox", "id_range", _ID_INDEX),
     # the mailbox's change mark, where there are no change streams (change_marks.py)
     DataCollection(MARKS_COLLECTION, "mailbox", "id_range", _ID_INDEX),
-    # written by the IMAP import (issue 23): one per message, and per-folder state of the mailbox;
+    # written by the IMAP import: one per message, and per-folder state of the mailbox;
     # their indexes lead with mailboxId, as every index of the store does
     DataCollection("imap_sources", "message", "mailboxId", by="messageKey"),
     DataCollection("imap_folders", "mailbox", "mailboxId"),
-    # the ingest record of file sources (issue 42): kept by delete and expire, so that a removed
+    # the ingest record of file sources: kept by delete and expire, so that a removed
     # message is not ingested again from a file that is still there
     DataCollection("file_sources", "mailbox", "mailboxId"),
     DataCollection("{bucket}.files", "blob", "blob_files", "filename_1_uploadDate_1", by="blob", range_key="filename"),

@@ -6,7 +6,7 @@ participant, header key) selects the index, the planner is left to it. Tests che
 with ``explain``. Values from callers are only ever placed as values (never as operators):
 ``check_str`` turns a dict where a string belongs into a ``TypeError``.
 
-Keyset pagination (C.3): a page ends with the ``(ts, messageKey)`` of its last row (threads:
+Keyset pagination: a page ends with the ``(ts, messageKey)`` of its last row (threads:
 ``(lastTs, _id)``); the next page starts strictly after it in the sort order, never by skipping.
 The cursor is opaque to callers, and validated when it comes back: it carries a fingerprint of
 the mailbox and query it was made for, so a cursor from another mailbox or query, or one that was
@@ -73,7 +73,7 @@ LIST_PROJECTION: dict[str, int] = {
     "attachments.idx": 1,
     "tags": 1,
 }
-#: What an LLM prompt needs of each message in a thread (C.3: select forAI only).
+#: What an LLM prompt needs of each message in a thread (its forAI text, not the whole body).
 THREAD_CONTEXT_PROJECTION: dict[str, int] = {
     "_id": 0,
     "messageId": 1,
@@ -275,7 +275,7 @@ def _cursor_payload(text: str) -> tuple[str, int, str, bool]:
 
 def decode_cursor(query: KeysetQuery, cursor: object, mailbox_id: str) -> tuple[int, str] | None:
     """Validate a cursor from a caller; ``InvalidCursorError`` unless it was made for this query.
-    Cursors of the older, longer form (up to 0.1.0 and until issue 43) are still accepted."""
+    Cursors of the older, longer form (0.1.0's) are still accepted."""
     if cursor is None:
         return None
     text = check_str(cursor, "cursor")
@@ -301,7 +301,7 @@ def utc_day_range(day: str) -> tuple[int, int]:
     return first, first + 86400
 
 
-#: The headers ``find`` looks up (seed 003), case-insensitive, and the index that serves each.
+#: The headers ``find`` looks up, case-insensitive, and the index that serves each.
 FIND_HEADERS: dict[str, str] = {
     "subject": "aecs_messages_subject",
     "from": "aecs_messages_from",
@@ -314,7 +314,7 @@ FIND_HEADERS: dict[str, str] = {
 
 
 def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any], str | None]:
-    """Seed 003's ``find(header, value)``: the filter (value normalized like the stored key) and
+    """The header lookup ``find(header, value)``: the filter (value normalized like the stored key) and
     the hint (only for Date, a range whose only equality is the mailbox).
 
     Subject: ``subject_key``; From and To (To and Cc): addr-spec, lowercased; Date: a UTC day

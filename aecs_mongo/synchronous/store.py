@@ -350,7 +350,7 @@ class MessageStore:
         return reading.message_summaries(self._context, message_ids)
 
     def stale(self, spec_version: str, limit: int = 100) -> list[str]:
-        """Message ids normalized under a spec version other than ``spec_version`` (C.4)."""
+        """Message ids normalized under a spec version other than ``spec_version``."""
         return reading.stale(self._context, spec_version, limit)
 
     def search(
@@ -393,7 +393,7 @@ class MessageStore:
     # --- vectors ---------------------------------------------------------------------------
 
     def set_embedding(self, message_id: str, vector: Sequence[float]) -> None:
-        """Keep one vector per message (C.3) for ``semantic_search``; replaces an earlier one.
+        """Keep one vector per message for ``semantic_search``; replaces an earlier one.
         Stored as BSON binData float32 with an int8 copy that joins a block once a block's
         worth is written (``pure/vectors.py``). ``NotFoundError`` if the message is not stored."""
         embeddings.set_embedding(self._context, message_id, vector)
@@ -495,13 +495,13 @@ class MessageStore:
         self._context.journal_barrier(completion_concern(self._context))
 
     def reindex(self) -> dict[str, int]:
-        """Rebuild every derived document from the primary ``messages`` documents (seed 003):
+        """Rebuild every derived document from the primary ``messages`` documents:
         thread summaries, lookup fields, UIDL records (those of vanished messages removed), the
         vector blocks (old array vectors rewritten, unsealed ones sealed, dead entries dropped),
         and the local search index of a store with one (``searchIndexed``: messages it holds)."""
         return maintenance.reindex(self._context)
 
-    # --- the seed-003 surface: a POP3 pipeline's message store ----------------------------------
+    # --- the mailbox surface: a POP3 pipeline's message store ------------------------------------
 
     def add(self, uidl: str, raw_bytes: bytes) -> str:
         """Store one downloaded message and record its UIDL; returns its message id. An
@@ -531,5 +531,5 @@ class MessageStore:
 
     def walk_thread(self, message_id: str) -> list[str]:
         """Every stored message reachable from ``message_id`` by References / In-Reply-To, oldest
-        first (seed 003's walk; gaps end a branch)."""
+        first (gaps end a branch)."""
         return lookups.walk_thread(self._context, message_id)

@@ -3,9 +3,9 @@ vs PyMongo inserting the very documents ours produces (prebuilt: the I/O floor; 
 baseline time / ours), then ``aecs-mongo ingest`` of a Maildir of real mail beside ``notmuch
 new`` and ``mu index`` of the same Maildir (``--ingest-tool-sizes``): ours twice, on the
 embedded default (its blobs in a directory of the data directory, zstd-compressed) and with
-``--blobs gridfs`` (in the database, as before issue 40), with what each keeps on disk beside
-the Maildir (``*_disk_x``: ours the whole data directory once its server stopped, notmuch its
-database, mu its home), as a multiple of the Maildir's bytes.
+``--blobs gridfs`` (in the database, where they were before the directory blob store), with what
+each keeps on disk beside the Maildir (``*_disk_x``: ours the whole data directory once its
+server stopped, notmuch its database, mu its home), as a multiple of the Maildir's bytes.
 
 The tools' comparison: for each size one Maildir of real mail is written (the corpus,
 ``../shared/corpus/eml``, repeated with fresh Message-IDs by ``gen_mbox.messages``: raw bytes,
@@ -23,7 +23,7 @@ counts what the server is asked per batch: commands, and documents written per m
 
 Only the tools' comparison: ``--sections ingest --ingest-messages 0``.
 
-Re-runs (issue 42, ``--ingest-rerun-size``, default 10,000; 0 skips them; functions ``rerun_*``
+Re-runs (``--ingest-rerun-size``, default 10,000; 0 skips them; functions ``rerun_*``
 below): one Maildir of real mail, ingested once by each tool (ours on the embedded default,
 notmuch, mu), then, round after round, each tool's re-run with nothing changed, and each tool's
 re-run after 100 new files (in ``new/``) and 100 flag changes (``:2,S`` renamed ``:2,FS``),
@@ -113,7 +113,7 @@ def bench_ingest(client: MongoClient[Doc], count: int, rounds: int, transactions
 
 
 #: ours twice: the embedded default (its blob store: a directory in the data directory) and the
-#: same with ``--blobs gridfs`` (the blobs in the database, as before issue 40)
+#: same with ``--blobs gridfs`` (the blobs in the database, where they were before the directory blob store)
 TOOLS = ("aecs-mongo", "aecs-mongo-gridfs", "notmuch", "mu")
 
 
@@ -477,7 +477,7 @@ def run(ctx: Context) -> Doc:
     return report
 
 
-# --- re-runs (issue 42): what a run costs when little or nothing changed -----------------------------
+# --- re-runs: what a run costs when little or nothing changed -----------------------------
 
 
 #: extra pairs per round of ours unchanged and our start-up (the difference is small beside the

@@ -3,7 +3,7 @@ stdlib parse (the floor), and vs postal-mime under node (the JavaScript parser o
 reference). Skipped where the corpus is absent. (``scripts/bench_normalize.py`` profiles it.)
 
 Before and after, in one run: the normalizer of an earlier commit (``--normalize-before REF``;
-by default the last one before the parse was made faster, issue 40), extracted with
+by default main's last commit before the parse was made faster), extracted with
 ``git archive`` into a temporary package ``aecs_mongo_before``, is timed in turn with today's on
 the same messages, round after round (``paired_medians``); every message's output is first
 checked to be the same (``email``, attachment bytes, defects, List-Id). The ratio is given for
@@ -31,7 +31,7 @@ import gen_mbox
 
 from benchmarks.common import ROOT, Context, Doc, median_time, paired_medians, table_of
 
-#: main before the parse was made faster (issue 40): the default "before" of the comparison
+#: main before the parse was made faster: the default "before" of the comparison
 BEFORE_DEFAULT = "8432051afb2af14134f9ce75d06ab4c079e86250"
 
 
@@ -172,7 +172,10 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument(
         "--normalize-before",
         default=BEFORE_DEFAULT,
-        help="the commit whose normalizer is timed beside today's ('none': skip; default: main before issue 40)",
+        help=(
+            "the commit whose normalizer is timed beside today's"
+            " ('none': skip; default: main before the parse was made faster)"
+        ),
     )
 
 

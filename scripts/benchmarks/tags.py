@@ -22,7 +22,7 @@ The two tools' sets differ (notmuch skips some files as non-mail and names messa
 Message-ID its own way): the tag rows give each side's count of messages changed (``hits``
 columns) and ``per_message``, ours per message over notmuch's per message.
 
-The targets (issue 41): the tag change within 2x notmuch's time for the same messages, the reads
+The targets: the tag change within 2x notmuch's time for the same messages, the reads
 within notmuch's + 10 ms. The load average is printed before and after. Run it with ``--mode rs``:
 the command line's embedded server is a replica set, whose change stream the local index follows;
 on a standalone server each read of the local index first reads the mailbox's change mark (one

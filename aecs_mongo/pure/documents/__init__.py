@@ -1,6 +1,6 @@
 """NormalizedEmail <-> the documents and blobs the store writes. Pure: no I/O.
 
-One AECS-1 object becomes three tiers (AECS-1 Appendix C.1):
+One AECS-1 object becomes three tiers:
 
 - ``messages`` (hot): identity, sort keys, sender, participants, subject, forAI, attachment
   metadata: what every list, thread and LLM-context read touches. A few KB.
@@ -23,7 +23,7 @@ Decisions where the spec is silent:
   asks (``MessageDocuments.ignored``; the store says so once per field name). ``x_`` names
   MongoDB cannot store (``$`` first, a dot, NUL) are refused.
 - The hot row cuts display strings (``HOT_TEXT_CHARS``) and keeps them whole in ``bodies``; only
-  a ``messages`` document over MongoDB's 16 MiB is refused (C.5 asks for a small hot row, and a
+  a ``messages`` document over MongoDB's 16 MiB is refused (the cuts keep the hot row small, and a
   mail store must not turn away mail a mail client shows).
 - ``rawSha256`` identifies the bytes of the first copy; other bytes under the same Message-ID are
   kept as variants (``variants.variant_blob_key``) by the store.

@@ -48,7 +48,7 @@ __all__ = [
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 #: A ``bodies`` document larger than this moves its text to GridFS (``body.json``).
 BODY_SPILL_BYTES = 12 * 1024 * 1024
-#: Display strings in the hot row are cut to these many characters (C.5: a small hot row); the
+#: Display strings in the hot row are cut to these many characters (so the hot row stays small); the
 #: whole value is kept in ``bodies`` and comes back from ``get_message``. Address arrays and
 #: references are never cut: the indexes answer from them.
 HOT_TEXT_CHARS = {"subject": 1000, "name": 256, "filename": 512, "forAI": 32_000}
@@ -157,7 +157,7 @@ def build_documents(
     ``raw_bytes`` are the original octets (kept byte-exact as ``raw.eml``); without them a
     ``content.rawFull`` string is stored as its UTF-8 encoding. ``raw_from_full`` says that
     ``content.raw`` is what the normalizer derives from those bytes, so it is not stored.
-    bcc is kept only when the sender is one of ``owner_addresses`` (C.6).
+    bcc is kept only when the sender is one of ``owner_addresses`` (a Bcc list is its sender's own).
 
     Hot-row policy: display strings are cut in ``messages`` (``HOT_TEXT_CHARS``) and kept whole
     in ``bodies``; a body too large moves to GridFS. The only message refused is one whose
@@ -278,7 +278,7 @@ def build_documents(
     body: dict[str, Any] = {
         "_id": _id,
         "mailboxId": mailbox_id,
-        "subject": meta["subject"],  # searched with clean (C.3); the hot copy stays in messages
+        "subject": meta["subject"],  # full-text searched with clean; the hot copy stays in messages
         "text": content["text"],
         "clean": content["clean"],
         "from": sender,

@@ -67,7 +67,7 @@ def to_normalized_email(
 ) -> dict[str, Any]:
     """Rebuild the AECS-1 object from the hot and warm documents (and cold blobs, if given).
 
-    ``shared`` marks a view other people see: bcc is left out of it (C.6).
+    ``shared`` marks a view other people see: bcc is left out of it (a Bcc list is its sender's own).
     """
     # the body with what moved to body.json put back: one place that holds every whole value
     whole = {**(spilled or {}), **(body or {})}
