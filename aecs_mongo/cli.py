@@ -423,10 +423,9 @@ def run(companion: Callable[[Path], None] | None = None) -> None:
     """The ``aecs-mongo`` console script (and ``python -m aecs_mongo``): :func:`main`, then exit.
 
     Every client the command opened is closed when ``main`` returns, but the driver's exit hook
-    still joins their monitor threads: about half of a warm short command's time (0.45 of 0.9 s
-    measured). Those threads are daemon threads of closed clients, so the hook is left out
-    (``skip_monitor_join_at_exit``); the interpreter's other exit work (flushing output, other
-    hooks) runs as usual.
+    still joins their monitor threads: about half of a warm short command's time. Those threads
+    are daemon threads of closed clients, so the hook is left out (``skip_monitor_join_at_exit``);
+    the interpreter's other exit work (flushing output, other hooks) runs as usual.
     """
     code = main(companion=companion)
     if "aecs_mongo.synchronous.connection" in sys.modules:  # a client was opened

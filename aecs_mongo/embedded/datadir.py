@@ -70,7 +70,7 @@ def make_private(directory: Path) -> None:
     Every command calls this, so it costs one ``lstat`` when the directory is private already:
     nobody else can reach anything below a 0700 directory, so what is below is walked (and
     tightened) only when the directory itself was open. The walk is as long as the mail (a
-    file per blob in ``blobs/``): 4.5 s a command at 20,000 messages when it ran every time."""
+    file per blob in ``blobs/``): seconds on a large mailbox, too long for every command."""
     try:
         directory.mkdir(mode=0o700, parents=True)
         return  # mkdir applies the umask, which can only remove bits from 0700

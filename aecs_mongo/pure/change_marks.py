@@ -1,11 +1,11 @@
 """A mailbox's change mark: how the local search index learns, in one read, that nothing changed.
 
-Where there are no change streams (a standalone server) the local index cannot read
-what happened since its last look. It used to count the mailbox's messages before every read
-(about a second at 10,000 messages on the test server). Instead every write that can change
-what the index holds (a batch stored, deleted or expired, a tag or folder change, an erase, a
-re-parse) brackets itself with two updates of one document per mailbox in
-:data:`MARKS_COLLECTION`, by any store, with the index or without:
+Where there are no change streams (a standalone server) the local index cannot read what
+happened since its last look, and counting the mailbox's messages before every read would cost
+about a second at 10,000 messages. Instead every write that can change what the index holds (a
+batch stored, deleted or expired, a tag or folder change, an erase, a re-parse) brackets itself
+with two updates of one document per mailbox in :data:`MARKS_COLLECTION`, by any store, with the
+index or without:
 
 - before its first write, :func:`begin_update`: ``n`` + 1 and its own token (an ObjectId) into
   ``pending``; a write that may change tags or folders of stored messages (a tag change, a

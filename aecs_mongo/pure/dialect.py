@@ -12,11 +12,10 @@ The embedded SecantusDB (``buildInfo`` says ``secantusVersion``):
 
 - drops the boundary value of ``$gte`` on a descending index field when it plans from the
   filter, so an integer ``$gte lo`` is sent as ``$gt lo - 1`` (the same range on integers);
-- costs more per ``$in`` value the longer the list (0.3 ms an id at 100, 1.6-2.4 ms at
-  500-1,000), so longer lists are split into statements of 100; it tests each document it
-  fetches against the whole list (in Python), so a search scan reads its bodies 50 ids at a
-  time (0.47-0.62 ms a body, 0.67-1.0 ms at 100) and an export's ``chunks`` read names 32 blobs
-  (0.34-0.36 s of CPU for 3,000 messages at 12-50, 0.46 s at 100);
+- costs more per ``$in`` value the longer the list, so longer lists are split into statements
+  of 100; it tests each document it fetches against the whole list (in Python), so a search
+  scan reads its bodies 50 ids at a time and an export's ``chunks`` read names 32 blobs (the
+  measurements: the manual's benchmarks page, "Statement sizes on the embedded server");
 - commits a journaled write that changes nothing without flushing its log, so the barrier
   changes a counter (``indexes.BARRIER_COLLECTION``); mongod journals up to its latest write
   for a write that matches nothing;

@@ -25,7 +25,7 @@ files the database file's mode); a file open to others is tightened, once, with 
 Connections use WAL (readers never wait for the writer; several processes may share the
 file) and wait up to ``busy_timeout`` for another writer. Each call is one short
 transaction; the async store calls these directly (they block its loop for the statement's
-time: milliseconds for a page, about 0.3 ms per message written). An ingest hands each batch's
+time: milliseconds for a page, a fraction of one per message written). An ingest hands each batch's
 records to the index's own writer thread (``SearchIndex.later``) and goes on with the next
 batch while they are written; every other use of the index waits for them first.
 """

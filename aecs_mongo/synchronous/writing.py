@@ -575,8 +575,8 @@ def _fold_in_transaction(ctx: StoreContext, messages: Sequence[Mapping[str, Any]
     fresh = [s for s in summaries if s["_id"] not in stored]
     if fresh:
         ctx.threads.insert_many(fresh, ordered=True, session=session)
-    # the merge replaces the summary read in this snapshot: this server replaces a document in
-    # less than half the time it takes to $set three of its fields (29 against 67 ms per 100)
+    # the merge replaces the summary read in this snapshot: the embedded server replaces a
+    # document in less than half the time it takes to $set three of its fields
     merges = [
         ReplaceOne(ctx.by_id(summary["_id"]), merge_thread_summaries(stored[summary["_id"]], summary))
         for summary in summaries
