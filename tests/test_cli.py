@@ -741,8 +741,8 @@ def _sigterm_to_another_thread(pid: int) -> None:
 @pytest.mark.parametrize("launcher", ["command's own", "shared"])
 def test_a_sigterm_given_to_another_thread_still_stops_the_server(launcher: str, tmp_path: Path) -> None:
     """CPython handles a signal in the main thread only, and SecantusDB's main thread waits on a
-    lock, which only a signal given to that thread interrupts: given to another thread, SIGTERM
-    was never handled and the server ran on until it was killed (1 stop in 6 under xdist). Both
+    lock, which only a signal given to that thread interrupts: a SIGTERM the kernel gives to
+    another thread would never be handled, and the server would run on until it was killed. Both
     launchers pass it to the main thread; the server stops cleanly (exit status 0)."""
     from aecs_mongo.embedded.server import EmbeddedServer, embedded_available
 

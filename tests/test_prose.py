@@ -24,9 +24,9 @@ PACKAGE = Path(aecs_mongo.__file__).resolve().parent
 ROOT = PACKAGE.parent
 
 #: A planning document or an issue used as a name: "seed 003", "seed-000's", "C.4", "issue 41",
-#: "issues 41 and 43", "stop 12", "Appendix C", "DESIGN.md".
+#: "issues 41 and 43", "stop 12", "Appendix C", "DESIGN" (the design notes).
 PLANNING_NAME = re.compile(
-    r"\bseeds?[ -]?[0-9]+|\bC\.[0-9]+|\bissues? #?[0-9]+|\bstop [0-9]+|\bappendix C\b|\bDESIGN\.md\b",
+    r"\bseeds?[ -]?[0-9]+|\bC\.[0-9]+|\bissues? #?[0-9]+|\bstop [0-9]+|\bappendix C\b|(?-i:\bDESIGN\b)",
     re.IGNORECASE,
 )
 
@@ -81,6 +81,7 @@ def test_the_prose_check_finds_planning_names(tmp_path: Path) -> None:
         "2: 'Seed-000'",
     ]
     assert planning_names("the write order (blobs, bodies, messages, threads); AECS-1 says so") == []
+    assert planning_names("by design (DESIGN, 'Decisions')") == ["1: 'DESIGN'"]
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)
     (package / "sub" / "mod.py").write_text('"""Thread tags (issues 41 and 43)."""\n', encoding="utf-8")

@@ -7,7 +7,7 @@ the warm command host (``aecs_mongo.warm``), which keeps the stores it opened. A
 from such a store (``MailTools(store)``) search as it does. So ``aecs-mongo search`` and an
 agent's search tool in the same data directory answer from the same engine and index file.
 
-The local search index (DESIGN): automatic for the embedded default, in its data directory; for
+The local search index: automatic for the embedded default, in its data directory; for
 ``--uri`` without a text index (``$text`` or Atlas Search), one per deployment and database in
 the user's cache directory; ``--search-index`` names another file, or ``none``.
 """

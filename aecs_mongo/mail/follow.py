@@ -718,8 +718,8 @@ class _Sync:
 
 
 def _journal(store: MessageStore) -> None:
-    """A durable store's run ends on a journaled write (DESIGN: ``j: true`` on the write that
-    completes a batch): the records written after the last batch of messages (positions,
+    """A durable store's run ends on a journaled write, as each of its batches does (``j: true``
+    on the write that completes it): the records written after the last batch of messages (positions,
     directory mtimes, gone marks) went out unjournaled, so one barrier under the completion
     concern makes them durable with the run's return. Nothing where the store is not durable."""
     store.wait_durable()

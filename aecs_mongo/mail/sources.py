@@ -9,7 +9,7 @@ A worker that loads an archive iterates :func:`read_messages` and hands the byte
         report.count(result)
     print("\\n".join(report.lines()))
 
-Decisions, where the issue left them open:
+What is read, and how:
 
 - Inputs: ``.eml`` files, directories (recursive, hidden entries skipped), Maildir folders (a
   directory with ``cur`` and ``new``: every file in them, ``tmp`` skipped; Maildir++ sub-folders

@@ -1,6 +1,6 @@
 """Where a database's blobs live: blob-store URLs, the settings document, the file layout. Pure.
 
-A blob store is named by a URL (DESIGN, "Decisions for this round"):
+A blob store is named by a URL:
 
 - ``gridfs`` or ``gridfs://BUCKET``: GridFS in the store's own database (the library default);
 - ``file:///DIR``: one file per blob under a local directory, zstd-compressed;

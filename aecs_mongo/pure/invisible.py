@@ -3,7 +3,7 @@
 Mail is written by strangers, and what the agent tools return goes into a model's context. A
 reader of the same text sees nothing of these characters; a model reads every one, so they are
 how an instruction is smuggled past the person who checks a message (prompt injection by
-email). What is done about each kind (DESIGN, "Decisions across this round's issues"):
+email). What is done about each kind:
 
 - **removed**: the Unicode tag characters U+E0000–U+E007F (an invisible copy of ASCII), the
   bidirectional controls (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069: they reorder
