@@ -1,4 +1,4 @@
-"""Batch boundaries change nothing: ``store_many`` in any batch size gives one end state (issue 26).
+"""Batch boundaries change nothing: ``store_many`` in any batch size gives one end state.
 
 A later copy of a stored message (same Message-ID, other bytes) keeps only its raw bytes, as a
 variant: it must not upload its attachments or HTML under the stored message's prefix, where

@@ -1,4 +1,4 @@
-"""Blob stores chosen by a URL (issue 40): GridFS, a local directory, S3-compatible object storage.
+"""Blob stores chosen by a URL: GridFS, a local directory, S3-compatible object storage.
 
 The file store runs the whole life of a mailbox (store, read, variants, export, expire, delete,
 erase, the sweep) on every backend and store flavor. The S3 path runs against moto's server

@@ -1,5 +1,5 @@
 """The ``az://`` blob store against Azurite, Microsoft's Azure Storage emulator (npm ``azurite``,
-MIT), started here as a subprocess on a free port (issue 40: object storage beside GridFS).
+MIT), started here as a subprocess on a free port (object storage beside GridFS).
 
 obstore talks to it as to Azure: ``AZURE_STORAGE_USE_EMULATOR`` with the emulator's well-known
 account, the endpoint in ``AZURITE_BLOB_STORAGE_URL``. The container is made here with one

@@ -1,4 +1,4 @@
-"""The command line as notmuch and mu users expect it (issue 32): where the data lives, errors
+"""The command line as notmuch and mu users expect it: where the data lives, errors
 on one line, the sort time of undated mail and the export round trip, ingest by content and
 from standard input, short thread ids, output that fits the terminal, the import list of a
 short command, a full disk, and a feed consumer that fell out of a bounded oplog."""

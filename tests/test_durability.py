@@ -1,4 +1,4 @@
-"""Durable acknowledgements (issue 33): which writes ask for the journal, and which do not.
+"""Durable acknowledgements: which writes ask for the journal, and which do not.
 
 The store's default is durable: the write that completes a batch (a transaction's commit, the
 thread writes without one, the last delete of a deletion batch, a vector bulk) carries

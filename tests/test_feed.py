@@ -1,4 +1,4 @@
-"""Workers (issue 16): the feed of newly stored mail, ``embed_new``, exact ``semantic_search``.
+"""Workers: the feed of newly stored mail, ``embed_new``, exact ``semantic_search``.
 
 The feed needs change streams, so its tests run on the replica-set backend (and ``uri`` when it
 names a replica set) and skip with that reason elsewhere; the error a server without change

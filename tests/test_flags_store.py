@@ -1,4 +1,4 @@
-"""Flags in and out through the store (issue 41): Maildir and mbox ingest set tags and folders,
+"""Flags in and out through the store: Maildir and mbox ingest set tags and folders,
 the Maildir export names its files with the flags and the mbox export writes ``Status:`` only when
 asked; a tagged mailbox exported and ingested into a fresh mailbox has the same tags."""
 

@@ -1,4 +1,4 @@
-"""Folders (issue 41): ``folder:`` reads on their own index, and ``aecs-mongo folder +F -F --
+"""Folders: ``folder:`` reads on their own index, and ``aecs-mongo folder +F -F --
 QUERY`` (``store.set_folders`` on the command line, as ``tag`` is ``store.tag``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Ingest again costs only what changed (issue 42): the record of file sources, on the real server.
+"""Ingest again costs only what changed: the record of file sources, on the real server.
 
 Through the Python API (``sync_files``) and the command line (``ingest``): Maildir deliveries,
 renames (flag changes), moves between ``new``/``cur`` and folders, deletions (kept, or removed

@@ -1,4 +1,4 @@
-"""A mailbox's whole life (issue 20): export, expire, erase, on every backend and store flavor.
+"""A mailbox's whole life: export, expire, erase, on every backend and store flavor.
 
 The corpus-scale checks, statement counts, plans and the SIGKILLed erase are in
 ``test_lifecycle_server.py`` (real servers only).

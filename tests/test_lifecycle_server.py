@@ -1,4 +1,4 @@
-"""Export, expire and erase on real mail and a real server, both modes (issue 20).
+"""Export, expire and erase on real mail and a real server, both modes.
 
 - Round trip: the corpus ingested, exported as mbox, Maildir and .eml files with every variant,
   and ingested into a new mailbox gives back every raw copy byte for byte (mbox: except a

@@ -1,4 +1,4 @@
-"""Header side of the normalizer on real-mail patterns (issue 14): the header block, dates,
+"""Header side of the normalizer on real-mail patterns: the header block, dates,
 addresses, encoded-words, Message-ID/References and logging. Pure: no database.
 
 Every fixture is a small message written for its test.

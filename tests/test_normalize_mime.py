@@ -1,4 +1,4 @@
-"""The MIME and body side of the normalizer on the patterns real mail shows (issue 14).
+"""The MIME and body side of the normalizer on the patterns real mail shows.
 
 Each test builds a small message for the pattern it checks: transfer encodings written the
 way some mailers write them, charsets with vendor extensions or a damaged character,

@@ -1,4 +1,4 @@
-"""The database server dies: nothing the store acknowledged is lost (issue 33).
+"""The database server dies: nothing the store acknowledged is lost.
 
 A worker process (``tests/helpers/server_kill_workers.py``) consumes work at least once, the way a mail
 queue does: ``store_many`` of the shared corpus in batches of 50 with the batch's vectors, an

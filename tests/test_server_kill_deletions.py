@@ -1,5 +1,5 @@
 """The database server dies during an ``expire``, an ``erase_mailbox`` and a run of ``delete``s:
-nothing the store acknowledged is lost (issue 33; the method and the comparison are
+nothing the store acknowledged is lost (the method and the comparison are
 tests/test_server_kill.py's, in a file of its own so that pytest-xdist runs it beside that one)."""
 
 from __future__ import annotations

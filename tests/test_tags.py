@@ -1,4 +1,4 @@
-"""Tags, flags and folders (issue 41): the model, ``store.tag``/``set_folders``/``tags``, initial
+"""Tags, flags and folders: the model, ``store.tag``/``set_folders``/``tags``, initial
 tags on store, the query terms on every engine, and the safety rules (no lost update, no
 resurrection, nothing left by an erase). Every store test runs on each backend; the concurrent
 writers run on the real servers."""

@@ -1,4 +1,4 @@
-"""A thread's tags kept on its summary (issues 41 and 43): ``threads.tags`` is the union of the
+"""A thread's tags kept on its summary: ``threads.tags`` is the union of the
 thread's messages' tags after every store, tag change, delete, expire, reindex and re-parse;
 concurrent tag changes leave it exact; a summary written before the field existed reads right
 and gets the field; ``list_threads`` reads nothing but its page of ``threads``."""

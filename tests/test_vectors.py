@@ -1,4 +1,4 @@
-"""Vectors (issue 24): the binData form, old array vectors, and the complete two-pass exact search.
+"""Vectors: the binData form, old array vectors, and the complete two-pass exact search.
 
 Pure rules first (encoding, the quantization bound, ``ExactSearch`` against brute force on both
 the numpy and the pure-Python path), then every backend: the stored form, old vectors found and

@@ -1,4 +1,4 @@
-"""What a mailbox left in the database, for the export/expire/erase tests (issue 20)."""
+"""What a mailbox left in the database, for the export/expire/erase tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Raw RFC 5322 input and the seed-003 surface: add, UIDLs, find, walk_thread, reindex, reparse."""
+"""Raw RFC 5322 input and a POP3 pipeline's store surface: add, UIDLs, find, walk_thread, reindex, reparse."""
 
 from __future__ import annotations
 
