@@ -73,8 +73,8 @@ _MAX_BATCH = 1000
 # RFC 5530 response codes that say a failed login is the server's trouble, not the credentials'
 _NOT_AUTH_CODES = ("[UNAVAILABLE]", "[SERVERBUG]", "[INUSE]", "[LIMIT]", "[CONTACTADMIN]")
 # Message-IDs in one store.tag call, source records in one update: statements of 100 ids cost
-# mongod a few more round trips than of 1,000, while the test server answers an $in in
-# quadratic time (1,000 ids: 4 s; ten times 100: 0.5 s)
+# mongod a few more round trips than of 1,000, while the embedded server answers an $in in
+# time quadratic in its length
 _TAG_BATCH = 100
 
 _UID = re.compile(rb"\bUID (\d+)")

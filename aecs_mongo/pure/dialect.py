@@ -15,7 +15,7 @@ The embedded SecantusDB (``buildInfo`` says ``secantusVersion``):
 - costs more per ``$in`` value the longer the list, so longer lists are split into statements
   of 100; it tests each document it fetches against the whole list (in Python), so a search
   scan reads its bodies 50 ids at a time and an export's ``chunks`` read names 32 blobs (the
-  measurements: the manual's benchmarks page, "Statement sizes on the embedded server");
+  measurements: the manual's benchmarks page, "Measurements behind the code's choices");
 - commits a journaled write that changes nothing without flushing its log, so the barrier
   changes a counter (``indexes.BARRIER_COLLECTION``); mongod journals up to its latest write
   for a write that matches nothing;

@@ -179,9 +179,9 @@ def tagged_probe(mailbox_id: str) -> dict[str, Any]:
 def thread_tags_filter(mailbox_id: str, thread_keys: Iterable[str]) -> dict[str, Any]:
     """The messages of these threads (projection ``THREAD_TAGS_PROJECTION``), on
     ``aecs_messages_thread`` as the planner picks it; ``thread_tags_union`` folds the rows. Not
-    hinted, and no condition on ``tags`` beside: the embedded server reads 100 threads' keys in
-    40-60 ms so, and takes 0.5-2 s with either (the hint, or ``tags`` beside the ``$in``). (An aggregation
-    with ``$unwind`` and ``$group`` was planned as a collection scan.)"""
+    hinted, and no condition on ``tags`` beside: the embedded server reads the threads' keys
+    fastest so, and ten times slower or more with either (the hint, or ``tags`` beside the
+    ``$in``); an aggregation with ``$unwind`` and ``$group`` is planned as a collection scan."""
     return {"mailboxId": mailbox_id, "threadKey": {"$in": list(thread_keys)}}
 
 

@@ -208,9 +208,8 @@ def windowed_read(
     """The read as ``windows.walk`` takes it, with the ``ts`` of the sampled messages it may
     match (``mailbox_sample``, ``queries.sample_match``): where its mail is, and about how much
     there is. The read's own matches, not the mailbox's: a probe sized from the mailbox's
-    density held a tenth of a match for a read of one correspondent in ten, so the walk took
-    mail for a gap and read thousands of rows (with_participant at 100,000 messages: 16
-    statements, 113 ms)."""
+    density holds a tenth of a match for a read of one correspondent in ten, so the walk would
+    take mail for a gap and read thousands of rows."""
     read = queries.windowed_read(query, ctx.mailbox_id, int(_dt.datetime.now(_dt.UTC).timestamp()))
     if not sample:
         return read
