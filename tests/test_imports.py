@@ -5,7 +5,6 @@
   modules they may import (``errors``, ``types``, ``results``) are held to the same rule.
 - ``asynchronous/`` and ``synchronous/`` never import each other, and ``synchronous/`` is exactly
   what ``scripts/unasync.py`` generates (a hand edit fails here, not only in CI's ``--check``).
-- No class over 500 lines and no module over 900 lines outside the generated ``synchronous/``.
 - The rooms above the store (``mail/``, ``commands/``, ``agents/``, ``warm/``, ``cli``) import no
   driver (``pymongo``, ``bson``, ``gridfs``, ``motor``) and name no collection (no ``.db``
   attribute, no ``db[...]``): they use the store's API.
@@ -531,56 +530,6 @@ def test_the_room_rule_finds_an_import_upwards(tmp_path: Path) -> None:
         "aecs_mongo.embedded.background imports aecs_mongo.warm.spawn",
         "aecs_mongo.pure.keys imports aecs_mongo.synchronous.store",
         "aecs_mongo.stray is in no room",
-    ]
-
-
-# --- sizes ----------------------------------------------------------------------------------------
-
-MAX_MODULE_LINES = 900
-MAX_CLASS_LINES = 500
-
-
-def oversized(root: Path, generated: Iterable[str] = ("synchronous",)) -> list[str]:
-    """Every module over ``MAX_MODULE_LINES`` and class over ``MAX_CLASS_LINES`` lines under
-    ``root``, but in the top-level folders ``generated`` (the twins of modules checked here)."""
-    skip = set(generated)
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        relative = path.relative_to(root)
-        if relative.parts[0] in skip:
-            continue
-        text = path.read_text(encoding="utf-8")
-        if (lines := len(text.splitlines())) > MAX_MODULE_LINES:
-            found.append(f"{relative.as_posix()}: {lines} lines (a module: {MAX_MODULE_LINES} at most)")
-        for node in ast.walk(ast.parse(text, str(path))):
-            if not isinstance(node, ast.ClassDef) or node.end_lineno is None:
-                continue
-            if (size := node.end_lineno - node.lineno + 1) > MAX_CLASS_LINES:
-                found.append(f"{relative.as_posix()}: class {node.name}: {size} lines ({MAX_CLASS_LINES} at most)")
-    return found
-
-
-def test_no_class_over_500_lines_and_no_module_over_900() -> None:
-    assert oversized(PACKAGE) == []
-
-
-def test_the_size_check_finds_a_long_module_and_a_long_class(tmp_path: Path) -> None:
-    tree = write_tree(
-        tmp_path,
-        {
-            "edge.py": "x = 1\n" * MAX_MODULE_LINES,
-            "long.py": "x = 1\n" * (MAX_MODULE_LINES + 1),
-            "deep/long.py": "x = 1\n" * (MAX_MODULE_LINES + 1),
-            "edge_class.py": "class Edge:\n" + "    x = 1\n" * (MAX_CLASS_LINES - 1),
-            "nested.py": "class Outer:\n    class Big:\n" + "        x = 1\n" * MAX_CLASS_LINES,
-            "synchronous/twin.py": "x = 1\n" * 2000,  # generated: its source is checked instead
-        },
-    )
-    assert oversized(tree) == [
-        "deep/long.py: 901 lines (a module: 900 at most)",
-        "long.py: 901 lines (a module: 900 at most)",
-        "nested.py: class Outer: 502 lines (500 at most)",
-        "nested.py: class Big: 501 lines (500 at most)",
     ]
 
 
