@@ -129,15 +129,18 @@ def test_an_old_layout_answers_the_same_after_the_upgrade(store: Any, db: Any, u
     before = _answers(store)
     assert before["Subject=Fwd: Re: Live Wire"] == ["b@x", "a@x", "c@x"]
     assert before["Subject="] == ["e@x"] and before["List-Id="] == ["b@x", "a@x", "e@x", "d@x"]
+    MessageStore(db, mailbox_id="bob").add("b1", raw("bob-1@x"))  # another mailbox of the database
     _downgrade(db)
     fresh = MessageStore(db, mailbox_id=store.mailbox_id)  # learns the layout anew
     if upgrade == "ensure_indexes":
         report = fresh.ensure_indexes()
         assert sorted(report.dropped) == sorted(OLD_LAYOUT)
-        assert report.upgraded == 5 and "aecs_messages_lookups" in report.created
+        assert report.upgraded == 6 and "aecs_messages_lookups" in report.created  # every mailbox's
+        assert db.messages.count_documents({"lookups": None}) == 0
         assert fresh.ensure_indexes().dropped == []  # idempotent: nothing more to drop or fill
         assert {ix["name"] for ix in db.messages.list_indexes()}.isdisjoint(OLD_LAYOUT)
     elif upgrade == "reindex":
         assert fresh.reindex()["messagesFixed"] == 5
     assert _answers(fresh) == before  # on_read: the first read by lookups fills the mailbox first
-    assert db.messages.count_documents({"lookups": None}) == 0
+    assert db.messages.count_documents({"mailboxId": store.mailbox_id, "lookups": None}) == 0
+    assert MessageStore(db, mailbox_id="bob").find("Subject", "live wire") == ["bob-1@x"]
