@@ -11,7 +11,27 @@ from aecs_mongo import MessageStore
 from aecs_mongo.pure.indexes import INDEXES, RETIRED_INDEXES
 from aecs_mongo.pure.keys import lookup_keys
 
-from .test_raw_and_seed003 import raw
+
+def raw(
+    mid: str,
+    *,
+    subject: str = "Live Wire",
+    date: str = "Mon, 02 Nov 2026 09:15:00 +0000",
+    sender: str = "Joe Bloggs <Joe@Example.com>",
+    to: str = "jane@example.com",
+    cc: str | None = None,
+    in_reply_to: str | None = None,
+    references: str | None = None,
+    list_id: str | None = None,
+) -> bytes:
+    lines = [f"From: {sender}", f"To: {to}", f"Subject: {subject}", f"Date: {date}", f"Message-ID: <{mid}>"]
+    for name, value in (("Cc", cc), ("In-Reply-To", in_reply_to and f"<{in_reply_to}>"), ("References", references)):
+        if value:
+            lines.append(f"{name}: {value}")
+    if list_id:
+        lines.append(f"List-Id: {list_id}")
+    return ("\r\n".join(lines) + "\r\n\r\nhello\r\n").encode("utf-8")
+
 
 #: the per-header indexes of the earlier layout, as it created them
 OLD_LAYOUT = {
