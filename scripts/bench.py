@@ -37,6 +37,7 @@ from benchmarks import (
     durability,
     export,
     floor,
+    hotcollection,
     imap,
     ingest,
     lifecycle,
@@ -77,6 +78,7 @@ SECTIONS: list[ModuleType] = [
     agents,
     workers,
     tags,
+    hotcollection,
     warm,
 ]
 

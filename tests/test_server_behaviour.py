@@ -27,11 +27,9 @@ DATA_COLLECTIONS = {"messages", "bodies", "threads", "uidls"}
 
 SELECTING_FIELDS = {
     "threadKey": "aecs_messages_thread",
-    "from.email": "aecs_messages_from",
+    "lookups": "aecs_messages_lookups",
     "participants": "aecs_messages_participant",
     "references": "aecs_messages_references",
-    "inReplyTo": "aecs_messages_in_reply_to",
-    "subjectKey": "aecs_messages_subject",
 }
 
 

@@ -1,9 +1,16 @@
-"""The mailbox surface: a POP3 pipeline's message store on the same documents.
+"""The POP3 pipeline's surface: its message store on the same documents.
 
 UIDL bookkeeping (one ``uidls`` document per UIDL ever downloaded), the header lookups
-(``find``: Subject, From, To, Date, In-Reply-To, References, List-Id, each on its own index),
-every message id in order, the stdlib ``EmailMessage`` from ``raw.eml``, and ``walk_thread``,
-the breadth-first walk over References / In-Reply-To.
+(``find``: Subject, From, To, In-Reply-To and List-Id as keys of the one ``lookups`` array on
+``aecs_messages_lookups``; Date on the inbox index; References on their own), every message id
+in order, the stdlib ``EmailMessage`` from ``raw.eml``, and ``walk_thread``, the breadth-first
+walk over References / In-Reply-To that pipeline defines.
+
+Mail stored by a release before ``lookups`` has no such array: ``fill_lookups`` gives it one,
+a mailbox at a time (``ensure_indexes`` fills every mailbox where it finds the per-header
+indexes, before it drops them), and the first read by ``lookups`` of a store checks its mailbox
+once (one point read of a document without the array, on the index) and fills it before
+answering, so no read misses old mail.
 """
 
 from __future__ import annotations
@@ -15,13 +22,15 @@ from typing import Any
 
 from ..errors import NotFoundError
 from ..pure import queries
-from ..pure.keys import check_str, doc_id, strip_message_id
+from ..pure.keys import check_str, doc_id, lookup_key, lookup_keys, strip_message_id
 from . import blobstore, capabilities, writing
 from .context import AsyncStoreContext, to_list
 
 __all__ = [
     "add",
     "contains_uidl",
+    "ensure_lookups",
+    "fill_lookups",
     "find",
     "get_email",
     "message_ids",
@@ -32,6 +41,43 @@ __all__ = [
 ]
 
 _WALK_FIELDS = {"messageId": 1, "references": 1, "inReplyTo": 1, "ts": 1, "messageKey": 1}
+#: what ``lookups`` is made of (``keys.lookup_keys``)
+_LOOKUP_FIELDS = {"_id": 1, "mailboxId": 1, "subjectKey": 1, "from": 1, "recipients": 1, "inReplyTo": 1, "listId": 1}
+#: documents one statement of the upgrade fills
+_FILL_BATCH = 500
+
+
+async def fill_lookups(ctx: AsyncStoreContext, mailbox_id: str) -> int:
+    """Give every ``messages`` document of ``mailbox_id`` without ``lookups`` (stored by an
+    earlier release) its array, from its own lookup fields: ``_FILL_BATCH`` documents a statement
+    (one read on ``aecs_messages_lookups``, where a missing array is a null key, and one unordered
+    bulk by ``_id``); how many it filled. A filled document no longer matches, so a run that
+    stopped is finished by running it again."""
+    selector = {"mailboxId": mailbox_id, "lookups": None}
+    filled = 0
+    while True:
+        rows = await to_list(ctx.messages.find(selector, _LOOKUP_FIELDS).limit(_FILL_BATCH))
+        if not rows:
+            return filled
+        writes = [
+            (
+                {"_id": r["_id"], "mailboxId": r["mailboxId"]} if ctx.sharded else {"_id": r["_id"]},
+                {"$set": {"lookups": lookup_keys(r)}},
+            )
+            for r in rows
+        ]
+        await ctx.write_each(ctx.messages, writes)
+        filled += len(rows)
+
+
+async def ensure_lookups(ctx: AsyncStoreContext) -> None:
+    """Before a read by ``lookups``: the mailbox's documents all carry the array (checked once
+    per store: one point read on ``aecs_messages_lookups``; filled first where one does not)."""
+    if ctx.capabilities.lookups_filled:
+        return
+    if await ctx.messages.find_one({"mailboxId": ctx.mailbox_id, "lookups": None}, {"_id": 1}) is not None:
+        await fill_lookups(ctx, ctx.mailbox_id)
+    ctx.capabilities.lookups_filled = True
 
 
 def _uidl_id(ctx: AsyncStoreContext, uidl: str) -> str:
@@ -96,6 +142,8 @@ async def get_email(ctx: AsyncStoreContext, message_id: str) -> EmailMessage | N
 
 async def find(ctx: AsyncStoreContext, header: str, value: str) -> list[str]:
     selector, hint = queries.find_query(ctx.mailbox_id, header, value)
+    if "lookups" in selector:
+        await ensure_lookups(ctx)
     found = ctx.messages.find(selector, {"_id": 0, "messageId": 1, "ts": 1, "messageKey": 1})
     found = found.sort([("ts", 1), ("messageKey", 1)])
     rows = await to_list(found if hint is None else found.hint(hint))
@@ -123,10 +171,12 @@ async def walk_thread(ctx: AsyncStoreContext, message_id: str) -> list[str]:
             root = parent
     found = {root["messageKey"]: root, start["messageKey"]: start}
     frontier = [root["messageId"]]
+    await ensure_lookups(ctx)
     while frontier:
+        parents = [lookup_key("in-reply-to", mid) for mid in frontier]
         replies = await to_list(
             ctx.messages.find(
-                {"mailboxId": ctx.mailbox_id, "inReplyTo": {"$in": frontier}},
+                {"mailboxId": ctx.mailbox_id, "lookups": {"$in": parents}},
                 {"messageId": 1, "ts": 1, "messageKey": 1},
             )
         )

@@ -16,11 +16,11 @@ from pymongo.errors import OperationFailure
 from ..pure import queries, windows
 from ..pure import tags as tag_reads
 from ..pure.documents import context_entry, message_summary, to_normalized_email
-from ..pure.keys import check_str, strip_message_id, thread_key
+from ..pure.keys import check_str, lookup_key, strip_message_id, thread_key
 from ..pure.settings import check_limit
 from ..results import MessagePage, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, ThreadSummary
-from . import capabilities, paging
+from . import capabilities, lookups, paging
 from .blobstore import named_blob
 from .context import AsyncStoreContext, log, to_list
 from .writing import parse_raw
@@ -134,6 +134,8 @@ async def list_messages(
     query = queries.inbox_query(
         ctx.mailbox_id, sender=sender, thread_key=tkey, since=since, until=until, order=check_str(order, "order")
     )
+    if sender is not None:
+        await lookups.ensure_lookups(ctx)
     extent = None if tkey is None else await paging.thread_extent(ctx, tkey)
     rows, next_cursor = await paging.page(ctx, query, cursor, limit, queries.LIST_PROJECTION, extent)
     return MessagePage([cast(MessageSummary, message_summary(r)) for r in rows], next_cursor)
@@ -209,8 +211,11 @@ async def replies_to(ctx: AsyncStoreContext, message_id: str) -> list[MessageSum
     by_references = await to_list(
         ctx.messages.find({"mailboxId": ctx.mailbox_id, "references": mid}, queries.LIST_PROJECTION)
     )
+    await lookups.ensure_lookups(ctx)
     by_parent = await to_list(
-        ctx.messages.find({"mailboxId": ctx.mailbox_id, "inReplyTo": mid}, queries.LIST_PROJECTION)
+        ctx.messages.find(
+            {"mailboxId": ctx.mailbox_id, "lookups": lookup_key("in-reply-to", mid)}, queries.LIST_PROJECTION
+        )
     )
     unique = {r["messageKey"]: r for r in by_references + by_parent}
     ordered = sorted(unique.values(), key=lambda r: (r["ts"], r["messageKey"]))

@@ -3,9 +3,9 @@
 The rules are in the pure ``pure/tags.py``; this is the order of reads and writes. A change
 names its messages by a target: a list of Message-IDs, or a query in the search language
 (``id:<Message-ID>`` one message, ``thread:<id>`` one thread, ``tag:todo``, any query). The
-messages are taken in batches of ``TAG_BATCH``, newest first, and each batch is one
-``update_many`` by ``_id`` whose filter keeps only the messages the change would modify
-(``pure.tags.needs_change``): per message it is one atomic single-document update (no lost
+messages are taken in batches of ``TAG_BATCH``, newest first, each read once (its ``_id``, thread
+and tags) and written by one ``update_many`` by ``_id`` over the messages the change would
+modify (``pure.tags.needs_change``): per message it is one atomic single-document update (no lost
 update when two writers tag the same message: each computes the new list from the stored one on
 the server), never an upsert (a message deleted or erased meanwhile stays gone), and a change
 interrupted half-way is finished by running it again (what is done already is matched, not
@@ -16,7 +16,8 @@ of the query itself (one ``update_many`` on the index where the change fits one 
 with words pages through the store's search engine the same way. Each batch is durable before
 the next (one journaled wait per batch: its last statement's ``j: true``); the local search
 index follows each batch (``indexing.after_labels``); the change stream carries each change to
-feed consumers (``store.watch(..., tags=True)``).
+feed consumers (``store.watch(..., tags=True)``). A thread summary is written only where its
+tags change.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ import datetime as _dt
 import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
-
-from pymongo import UpdateOne
 
 from ..pure import search_query
 from ..pure.keys import check_str, doc_id, message_key, thread_key
@@ -95,19 +94,22 @@ async def change(
     if both:
         raise ValueError(f"{sorted(both)[0]!r} is both added and removed")
     matched = changed = 0
-    wants = needs_change(field, added, removed)
     await capabilities.dialect(ctx)
     concern = None if dry_run else await capabilities.completion_concern(ctx)
     async for batch in _target_batches(ctx, target):
         ids = [doc_id(ctx.mailbox_id, k) for k in batch.keys]
+        rows = batch.rows
+        if rows is None:  # a batch of ids: one read of what the change needs of each
+            rows = await _rows_by_ids(ctx, field, ids)
+            ids = [str(r["_id"]) for r in rows if changes_row(r, field, added, removed)]
         # a query names stored messages; a listed Message-ID may not be stored (not matched)
-        found = len(ids) if isinstance(target, str) else await ctx.messages.count_documents(ctx.by_ids(ids))
+        found = len(batch.keys) if isinstance(target, str) else len(rows)
         if dry_run or not (added or removed):
             matched += found
             if dry_run:
-                changed += await ctx.messages.count_documents({**ctx.by_ids(ids), **wants})
+                changed += sum(changes_row(r, field, added, removed) for r in rows)
             continue
-        threads = await _batch_threads(ctx, field, batch, ids)
+        threads = sorted({str(r["threadKey"]) for r in rows}) if field == "tags" else []
         async with AsyncChange(ctx, followed=True, labels=True):  # without a change stream (changemarks.py)
             modified = await _write(ctx, field, batch, ids, added, removed, concern)
             if modified:
@@ -138,37 +140,42 @@ async def _write(
     """One batch's statements (durable: ``concern``); how many messages they modified. A batch
     of a filter is ``update_many`` over exactly the index range it read, the last batch over the
     rest of the query (by the range, not by ``_id``: a thousand ``_id``s in one filter cost some
-    servers seconds); a batch of ids is one bulk of single-message updates filtered to the
-    messages it would change. ``modified`` is what changed."""
-    wants = needs_change(field, added, removed)
+    servers seconds); a batch of ids is one ``update_many`` by ``_id`` over ``ids``, the
+    messages its read found the change would modify. ``modified`` is what changed."""
     messages = ctx.completing(ctx.messages, concern)
     update = tag_update(field, added, removed)
     if batch.selectors is not None:
         # no "needs change" filter here: a second condition on the field would cost some
-        # planners the index (a collection scan then); the server counts only real changes. One
-        # durable wait per batch: the last statement carries the concern (the journal is
-        # sequential), or where it changed nothing, a barrier write does
-        modified = last = 0
-        for n, selector in enumerate(batch.selectors):
-            writer = messages if n == len(batch.selectors) - 1 else ctx.messages
-            last = int((await writer.update_many(selector, update)).modified_count)
-            modified += last
-        if modified and not last:
-            await ctx.journal_barrier(concern)
-        return modified
-    done = await messages.bulk_write([UpdateOne({**ctx.by_id(i), **wants}, update) for i in ids], ordered=False)
-    return int(done.modified_count)
+        # planners the index (a collection scan then); the server counts only real changes
+        selectors = batch.selectors
+    else:
+        # the batch's messages the change modifies (as read), one ``update_many`` by ``_id``
+        # (split where the server wants its ``$in`` bounded); the filter also holds "needs the
+        # change" where that is one field's condition (a top-level ``$or`` costs some planners
+        # the ``_id`` index), so a message changed meanwhile by another writer is left as it is
+        wants = needs_change(field, added, removed)
+        extra = {} if "$or" in wants else wants
+        selectors = [{**part, **extra} for part in ctx.dialect.split_in(ctx.by_ids(ids))] if ids else []
+    # one durable wait per batch: the last statement carries the concern (the journal is
+    # sequential), or where it changed nothing, a barrier write does
+    modified = last = 0
+    for n, selector in enumerate(selectors):
+        writer = messages if n == len(selectors) - 1 else ctx.messages
+        last = int((await writer.update_many(selector, update)).modified_count)
+        modified += last
+    if modified and not last:
+        await ctx.journal_barrier(concern)
+    return modified
 
 
-async def _batch_threads(ctx: AsyncStoreContext, field: str, batch: _Batch, ids: list[str]) -> list[str]:
-    """The threads of a batch's messages (a tag change only), known before its write: a batch of
-    a filter from the rows its page read (a filter naming a removed tag matches nothing after);
-    one of ids read by ``_id``."""
-    if field != "tags":
-        return []
-    if batch.rows is not None:
-        return sorted({str(r["threadKey"]) for r in batch.rows})
-    return await _selector_threads(ctx, ctx.dialect.split_in(ctx.by_ids(ids)))
+async def _rows_by_ids(ctx: AsyncStoreContext, field: str, ids: list[str]) -> list[dict[str, Any]]:
+    """The stored messages of ``ids``: each one's ``_id``, thread and ``field`` (one find by
+    ``_id``, split where the server wants its ``$in`` bounded)."""
+    projection = {"_id": 1, "threadKey": 1, field: 1}
+    rows: list[dict[str, Any]] = []
+    for selector in ctx.dialect.split_in(ctx.by_ids(ids)):
+        rows += await to_list(ctx.messages.find(selector, projection))
+    return rows
 
 
 async def _selector_threads(ctx: AsyncStoreContext, selectors: list[dict[str, Any]]) -> list[str]:
@@ -197,10 +204,12 @@ async def _follow_threads(
 ) -> bool:
     """``_thread_tags_after``'s writes; whether it wrote."""
     wrote = False
-    if added:
+    if added:  # only the summaries that lack one of them (or have no union yet: the token only)
         for selector in ctx.dialect.split_in(ctx.by_ids(ids)):
-            await ctx.threads.update_many(selector, thread_tags_added(added, secrets.token_hex(8)))
-            wrote = True
+            lacking = {**selector, "tags": {"$not": {"$all": list(added)}}}
+            wrote |= bool(
+                (await ctx.threads.update_many(lacking, thread_tags_added(added, secrets.token_hex(8)))).modified_count
+            )
     for _attempt in range(_PULL_ATTEMPTS):
         if not removed or not ids:
             return wrote
@@ -222,11 +231,31 @@ async def _follow_threads(
         for selector, update in thread_pull_groups(pulls):
             for part in ctx.dialect.split_in(selector):
                 matched += int((await ctx.threads.update_many(part, update)).matched_count)
+        await _restore_carried(ctx, pulls)
         if matched == len(pulls):
             return wrote
         ids = [selector["_id"] for selector, _ in pulls]  # a token changed: those once more
     log.debug("thread tags: %d summaries kept changing; reindex() recomputes them", len(ids))
     return wrote
+
+
+async def _restore_carried(ctx: AsyncStoreContext, pulls: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """After a pull: a tag a message of the thread carries again is put back on its summary.
+    A writer that tags a message adds the tag to the summary only where the summary lacks it,
+    so one that ran between this change's read of the messages and its pull (the summary still
+    held the tag then) left the summary alone: this second read of those threads' messages,
+    after the pull, sees its message (and a writer after it sees the pulled summary)."""
+    pulled = {str(selector["_id"]): set(update["$pull"]["tags"]["$in"]) for selector, update in pulls}
+    keys = [i.rpartition(":")[2] for i in pulled]
+    carried: dict[str, set[str]] = {}
+    for selector in ctx.dialect.split_in(thread_tags_filter(ctx.mailbox_id, keys)):
+        for row in await to_list(ctx.messages.find(selector, THREAD_TAGS_PROJECTION)):
+            gone = pulled[doc_id(ctx.mailbox_id, str(row["threadKey"]))]
+            back = gone & set(row.get("tags") or ())
+            if back:
+                carried.setdefault(doc_id(ctx.mailbox_id, str(row["threadKey"])), set()).update(back)
+    for _id, tags in carried.items():
+        await ctx.threads.update_one(ctx.by_id(_id), thread_tags_added(sorted(tags), secrets.token_hex(8)))
 
 
 def _window(base: dict[str, Any], after: tuple[int, str] | None, last: tuple[int, str]) -> list[dict[str, Any]]:

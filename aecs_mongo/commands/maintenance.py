@@ -31,6 +31,9 @@ def indexes(ctx: Context) -> Output:
     data = {"created": report.created, "existing": report.existing, "skipped": report.skipped, "ok": report.ok}
     text = [f"created:  {', '.join(report.created) or '-'}", f"existing: {', '.join(report.existing) or '-'}"]
     text += [f"skipped:  {name}: {reason}" for name, reason in report.skipped.items()]
+    if report.dropped or report.upgraded:  # an earlier release's database, upgraded
+        data |= {"dropped": report.dropped, "upgraded": report.upgraded}
+        text.append(f"dropped:  {', '.join(report.dropped) or '-'} (replaced); {report.upgraded} messages upgraded")
     return Output(data, text, EXIT_OK if report.ok else EXIT_FAILED)
 
 

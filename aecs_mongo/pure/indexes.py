@@ -2,11 +2,12 @@
 
 The six indexes of AECS-1's MongoDB layout keep their names; where one ends before the keyset
 tie-breaker (participant, threads) the tie-breaker is appended under the same name, so the index
-provides the whole sort of the read it serves. The other ``aecs_*`` indexes back tags, folders,
-the header lookups of ``find``, the stale-row scan, the IMAP sync's records (``imap_sources``,
-``imap_folders``) and the ingest record of file sources (``file_sources``). The GridFS indexes
-are the ones drivers create only on an empty bucket; creating them up front makes a bootstrap
-complete.
+provides the whole sort of the read it serves. The other ``aecs_*`` indexes back tags and
+folders, the POP3 pipeline's header lookups (one multikey index, ``aecs_messages_lookups``:
+``messages`` keeps at most 8 indexes besides ``_id``, as each one costs every write), the
+stale-row scan, the IMAP sync's records (``imap_sources``, ``imap_folders``) and the ingest
+record of file sources (``file_sources``). The GridFS indexes are the ones drivers create only
+on an empty bucket; creating them up front makes a bootstrap complete.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "BLOCKS_COLLECTION",
     "INDEXES",
     "MAX_VECTOR_DIMENSIONS",
+    "RETIRED_INDEXES",
     "VECTORS_COLLECTION",
     "IndexReport",
     "IndexSpec",
@@ -71,17 +73,12 @@ INDEXES: tuple[IndexSpec, ...] = (
     # full-text search covers subject and clean (not forAI, not html)
     IndexSpec("bodies", "aecs_bodies_search", (("mailboxId", 1), ("subject", "text"), ("clean", "text"))),
     IndexSpec("threads", "aecs_threads_recent", (("mailboxId", 1), ("lastTs", -1), ("_id", -1))),
-    # lookups: list_messages(sender=...), find(), replies, stale rows, UIDLs
-    IndexSpec("messages", "aecs_messages_from", (("mailboxId", 1), ("from.email", 1), ("ts", -1), ("messageKey", -1))),
-    IndexSpec(
-        "messages", "aecs_messages_in_reply_to", (("mailboxId", 1), ("inReplyTo", 1), ("ts", 1), ("messageKey", 1))
-    ),
-    IndexSpec("messages", "aecs_messages_subject", (("mailboxId", 1), ("subjectKey", 1), ("ts", 1), ("messageKey", 1))),
-    IndexSpec("messages", "aecs_messages_list_id", (("mailboxId", 1), ("listId", 1), ("ts", 1), ("messageKey", 1))),
+    # the POP3 pipeline's header lookups (find(), list_messages(sender=...), replies), one
+    # multikey index over the prefixed keys of ``lookups`` (the attribute pattern): an equality
+    # on one key, then the (ts, messageKey) order, walked backwards for newest first
+    IndexSpec("messages", "aecs_messages_lookups", (("mailboxId", 1), ("lookups", 1), ("ts", 1), ("messageKey", 1))),
+    # the stale-row scan (reparse_stale) and the reads' uniform sample
     IndexSpec("messages", "aecs_messages_spec_version", (("mailboxId", 1), ("specVersion", 1), ("messageKey", 1))),
-    IndexSpec(
-        "messages", "aecs_messages_recipients", (("mailboxId", 1), ("recipients", 1), ("ts", 1), ("messageKey", 1))
-    ),
     IndexSpec("uidls", "aecs_uidls_mailbox", (("mailboxId", 1), ("uidl", 1)), {"unique": True}),
     IndexSpec("uidls", "aecs_uidls_message", (("mailboxId", 1), ("messageKey", 1))),
     # the exact vector search off Atlas (aecs_mongo.vectors): the unsealed vectors, and the blocks
@@ -101,6 +98,17 @@ INDEXES: tuple[IndexSpec, ...] = (
     # root, and "is a copy of this message left anywhere" (--remove-missing)
     IndexSpec("file_sources", "aecs_file_sources_dir", (("mailboxId", 1), ("root", 1), ("dir", 1))),
     IndexSpec("file_sources", "aecs_file_sources_message", (("mailboxId", 1), ("messageKey", 1))),
+)
+
+
+#: Indexes earlier releases created that ``ensure_indexes()`` drops where it finds them, by
+#: collection: the per-header lookup indexes that ``aecs_messages_lookups`` replaces.
+RETIRED_INDEXES: tuple[tuple[str, str], ...] = (
+    ("messages", "aecs_messages_from"),
+    ("messages", "aecs_messages_in_reply_to"),
+    ("messages", "aecs_messages_subject"),
+    ("messages", "aecs_messages_list_id"),
+    ("messages", "aecs_messages_recipients"),
 )
 
 
@@ -134,6 +142,10 @@ class IndexReport:
     created: list[str] = field(default_factory=list)
     existing: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    #: indexes of earlier releases found and dropped (``RETIRED_INDEXES``)
+    dropped: list[str] = field(default_factory=list)
+    #: ``messages`` documents of earlier releases given their ``lookups``
+    upgraded: int = 0
 
     @property
     def ok(self) -> bool:

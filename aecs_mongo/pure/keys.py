@@ -10,9 +10,12 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Mapping
 from email.utils import getaddresses
+from typing import Any
 
 __all__ = [
+    "LOOKUP_HEADERS",
     "SUBJECT_KEY_CHARS",
     "address_key",
     "address_query_key",
@@ -21,6 +24,8 @@ __all__ = [
     "check_str",
     "doc_id",
     "list_id_key",
+    "lookup_key",
+    "lookup_keys",
     "message_key",
     "strip_message_id",
     "subject_key",
@@ -137,3 +142,36 @@ def list_id_key(value: str | None) -> str | None:
         text = text[start + 1 : end if end >= 0 else len(text)]
     text = _WHITESPACE.sub("", text).lower()
     return text or None
+
+
+#: The headers of the POP3 pipeline's lookups that live in the ``lookups`` array, by their key
+#: prefix (References keep their own field and index, Date is the ``ts`` range).
+LOOKUP_HEADERS = ("subject", "from", "to", "in-reply-to", "list-id")
+
+
+def lookup_key(header: str, value: str) -> str:
+    """One entry of ``lookups``: ``"<header>:<normalized value>"`` (``subject:live wire``).
+
+    ``value`` is already in the stored form (``subject_key``, ``address_key``, a Message-ID
+    without brackets, ``list_id_key``); the prefix keeps the headers apart in one index.
+    """
+    return f"{header}:{value}"
+
+
+def lookup_keys(message: Mapping[str, Any]) -> list[str]:
+    """The ``lookups`` array of a ``messages`` document, from its stored lookup fields:
+    ``subject:<subjectKey>`` always (an empty key for no subject, as the subject lookup of ""
+    finds); ``from:<from.email>`` where there is a sender; ``to:<address>`` per To and Cc
+    address (``recipients``, lowercased, first occurrence); ``in-reply-to:<inReplyTo>`` and
+    ``list-id:<listId>`` where set. Each equals what ``find()`` looked up in those fields, so a
+    lookup by ``lookups`` returns exactly the messages the field equality did."""
+    keys = [lookup_key("subject", str(message.get("subjectKey") or ""))]
+    sender = message.get("from")
+    if isinstance(sender, Mapping) and isinstance(sender.get("email"), str):
+        keys.append(lookup_key("from", sender["email"]))
+    keys += [lookup_key("to", r) for r in message.get("recipients") or () if isinstance(r, str)]
+    for header, name in (("in-reply-to", "inReplyTo"), ("list-id", "listId")):
+        value = message.get(name)
+        if isinstance(value, str):
+            keys.append(lookup_key(header, value))
+    return list(dict.fromkeys(keys))

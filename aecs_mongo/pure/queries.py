@@ -27,7 +27,15 @@ from typing import Any
 
 from ..errors import InvalidCursorError
 from .indexes import ATLAS_SEARCH_INDEX, ATLAS_VECTOR_INDEX_NAME
-from .keys import address_key, address_query_key, check_str, list_id_key, strip_message_id, subject_key
+from .keys import (
+    address_key,
+    address_query_key,
+    check_str,
+    list_id_key,
+    lookup_key,
+    strip_message_id,
+    subject_key,
+)
 from .windows import WindowedRead, key_between
 
 __all__ = [
@@ -148,9 +156,9 @@ def inbox_query(
     hint: str | None = "aecs_messages_inbox"
     params: dict[str, Any] = {"order": order, "since": since, "until": until}
     if sender is not None:
-        base["from.email"] = address_key(sender)
-        params["sender"] = base["from.email"]
-        hint = None  # the sender equality selects aecs_messages_from
+        params["sender"] = address_key(sender)
+        base["lookups"] = lookup_key("from", params["sender"])
+        hint = None  # the sender's key selects aecs_messages_lookups (walked backwards, newest first)
     if thread_key is not None:
         if sender is not None:
             raise ValueError("give sender or thread_id, not both")
@@ -301,25 +309,28 @@ def utc_day_range(day: str) -> tuple[int, int]:
     return first, first + 86400
 
 
-#: The headers ``find`` looks up, case-insensitive, and the index that serves each.
+#: The headers ``find`` looks up (the POP3 pipeline's), case-insensitive, and the index that
+#: serves each: Subject, From, To, In-Reply-To and List-Id are keys of ``lookups``.
 FIND_HEADERS: dict[str, str] = {
-    "subject": "aecs_messages_subject",
-    "from": "aecs_messages_from",
-    "to": "aecs_messages_recipients",
+    "subject": "aecs_messages_lookups",
+    "from": "aecs_messages_lookups",
+    "to": "aecs_messages_lookups",
     "date": "aecs_messages_inbox",
-    "in-reply-to": "aecs_messages_in_reply_to",
+    "in-reply-to": "aecs_messages_lookups",
     "references": "aecs_messages_references",
-    "list-id": "aecs_messages_list_id",
+    "list-id": "aecs_messages_lookups",
 }
 
 
 def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any], str | None]:
-    """The header lookup ``find(header, value)``: the filter (value normalized like the stored key) and
-    the hint (only for Date, a range whose only equality is the mailbox).
+    """The POP3 pipeline's ``find(header, value)``: the filter (value normalized like the stored
+    key) and the hint (only for Date, a range whose only equality is the mailbox).
 
-    Subject: ``subject_key``; From and To (To and Cc): addr-spec, lowercased; Date: a UTC day
-    ``YYYY-MM-DD``; In-Reply-To and References: a Message-ID in either form; List-Id: lowercased,
-    angle brackets stripped.
+    Subject: ``subject:<subject_key>``; From and To (To and Cc): ``from:`` / ``to:`` and the
+    addr-spec, lowercased; In-Reply-To: ``in-reply-to:`` and a Message-ID in either form, as
+    stored (no brackets); List-Id: ``list-id:`` and the id lowercased, angle brackets stripped
+    (``keys.lookup_keys`` builds the stored side). Date: a UTC day ``YYYY-MM-DD`` on ``ts``;
+    References: a Message-ID on ``references``.
     """
     name = check_str(header, "header").strip().lower()
     check_str(value, "value")
@@ -327,21 +338,23 @@ def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any]
         raise ValueError(f"find() looks up {', '.join(sorted(FIND_HEADERS))}; not {header!r}")
     selector: dict[str, Any] = {"mailboxId": mailbox_id}
     if name == "subject":
-        selector["subjectKey"] = subject_key(value)
-    elif name == "from":
-        selector["from.email"] = address_query_key(value)
-    elif name == "to":
-        selector["recipients"] = address_query_key(value)
+        selector["lookups"] = lookup_key("subject", subject_key(value))
+    elif name in ("from", "to"):
+        selector["lookups"] = lookup_key(name, address_query_key(value))
     elif name == "date":
         first, end = utc_day_range(value.strip())
         selector["ts"] = {"$gte": first, "$lt": end}
         selector["date"] = {"$ne": None}
     elif name == "in-reply-to":
-        selector["inReplyTo"] = strip_message_id(value)
+        selector["lookups"] = lookup_key(name, strip_message_id(value))
     elif name == "references":
         selector["references"] = strip_message_id(value)
     else:
-        selector["listId"] = list_id_key(value)
+        key = list_id_key(value)
+        if key is None:  # an empty List-Id: the messages without one, on the mailbox's own order
+            selector["listId"] = None
+            return selector, "aecs_messages_inbox"
+        selector["lookups"] = lookup_key(name, key)
     return selector, (FIND_HEADERS[name] if name == "date" else None)
 
 
@@ -396,6 +409,8 @@ def sample_match(query: KeysetQuery, row: Mapping[str, Any]) -> bool:
     for path, value in query.base.items():
         if path == "mailboxId" or path.startswith("$"):
             continue
+        if path == "lookups" and isinstance(value, str) and value.startswith("from:"):
+            path, value = "from.email", value[len("from:") :]  # the sender's key, by the field it is made of
         if path == query.ts_field and isinstance(value, Mapping):
             ts = row.get(path)
             if not isinstance(ts, int) or not _in_bounds(ts, value):

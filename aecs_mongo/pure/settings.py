@@ -143,6 +143,9 @@ class Capabilities:
     #: the journal barrier must change a document (``indexes.BARRIER_COLLECTION``): the
     #: dialect's (``Dialect.barrier_counter``)
     barrier_counter: bool | None = None
+    #: every ``messages`` document of the store's mailbox carries ``lookups`` (checked, and
+    #: filled where one did not, before the first read by it: ``lookups.ensure_lookups``)
+    lookups_filled: bool | None = None
 
 
 def parse_duration(text: str) -> float:

@@ -20,7 +20,7 @@ from bson import Int64
 from pymongo.errors import BulkWriteError, CollectionInvalid, OperationFailure
 
 from ..pure.documents import derived_fields, fold_thread_summary, thread_summary_from_messages
-from ..pure.indexes import VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
+from ..pure.indexes import RETIRED_INDEXES, VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
 from ..pure.keys import check_str, doc_id
 from . import blobstore, capabilities, embeddings, indexing, lookups, search
 from .changemarks import Change
@@ -35,7 +35,13 @@ _SUMMARY_FIELDS = {"mailboxId": 1, "threadKey": 1, "threadId": 1, "ts": 1, "mess
 
 
 def ensure_indexes(ctx: StoreContext, atlas: bool, num_dimensions: int) -> IndexReport:
-    """Every index of ``index_specs`` (idempotent); what the server refuses is reported."""
+    """Every index of ``index_specs`` (idempotent); what the server refuses is reported.
+
+    It also upgrades a database of an earlier release: once the indexes exist, every
+    ``messages`` document without ``lookups`` gets it (``lookups.fill_lookups``, each mailbox;
+    ``upgraded`` counts them), and only then are the indexes it replaces dropped
+    (``RETIRED_INDEXES``, reported in ``dropped``), so a reader of either release finds all
+    mail meanwhile."""
     report = IndexReport()
     existing: dict[str, dict[str, Any]] = {}
     for spec in index_specs(ctx.settings.bucket_name):
@@ -60,9 +66,20 @@ def ensure_indexes(ctx: StoreContext, atlas: bool, num_dimensions: int) -> Index
             report.skipped[spec.name] = f"the server refused the text index: {errmsg(exc)}"
             continue
         report.created.append(spec.name)
+    retired = [(c, name) for c, name in RETIRED_INDEXES if name in existing.get(c, {})]
+    # an earlier release's layout: every mailbox's documents get their lookups first (the new
+    # index serves each mailbox's fill); else this store's mailbox is checked (one point read)
+    mailboxes = ctx.messages.distinct("mailboxId") if retired else [ctx.mailbox_id]
+    for mailbox_id in sorted(mailboxes):
+        report.upgraded += lookups.fill_lookups(ctx, mailbox_id)
+    ctx.capabilities.lookups_filled = True
+    for collection, name in retired:
+        with contextlib.suppress(OperationFailure):  # dropped meanwhile by another process
+            ctx.db[collection].drop_index(name)
+        report.dropped.append(name)
     if atlas:
         _ensure_search_indexes(ctx, report, num_dimensions)
-    if report.created:  # an index reported created survives a crash of the server
+    if report.created or report.dropped or report.upgraded:  # what it did survives a crash of the server
         ctx.journal_barrier(capabilities.completion_concern(ctx))
     return report
 

@@ -19,7 +19,16 @@ import bson
 from bson.int64 import Int64
 
 from ...errors import DocumentTooLargeError, InvalidEmailError
-from ..keys import address_key, blob_prefix, doc_id, list_id_key, message_key, subject_key, thread_key
+from ..keys import (
+    address_key,
+    blob_prefix,
+    doc_id,
+    list_id_key,
+    lookup_keys,
+    message_key,
+    subject_key,
+    thread_key,
+)
 from .validation import (
     ATTACHMENT_FIELDS,
     CONTENT_FIELDS,
@@ -258,6 +267,7 @@ def build_documents(
             "inReplyTo": thread["inReplyTo"],
             "references": thread["references"],
             "listId": list_id_key(list_id),
+            "lookups": [],  # below, from the fields above
             "forAI": _cut(content["forAI"], "forAI"),
             "attachments": hot_attachments,
             "cleanFallback": processing["cleanFallback"],
@@ -270,6 +280,7 @@ def build_documents(
             "uidl": uidl,
         }
     )
+    message["lookups"] = lookup_keys(message)
     if raw_from_full:
         message["rawFromFull"] = True
     if x:
@@ -324,7 +335,8 @@ def _cut(value: str | None, kind: str) -> str | None:
 
 
 def derived_fields(message: Mapping[str, Any], body: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The lookup fields of a ``messages`` document, recomputed from what it and its body hold.
+    """The lookup fields of a ``messages`` document (``lookups`` with them), recomputed from
+    what it and its body hold.
 
     ``reindex`` compares these with the stored ones and rewrites what differs (the
     lookup fields are caches of the primary record).
@@ -344,4 +356,5 @@ def derived_fields(message: Mapping[str, Any], body: Mapping[str, Any] | None) -
     }
     if body.get("spill") and "to" not in body:  # address lists in body.json: keep the stored arrays
         del fields["participants"], fields["recipients"]
+    fields["lookups"] = lookup_keys({**message, **fields})
     return fields
