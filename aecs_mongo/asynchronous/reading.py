@@ -27,6 +27,8 @@ from .writing import parse_raw
 
 __all__ = [
     "assemble",
+    "attachment_texts",
+    "get_attachment_text",
     "get_message",
     "get_thread",
     "list_messages",
@@ -80,8 +82,39 @@ async def assemble(
         spilled=spilled,
         position=position,
         shared=ctx.settings.shared_view,
+        attachment_texts=await attachment_texts(ctx, message, body),
     )
     return cast(NormalizedEmail, assembled)
+
+
+async def attachment_texts(
+    ctx: AsyncStoreContext, message: Mapping[str, Any], body: Mapping[str, Any] | None
+) -> dict[str, str]:
+    """The whole text of each attachment that has any, by ``str(idx)``: from the body, or from
+    ``attachments.json`` where it was too large for it."""
+    if body is None:
+        return {}
+    if body.get("attachmentTextsBlob"):
+        data = await named_blob(ctx, message, body["attachmentTextsBlob"])
+        return dict(json.loads(data.decode("utf-8")))
+    return dict(body.get("attachmentTexts") or {})
+
+
+async def get_attachment_text(ctx: AsyncStoreContext, message_id: str, idx: int) -> str | None:
+    """The whole text read from attachment ``idx``; None: no such message or attachment, or
+    nothing read from it."""
+    if isinstance(idx, bool) or not isinstance(idx, int):
+        raise TypeError(f"idx must be an int, not {type(idx).__name__}")
+    _id = ctx.id_for(message_id)
+    message = await ctx.messages.find_one(
+        ctx.by_id(_id), {"messageId": 1, "blobPrefix": 1, "blobs": 1, "attachments": 1}
+    )
+    if message is None:
+        return None
+    if not any(att.get("idx") == idx and att.get("textChars") for att in message.get("attachments") or ()):
+        return None
+    body = await ctx.bodies.find_one(ctx.by_id(_id), {"attachmentTexts": 1, "attachmentTextsBlob": 1})
+    return (await attachment_texts(ctx, message, body)).get(str(idx))
 
 
 def _thread_filter(ctx: AsyncStoreContext, thread_id: str) -> dict[str, Any]:

@@ -35,11 +35,13 @@ def _limit_cpu(seconds: int) -> None:
 def answer(job: dict[str, Any]) -> dict[str, Any]:
     """One job's answer: ``text`` (and ``cut``) or ``error``."""
     from ..pure.invisible import strip_hidden
-    from .formats import ExtractionError, extract
+    from .formats import ExtractionError, MissingLibrary, extract
 
     _limit_cpu(int(job.get("cpu", 30)))
     try:
         text = extract(job["kind"], job["data"], job.get("attachment") or {}, job.get("options") or {})
+    except MissingLibrary as exc:
+        return {"missing": str(exc)}
     except ExtractionError as exc:
         return {"error": str(exc)}
     except MemoryError:

@@ -60,7 +60,11 @@ class Extractor:
         if not self.ocr:
             return False
         if shutil.which("tesseract") is None:
-            _once("tesseract", "OCR is on but the tesseract command is missing (Debian: apt-get install tesseract-ocr); images are not read")
+            _once(
+                "tesseract",
+                "OCR is on but the tesseract command is missing (Debian: apt-get install tesseract-ocr); "
+                "images are not read",
+            )
             return False
         return True
 
@@ -75,25 +79,32 @@ class Extractor:
             except Exception as exc:  # the caller's code: recorded, never failing the store
                 return AttachmentText(int(att["idx"]), name, error=str(exc) or type(exc).__name__)
             if text is not None and not isinstance(text, str):
-                return AttachmentText(int(att["idx"]), name, error=f"a processor returned {type(text).__name__}, not str")
+                return AttachmentText(
+                    int(att["idx"]), name, error=f"a processor returned {type(text).__name__}, not str"
+                )
             if text is not None:
                 text = strip_hidden(text[:MAX_TEXT_CHARS])[0].strip() or None
             return AttachmentText(int(att["idx"]), name, text)
         return None
 
     def extract(self, items: Sequence[tuple[Mapping[str, Any], bytes]]) -> list[AttachmentText]:
-        """The text of each ``(attachment, data)`` that has any, or its error; attachments that
-        no processor and no built-in read give nothing."""
-        results: list[AttachmentText] = []
+        """The text of each ``(attachment, data)`` that has any, or its error, in ``idx`` order;
+        attachments that no processor and no built-in read give nothing."""
+        return sorted((r for r in self.extract_each(items) if r is not None), key=lambda r: r.idx)
+
+    def extract_each(self, items: Sequence[tuple[Mapping[str, Any], bytes]]) -> list[AttachmentText | None]:
+        """One result per item, in item order (None: nothing read it)."""
+        results: list[AttachmentText | None] = [None] * len(items)
         jobs: list[dict[str, Any]] = []
-        names: list[tuple[int, str]] = []
+        places: list[tuple[int, int, str]] = []
         ocr = None
-        for att, data in items:
+        for place, (att, data) in enumerate(items):
             idx, name = int(att["idx"]), str(att.get("filename") or "")
-            own = self._own(att, data) if self.processors else None
-            if own is not None:
-                results.append(own)
-                continue
+            if self.processors:
+                own = self._own(att, data)
+                if own is not None:
+                    results[place] = own
+                    continue
             kind = builtin_kind(att.get("contentType"), name)
             if kind is None:
                 continue
@@ -102,19 +113,22 @@ class Extractor:
                 if not ocr:
                     continue
             if len(data) > MAX_ATTACHMENT_BYTES:
-                results.append(
-                    AttachmentText(idx, name, error=f"too large to read ({len(data)} bytes; the limit is {MAX_ATTACHMENT_BYTES})")
-                )
+                error = f"too large to read ({len(data)} bytes; the limit is {MAX_ATTACHMENT_BYTES})"
+                results[place] = AttachmentText(idx, name, error=error)
                 continue
             plain = {k: att.get(k) for k in ("idx", "filename", "contentType", "size")}
             options = {"ocr": self.ocr, "timeout": self.limits.wall_seconds}
             jobs.append({"kind": kind, "data": bytes(data), "attachment": plain, "options": options})
-            names.append((idx, name))
+            places.append((place, idx, name))
         if jobs:
-            for (idx, name), outcome in zip(names, shared_pool(self.limits).run_all(jobs), strict=True):
-                if outcome.error is not None:
-                    results.append(AttachmentText(idx, name, error=outcome.error))
+            for (place, idx, name), outcome in zip(places, shared_pool(self.limits).run_all(jobs), strict=True):
+                if outcome.missing is not None:
+                    _once(
+                        f"missing {outcome.missing}",
+                        f"attachment text: {outcome.missing}; such attachments are not read",
+                    )
+                elif outcome.error is not None:
+                    results[place] = AttachmentText(idx, name, error=outcome.error)
                 elif outcome.text:
-                    results.append(AttachmentText(idx, name, outcome.text))
-        results.sort(key=lambda r: r.idx)
+                    results[place] = AttachmentText(idx, name, outcome.text)
         return results

@@ -19,7 +19,7 @@ import zipfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["MAX_INFLATED_BYTES", "MAX_MESSAGE_DEPTH", "MAX_OCR_PIXELS", "ExtractionError", "extract"]
+__all__ = ["MAX_INFLATED_BYTES", "MAX_MESSAGE_DEPTH", "MAX_OCR_PIXELS", "ExtractionError", "MissingLibrary", "extract"]
 
 #: the most an Office/OpenDocument archive may declare uncompressed, all members together
 MAX_INFLATED_BYTES = 256 * 1024 * 1024
@@ -33,13 +33,17 @@ class ExtractionError(Exception):
     """An attachment whose text cannot be read; the message says why, for a person."""
 
 
+class MissingLibrary(ExtractionError):
+    """The library an extractor needs is not installed (said once, not an attachment's error)."""
+
+
 def _library(name: str, extra_hint: str) -> Any:
     import importlib
 
     try:
         return importlib.import_module(name)
     except ImportError:
-        raise ExtractionError(f"{extra_hint} is not installed (pip install 'aecs-mongo[attachments]')") from None
+        raise MissingLibrary(f"{extra_hint} is not installed (pip install 'aecs-mongo[attachments]')") from None
 
 
 def _check_zip(data: bytes) -> zipfile.ZipFile:
@@ -60,7 +64,7 @@ def _check_zip(data: bytes) -> zipfile.ZipFile:
 
 def _pdf(data: bytes, _att: Mapping[str, Any], _opts: Mapping[str, Any]) -> str:
     try:
-        import pypdfium2 as pdfium  # type: ignore[import-not-found, unused-ignore]
+        import pypdfium2 as pdfium  # type: ignore[import-untyped, import-not-found, unused-ignore]
     except ImportError:
         return _pdf_pypdf(data)
     try:
@@ -97,8 +101,8 @@ def _pdf_pypdf(data: bytes) -> str:
 def _docx(data: bytes, _att: Mapping[str, Any], _opts: Mapping[str, Any]) -> str:
     _check_zip(data)
     docx = _library("docx", "python-docx")
-    from docx.table import Table  # type: ignore[import-not-found, unused-ignore]
-    from docx.text.paragraph import Paragraph  # type: ignore[import-not-found, unused-ignore]
+    from docx.table import Table  # type: ignore[import-untyped, import-not-found, unused-ignore]
+    from docx.text.paragraph import Paragraph  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     try:
         document = docx.Document(io.BytesIO(data))
@@ -292,10 +296,11 @@ def _image(data: bytes, _att: Mapping[str, Any], opts: Mapping[str, Any]) -> str
     if tesseract is None:
         raise ExtractionError("OCR needs the tesseract command (Debian: apt-get install tesseract-ocr)")
     try:
-        from PIL import Image  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        Image = None  # noqa: N806
-    if Image is not None:
+        from PIL import Image  # type: ignore[import-untyped, import-not-found, unused-ignore]
+    except ImportError:  # no size check then: Tesseract's own limits apply
+        pass
+    else:
+        Image.MAX_IMAGE_PIXELS = None  # the size is checked here, before anything is decoded
         try:
             with Image.open(io.BytesIO(data)) as image:
                 width, height = image.size

@@ -13,6 +13,7 @@ stdout (pickles only between this process and the child it started).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import pickle
 import queue
@@ -51,6 +52,8 @@ class Outcome:
     text: str | None = None
     error: str | None = None
     cut: bool = False
+    #: a library the extractor needs is not installed (said once, not recorded as an error)
+    missing: str | None = None
 
 
 def _read_exact(fd: int, size: int, deadline: float) -> bytes | None:
@@ -102,7 +105,7 @@ class _Worker:
             self.kill()
             return Outcome(error=f"extraction stopped after {limits.wall_seconds:g} s (the time limit)")
         answer = pickle.loads(body)
-        return Outcome(answer.get("text"), answer.get("error"), bool(answer.get("cut")))
+        return Outcome(answer.get("text"), answer.get("error"), bool(answer.get("cut")), answer.get("missing"))
 
     def _ended(self) -> str:
         try:
@@ -127,10 +130,8 @@ class _Worker:
         self.process.wait()
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
-                try:
+                with contextlib.suppress(OSError):
                     stream.close()
-                except OSError:
-                    pass
 
 
 class WorkerPool:
@@ -167,7 +168,9 @@ class WorkerPool:
         """One job (``kind``, ``data``, ``attachment``, ``options``) in a worker."""
         worker = self._take()
         try:
-            outcome = worker.run({**job, "max_chars": self.limits.max_chars, "cpu": self.limits.cpu_seconds}, self.limits)
+            outcome = worker.run(
+                {**job, "max_chars": self.limits.max_chars, "cpu": self.limits.cpu_seconds}, self.limits
+            )
         except BaseException:
             worker.kill()
             raise

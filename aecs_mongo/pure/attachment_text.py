@@ -106,7 +106,13 @@ _BY_EXTENSION = {
     "bmp": "image",
     "webp": "image",
 }
-_GENERIC = {"application/octet-stream", "application/binary", "application/x-download", "application/force-download", ""}
+_GENERIC = {
+    "application/octet-stream",
+    "application/binary",
+    "application/x-download",
+    "application/force-download",
+    "",
+}
 
 
 def builtin_kind(content_type: str | None, filename: str | None) -> str | None:

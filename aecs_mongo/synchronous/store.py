@@ -31,6 +31,7 @@ from . import (
     deletion,
     embeddings,
     export,
+    extracting,
     indexing,
     lookups,
     maintenance,
@@ -80,6 +81,13 @@ class MessageStore:
     endpoint from the standard AWS environment), ``gs://...``, ``az://...``, or an
     ``BlobStore``. The database records its blob location on first use and refuses a store
     opened with another one (``BlobLocationError``); ``aecs-mongo blobs migrate`` moves them.
+    ``attachment_text`` (default True): read the text of attachments when storing (PDF, Office,
+    OpenDocument, RTF, HTML, text, calendar invites, attached messages: the ``attachments``
+    extra's libraries, each extraction in a worker process under limits); ``ocr=True`` reads
+    images too (the ``tesseract`` command); ``processors``: the caller's own (``accepts`` /
+    ``process``, the AECS SDK's shape), tried before the built-ins. A failure goes to
+    ``processing.attachmentErrors``, never failing the store. ``attachments_in_for_ai``: append
+    the attachments' text to ``forAI`` (``attachments_for_ai``'s format).
     """
 
     mailbox_id = Setting[str]()
@@ -118,6 +126,10 @@ class MessageStore:
         durable: bool = True,
         search_index: str | os.PathLike[str] | None = None,
         blobs: str | BlobStore | None = None,
+        attachment_text: bool = True,
+        ocr: bool = False,
+        processors: Sequence[Any] = (),
+        attachments_in_for_ai: bool = False,
     ) -> None:
         if isinstance(blobs, str):
             location = parse_blob_url(blobs, bucket_name)
@@ -146,6 +158,10 @@ class MessageStore:
             retry_seconds=retry_seconds,
             durable=durable,
             search_index=search_index,
+            attachment_text=attachment_text,
+            ocr=ocr,
+            processors=processors,
+            attachments_in_for_ai=attachments_in_for_ai,
         )
         self._context = StoreContext(db, settings, Capabilities(), blobs=blobs)
         self.db = db
@@ -225,6 +241,7 @@ class MessageStore:
         ``InvalidTagError``) and ``folders`` (where the source found it) are set when the message
         is inserted; a re-delivery never changes its tags and only adds a new folder."""
         docs = writing.build(self._context, email, attachments, uidl, received_at, tags, folders)
+        (docs,) = extracting.extract_texts(self._context, [docs])
         (result,) = writing.write_batch(self._context, [docs])
         return result
 
@@ -310,6 +327,12 @@ class MessageStore:
     def get_attachment(self, message_id: str, idx: int) -> bytes | None:
         """Attachment ``idx`` (MIME order), or None when absent or not stored."""
         return blobstore.get_attachment(self._context, message_id, idx)
+
+    def get_attachment_text(self, message_id: str, idx: int) -> str | None:
+        """The whole text read from attachment ``idx`` (MIME order); None: no such message or
+        attachment, or no text read from it (``get_message`` carries the first 4,000
+        characters as ``attachments[i].extractedText``)."""
+        return reading.get_attachment_text(self._context, message_id, idx)
 
     def get_thread(self, thread_id: str) -> list[NormalizedEmail]:
         """Every message of a thread, oldest first, each with ``thread.position`` set."""

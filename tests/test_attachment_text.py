@@ -1,0 +1,478 @@
+"""Attachment text: the SDK's ``attachmentsForAI`` format, the built-in extractors on files made
+here with the real libraries and on the corpus PDFs, hostile files that end within their limits
+with the error recorded, and the store keeping, returning and bounding the text."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import struct
+import subprocess
+import time
+import zipfile
+import zlib
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aecs_mongo import attachments_for_ai
+from aecs_mongo.pure.attachment_text import builtin_kind
+
+from .helpers.paths import require_corpus
+
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+ODT = "application/vnd.oasis.opendocument.text"
+
+
+# --- attachments_for_ai: the SDK's format and defaults ------------------------------------------
+
+
+def test_attachments_for_ai_matches_the_sdk_format() -> None:
+    long = "x" * 12483
+    atts = [
+        {"filename": "invoice.pdf", "contentType": "application/pdf", "extractedText": long},
+        {"filename": "photo.jpg", "contentType": "image/jpeg", "extractedText": "Room B"},
+        {"filename": "none.bin", "contentType": "application/octet-stream"},
+    ]
+    out = attachments_for_ai(atts)
+    assert out == (
+        '<attachment name="invoice.pdf" type="application/pdf">\n'
+        + "x" * 4000
+        + "\n[truncated — 4000 chars shown of 12483]\n</attachment>\n\n"
+        '<attachment name="photo.jpg" type="image/jpeg">\nRoom B\n</attachment>'
+    )
+
+
+def test_attachments_for_ai_bounds_include_wrapper_label() -> None:
+    atts = [
+        {"filename": 'a"<b>.txt', "contentType": "text/plain", "extractedText": "one"},
+        {"filename": "b.pdf", "contentType": "application/pdf", "extractedText": "two"},
+        {"filename": "c.pdf", "contentType": "application/pdf", "extractedText": ""},
+    ]
+    assert attachments_for_ai([]) is None
+    assert attachments_for_ai(atts[2:]) is None
+    assert attachments_for_ai(atts, include=["image/*"]) is None
+    assert attachments_for_ai(atts, include=["application/*"]) == (
+        '<attachment name="b.pdf" type="application/pdf">\ntwo\n</attachment>'
+    )
+    assert attachments_for_ai(atts, wrapper=None) == "one\n\ntwo"
+    assert attachments_for_ai(atts, wrapper=None, max_total_chars=5) == "one"  # "one" + 2 > 5: two is cut to 0
+    assert attachments_for_ai(atts, wrapper=None, max_total_chars=6) == "one\n\nt"
+    assert "&quot;&lt;b&gt;" in (attachments_for_ai(atts) or "")
+    assert attachments_for_ai(atts, label=lambda a: "L", include=["text/plain"]).startswith('<attachment name="L"')  # type: ignore[union-attr]
+
+    class Wrap:
+        def wrap(self, content: str, email: Any) -> str:
+            return f"[{content}]"
+
+    assert attachments_for_ai(atts, wrapper=Wrap()) == "[one]\n\n[two]"
+    assert attachments_for_ai(atts, wrapper=lambda text, att: att["filename"][0] + text) == "aone\n\nbtwo"
+    with pytest.raises(TypeError):
+        attachments_for_ai(atts, include="text/plain")  # type: ignore[arg-type]
+
+
+def test_builtin_kind_by_type_then_extension() -> None:
+    assert builtin_kind("application/pdf", "x") == "pdf"
+    assert builtin_kind("APPLICATION/PDF; name=x.pdf", "") == "pdf"
+    assert builtin_kind("application/octet-stream", "Report.DOCX") == "docx"
+    assert builtin_kind("application/octet-stream", "noext") is None
+    assert builtin_kind("text/csv", "a.csv") == "text"
+    assert builtin_kind("text/calendar", "") == "calendar"
+    assert builtin_kind("image/png", "") == "image"
+    assert builtin_kind("application/zip", "a.pdf") is None
+
+
+# --- files made with the real libraries -----------------------------------------------------------
+
+
+def make_docx() -> bytes:
+    docx = pytest.importorskip("docx")
+    document = docx.Document()
+    document.add_paragraph("Quarterly zebrafish report")
+    table = document.add_table(rows=2, cols=2)
+    table.cell(0, 0).text = "tablecellword"
+    table.cell(1, 1).text = "omega"
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def make_xlsx() -> bytes:
+    xlsxwriter = pytest.importorskip("xlsxwriter")
+    out = io.BytesIO()
+    workbook = xlsxwriter.Workbook(out)
+    sheet = workbook.add_worksheet("Costs")
+    sheet.write(0, 0, "walrusitem")
+    sheet.write(0, 1, 12.5)
+    workbook.close()
+    return out.getvalue()
+
+
+def make_pptx() -> bytes:
+    pptx = pytest.importorskip("pptx")
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[1])
+    slide.shapes.title.text = "Slidetitleword"
+    out = io.BytesIO()
+    presentation.save(out)
+    return out.getvalue()
+
+
+def make_odt() -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        archive.writestr(
+            "content.xml",
+            '<?xml version="1.0"?><office:document-content '
+            'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+            'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:text>'
+            "<text:h>Heading</text:h><text:p>Opendocword here</text:p></office:text></office:body>"
+            "</office:document-content>",
+        )
+    return out.getvalue()
+
+
+ICS = (
+    b"BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//t//EN\r\nBEGIN:VEVENT\r\nUID:1@t\r\n"
+    b"DTSTAMP:20261201T000000Z\r\nSUMMARY:Platypus planning\r\nLOCATION:Room 4\r\n"
+    b"DTSTART:20261210T100000Z\r\nDTEND:20261210T110000Z\r\nDESCRIPTION:Bring numbers\r\n"
+    b"END:VEVENT\r\nEND:VCALENDAR\r\n"
+)
+RTF = rb"{\rtf1\ansi{\fonttbl\f0\fswiss Helvetica;}\f0\pard Rtfword in a paragraph.\par}"
+
+
+def forwarded() -> bytes:
+    inner = EmailMessage()
+    inner["From"] = "Carol <carol@example.org>"
+    inner["To"] = "dave@example.org"
+    inner["Subject"] = "inner subject"
+    inner["Message-ID"] = "<inner@example.org>"
+    inner.set_content("Innerbodyword is here.\n")
+    inner.add_attachment(b"Nestedcsvword,1\n", maintype="text", subtype="csv", filename="n.csv")
+    return bytes(inner)
+
+
+def formats() -> list[tuple[str, str, bytes, str]]:
+    """(filename, content type, bytes, a word only its text holds)"""
+    return [
+        ("r.docx", DOCX, make_docx(), "tablecellword"),
+        ("c.xlsx", XLSX, make_xlsx(), "walrusitem"),
+        ("s.pptx", PPTX, make_pptx(), "Slidetitleword"),
+        ("d.odt", ODT, make_odt(), "Opendocword"),
+        ("i.ics", "text/calendar", ICS, "Platypus"),
+        ("t.rtf", "application/rtf", RTF, "Rtfword"),
+        ("p.html", "text/html", b"<p>Hello <b>narwhalword</b></p>", "narwhalword"),
+        ("d.csv", "text/csv", b"name,qty\nokapiword,3\n", "okapiword"),
+        ("f.eml", "message/rfc822", forwarded(), "Nestedcsvword"),
+    ]
+
+
+def test_each_format_gives_its_text() -> None:
+    from aecs_mongo.extraction import Extractor
+
+    made = formats()
+    items = [({"idx": i, "filename": f, "contentType": t}, data) for i, (f, t, data, _) in enumerate(made)]
+    found = {r.idx: r for r in Extractor().extract(items)}
+    for i, (name, _, _, word) in enumerate(made):
+        assert found[i].error is None, (name, found[i].error)
+        assert word in (found[i].text or ""), (name, found[i].text)
+    assert "Where: Room 4" in (found[4].text or "") and "When: 2026-12-10T10:00" in (found[4].text or "")
+    assert "Subject: inner subject" in (found[8].text or "") and "Innerbodyword" in (found[8].text or "")
+
+
+def corpus_pdfs() -> list[bytes]:
+    from aecs_mongo import parse_email
+
+    pdfs = []
+    for path in sorted(require_corpus().glob("*.eml")):
+        raw = path.read_bytes()
+        if b"pdf" not in raw.lower():
+            continue
+        parsed = parse_email(raw)
+        for att, data in zip(parsed.email["attachments"], parsed.attachment_data, strict=False):
+            if data and builtin_kind(att["contentType"], att["filename"]) == "pdf":
+                pdfs.append(data)
+    return pdfs
+
+
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="pdftotext (poppler-utils) is not installed")
+def test_corpus_pdfs_agree_with_pdftotext(tmp_path: Path) -> None:
+    from aecs_mongo.extraction import Extractor
+
+    pdfs = corpus_pdfs()
+    assert pdfs
+    found = Extractor().extract(
+        [({"idx": i, "filename": "a.pdf", "contentType": "application/pdf"}, d) for i, d in enumerate(pdfs)]
+    )
+    by_idx = {r.idx: r for r in found}
+    agreed = 0
+    for i, data in enumerate(pdfs):
+        (tmp_path / "a.pdf").write_bytes(data)
+        done = subprocess.run(["pdftotext", str(tmp_path / "a.pdf"), "-"], capture_output=True, check=False)
+        words = {w for w in done.stdout.decode("utf-8", "replace").split() if w.isalpha() and len(w) > 3}
+        ours = set((by_idx[i].text or "").split()) if i in by_idx else set()
+        if not words:
+            continue
+        share = len(words & ours) / len(words)
+        assert share >= 0.9, (i, share, sorted(words - ours)[:20])
+        agreed += 1
+    assert agreed
+
+
+# --- hostile files --------------------------------------------------------------------------------
+
+
+def zip_bomb_docx() -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        with archive.open("word/document.xml", "w", force_zip64=True) as member:
+            zeros = b"\0" * (1 << 20)
+            for _ in range(300):  # 300 MB of zeros, a few hundred KB compressed
+                member.write(zeros)
+    return out.getvalue()
+
+
+def encrypted_pdf() -> bytes:
+    pypdf = pytest.importorskip("pypdf")
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(100, 100)
+    writer.encrypt("secret")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def looping_pdf() -> bytes:
+    """A page tree whose kid is its own parent, and an xref that points back at itself."""
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [2 0 R 3 0 R] /Count 2 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 10 10] /Contents 4 0 R >>",
+        b"<< /Length 4 0 R >>\nstream\nBT ET\nendstream",
+    ]
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    for offset in offsets:
+        out.write(b"%010d 00000 n \n" % offset)
+    out.write(
+        b"trailer\n<< /Size %d /Root 1 0 R /Prev %d >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref, xref)
+    )
+    return out.getvalue()
+
+
+def huge_png() -> bytes:
+    """A PNG that says 20,000 x 20,000 pixels (its pixel data cut short)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)
+    rows = zlib.compress(b"\0" * (20001 * 4))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", rows) + chunk(b"IEND", b"")
+
+
+def hostile() -> list[tuple[str, str, bytes]]:
+    pdf = corpus_pdfs()[0]
+    return [
+        ("bomb.docx", DOCX, zip_bomb_docx()),
+        ("locked.pdf", "application/pdf", encrypted_pdf()),
+        ("loop.pdf", "application/pdf", looping_pdf()),
+        ("cut.pdf", "application/pdf", pdf[: len(pdf) // 3]),
+        ("cut.docx", DOCX, make_docx()[:500]),
+    ]
+
+
+def test_hostile_files_end_in_time_with_an_error() -> None:
+    from aecs_mongo.extraction import Extractor
+
+    made = hostile()
+    started = time.monotonic()
+    found = {
+        r.idx: r
+        for r in Extractor().extract(
+            [({"idx": i, "filename": f, "contentType": t}, d) for i, (f, t, d) in enumerate(made)]
+        )
+    }
+    assert time.monotonic() - started < 60
+    assert "zip bomb" in (found[0].error or "")
+    assert "encrypted" in (found[1].error or "")
+    assert found[3].error or found[3].text is None or len(found[3].text) < 100_000
+    assert found[4].error
+
+
+@pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract (tesseract-ocr) is not installed")
+def test_a_huge_image_is_refused_before_ocr() -> None:
+    from aecs_mongo.extraction import Extractor
+
+    started = time.monotonic()
+    (found,) = Extractor(ocr=True).extract(
+        [({"idx": 0, "filename": "big.png", "contentType": "image/png"}, huge_png())]
+    )
+    assert time.monotonic() - started < 60
+    assert "over the OCR limit" in (found.error or "")
+
+
+@pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract (tesseract-ocr) is not installed")
+def test_ocr_reads_an_image() -> None:
+    pil = pytest.importorskip("PIL.Image")
+    draw_mod = pytest.importorskip("PIL.ImageDraw")
+    font_mod = pytest.importorskip("PIL.ImageFont")
+    image = pil.new("L", (900, 200), 255)
+    try:
+        font = font_mod.load_default(size=64)
+    except TypeError:
+        pytest.skip("Pillow too old for a sized default font")
+    draw_mod.Draw(image).text((20, 60), "INVOICE 4711", fill=0, font=font)
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    from aecs_mongo.extraction import Extractor
+
+    assert Extractor().extract([({"idx": 0, "filename": "a.png", "contentType": "image/png"}, out.getvalue())]) == []
+    (found,) = Extractor(ocr=True).extract(
+        [({"idx": 0, "filename": "a.png", "contentType": "image/png"}, out.getvalue())]
+    )
+    assert "4711" in (found.text or ""), found
+
+
+def test_a_worker_past_its_limits_is_replaced() -> None:
+    from aecs_mongo.extraction.sandbox import Limits, WorkerPool
+
+    job = {"kind": "text", "data": b"hello", "attachment": {}, "options": {}}
+    slow = WorkerPool(1, Limits(wall_seconds=0.001))
+    try:
+        assert "time limit" in (slow.run(job).error or "")
+    finally:
+        slow.close()
+    tiny = WorkerPool(1, Limits(memory_bytes=16 * 1024 * 1024))
+    try:
+        assert tiny.run(job).error
+    finally:
+        tiny.close()
+    pool = WorkerPool(1)
+    try:
+        assert pool.run(job).text == "hello"
+        assert pool.run({**job, "data": "a\u202eb\u200bc".encode()}).text == "abc"  # hidden characters go
+    finally:
+        pool.close()
+
+
+# --- the store ------------------------------------------------------------------------------------
+
+
+def message_with(files: list[tuple[str, str, bytes]], message_id: str = "att@example.org") -> bytes:
+    msg = EmailMessage()
+    msg["From"] = "Bob <bob@example.org>"
+    msg["To"] = "alice@example.org"
+    msg["Subject"] = "files only"
+    msg["Date"] = "Mon, 29 Jun 2026 14:32:00 +0000"
+    msg["Message-ID"] = f"<{message_id}>"
+    msg.set_content("")
+    for name, ctype, data in files:
+        if ctype == "message/rfc822":
+            from email import message_from_bytes, policy
+
+            msg.add_attachment(message_from_bytes(data, policy=policy.default), filename=name)
+            continue
+        main, sub = ctype.split("/", 1)
+        msg.add_attachment(data, maintype=main, subtype=sub, filename=name)
+    return bytes(msg)
+
+
+@pytest.mark.server
+def test_the_store_keeps_and_bounds_attachment_text(make_store: Any) -> None:
+    made = formats()
+    raw = message_with([(f, t, d) for f, t, d, _ in made] + [("locked.pdf", "application/pdf", encrypted_pdf())])
+    store = make_store()
+    store.store(raw)
+    email = store.get_message("att@example.org", include_raw=True)
+    assert (
+        email["content"]["rawFull"].encode("utf-8", "surrogateescape") == raw or store.get_raw("att@example.org") == raw
+    )
+    assert store.get_raw("att@example.org") == raw
+    by_name = {a["filename"]: a for a in email["attachments"]}
+    for name, _, _, word in made:
+        if name == "f.eml":
+            continue
+        assert word in (by_name[name].get("extractedText") or ""), name
+        whole = store.get_attachment_text("att@example.org", email["attachments"].index(by_name[name]))
+        assert whole is not None and word in whole
+    assert email["processing"]["attachmentErrors"] == [
+        {"filename": "locked.pdf", "message": "the PDF is encrypted (a password is needed)"}
+    ]
+    assert store.get_attachment_text("att@example.org", 99) is None
+    assert store.get_attachment_text("nobody@example.org", 0) is None
+
+
+@pytest.mark.server
+def test_extracted_text_is_cut_to_4000_and_whole_on_request(make_store: Any) -> None:
+    text = ("wordy " * 2000).encode()
+    store = make_store()
+    store.store(message_with([("long.txt", "text/plain", text)], "long@example.org"))
+    (att,) = store.get_message("long@example.org")["attachments"]
+    assert len(att["extractedText"]) == 4000
+    assert store.get_attachment_text("long@example.org", 0) == text.decode().strip()
+
+
+@pytest.mark.server
+def test_processors_come_first_and_their_failures_are_recorded(make_store: Any) -> None:
+    class Upper:
+        def accepts(self, att: Any) -> bool:
+            return att["contentType"] == "text/plain"
+
+        def process(self, att: Any, data: bytes) -> str:
+            return data.decode().upper()
+
+    class Broken:
+        def accepts(self, att: Any) -> bool:
+            return att["contentType"] == "text/csv"
+
+        def process(self, att: Any, data: bytes) -> str:
+            raise ValueError("no model today")
+
+    store = make_store(processors=[Upper(), Broken()])
+    store.store(message_with([("a.txt", "text/plain", b"quiet"), ("b.csv", "text/csv", b"x,1")], "p@example.org"))
+    email = store.get_message("p@example.org")
+    assert email["attachments"][0]["extractedText"] == "QUIET"
+    assert "extractedText" not in email["attachments"][1]
+    assert email["processing"]["attachmentErrors"] == [{"filename": "b.csv", "message": "no model today"}]
+    with pytest.raises(TypeError):
+        make_store(processors=[object()])
+
+
+@pytest.mark.server
+def test_off_and_in_for_ai(make_store: Any) -> None:
+    raw = message_with([("a.txt", "text/plain", b"capybaraword")], "off@example.org")
+    off = make_store("offbox", attachment_text=False)
+    off.store(raw)
+    assert "extractedText" not in off.get_message("off@example.org")["attachments"][0]
+    assert off.get_attachment_text("off@example.org", 0) is None
+    inside = make_store("forai", attachments_in_for_ai=True)
+    list(inside.store_many([raw]))
+    for_ai = inside.get_message("off@example.org")["content"]["forAI"]
+    assert for_ai.endswith('<attachment name="a.txt" type="text/plain">\ncapybaraword\n</attachment>')
+
+
+@pytest.mark.server
+def test_hostile_attachments_leave_the_message_stored(make_store: Any) -> None:
+    raw = message_with(hostile(), "hostile@example.org")
+    store = make_store()
+    started = time.monotonic()
+    store.store(raw)
+    assert time.monotonic() - started < 60
+    assert store.get_raw("hostile@example.org") == raw
+    errors = {
+        e["filename"]: e["message"] for e in store.get_message("hostile@example.org")["processing"]["attachmentErrors"]
+    }
+    assert {"bomb.docx", "locked.pdf", "cut.docx"} <= set(errors)
