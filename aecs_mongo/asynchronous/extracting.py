@@ -2,6 +2,9 @@
 (``aecs_mongo.extraction``) before the write, the texts and errors put into its documents
 (``pure/documents/attachment_texts.py``). One batch's attachments go to the worker processes
 together, so that they are read side by side. Off with ``attachment_text=False``.
+
+Only raw mail is read: a NormalizedEmail is stored as it was given and comes back field for
+field (an ``extractedText`` its producer set on an attachment is kept with it).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ def extract_texts(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments]) -> 
     owners: list[int] = []
     items = []
     for number, docs in enumerate(batch):
+        if not docs.message.get("rawFromFull"):  # a NormalizedEmail: stored as given
+            continue
         for att, data in attachment_items(docs):
             owners.append(number)
             items.append((att, data))

@@ -16,6 +16,7 @@ from pymongo.errors import OperationFailure
 from ..pure import queries, windows
 from ..pure import tags as tag_reads
 from ..pure.documents import context_entry, message_summary, to_normalized_email
+from ..pure.documents.attachment_texts import texts_by_idx
 from ..pure.keys import check_str, strip_message_id, thread_key
 from ..pure.settings import check_limit
 from ..results import MessagePage, ThreadPage
@@ -96,8 +97,8 @@ async def attachment_texts(
         return {}
     if body.get("attachmentTextsBlob"):
         data = await named_blob(ctx, message, body["attachmentTextsBlob"])
-        return dict(json.loads(data.decode("utf-8")))
-    return dict(body.get("attachmentTexts") or {})
+        return texts_by_idx(json.loads(data.decode("utf-8")))
+    return texts_by_idx(body.get("attachmentTexts"))
 
 
 async def get_attachment_text(ctx: AsyncStoreContext, message_id: str, idx: int) -> str | None:

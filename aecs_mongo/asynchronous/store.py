@@ -79,13 +79,10 @@ class AsyncMessageStore:
     endpoint from the standard AWS environment), ``gs://...``, ``az://...``, or an
     ``AsyncBlobStore``. The database records its blob location on first use and refuses a store
     opened with another one (``BlobLocationError``); ``aecs-mongo blobs migrate`` moves them.
-    ``attachment_text`` (default True): read the text of attachments when storing (PDF, Office,
-    OpenDocument, RTF, HTML, text, calendar invites, attached messages: the ``attachments``
-    extra's libraries, each extraction in a worker process under limits); ``ocr=True`` reads
-    images too (the ``tesseract`` command); ``processors``: the caller's own (``accepts`` /
-    ``process``, the AECS SDK's shape), tried before the built-ins. A failure goes to
-    ``processing.attachmentErrors``, never failing the store. ``attachments_in_for_ai``: append
-    the attachments' text to ``forAI`` (``attachments_for_ai``'s format).
+    ``attachment_text`` (default True): read the text of raw mail's attachments (the
+    ``attachments`` extra; each in a limited worker process), ``ocr=True`` images too;
+    ``processors``: the caller's own (``accepts``/``process``), tried first. Failures go to
+    ``processing.attachmentErrors``. ``attachments_in_for_ai``: append the text to ``forAI``.
     """
 
     mailbox_id = Setting[str]()

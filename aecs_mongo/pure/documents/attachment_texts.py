@@ -1,7 +1,7 @@
 """Attachment text in the stored documents.
 
 The whole text of each attachment is kept in the warm tier, ``bodies.attachmentTexts``
-(``{"<idx>": text}``); where that would take the body past the spill size, it goes to the cold
+(``[{idx, filename, text}]``, a list so that a text index and a pattern reach ``.text``); where that would take the body past the spill size, it goes to the cold
 tier as ``attachments.json`` under the message's blob prefix (named in ``bodies.attachmentTextsBlob``
 and in ``messages.blobs``, so it is deleted, expired and erased with the message). The hot row
 keeps only what lists and ``show`` need: ``attachments[i].textChars`` (how many characters were
@@ -21,7 +21,7 @@ import bson
 from ..attachment_text import attachments_for_ai
 from .building import BODY_SPILL_BYTES, HOT_TEXT_CHARS, Blob, MessageDocuments
 
-__all__ = ["TEXTS_BLOB", "attachment_items", "with_attachment_texts"]
+__all__ = ["TEXTS_BLOB", "attachment_items", "texts_by_idx", "with_attachment_texts"]
 
 #: the cold-tier object that holds a message's attachment texts when they are too large for its body
 TEXTS_BLOB = "attachments.json"
@@ -36,6 +36,13 @@ def attachment_items(docs: MessageDocuments) -> list[tuple[dict[str, Any], bytes
         if key and key in data:
             items.append((att, data[key]))
     return items
+
+
+def texts_by_idx(stored: Any) -> dict[str, str]:
+    """``{"<idx>": text}`` of a stored ``attachmentTexts`` list (or of ``attachments.json``)."""
+    return {
+        str(item["idx"]): str(item["text"]) for item in stored or () if isinstance(item, Mapping) and item.get("text")
+    }
 
 
 def with_attachment_texts(
@@ -61,11 +68,13 @@ def with_attachment_texts(
     if errors:
         message["attachmentErrors"] = errors
     if texts:
-        body["attachmentTexts"] = texts
+        names = {str(item.idx): item.filename for item in found}
+        stored = [{"idx": int(idx), "filename": names.get(idx, ""), "text": text} for idx, text in texts.items()]
+        body["attachmentTexts"] = stored
         if len(bson.encode(body)) > body_spill_bytes:
             del body["attachmentTexts"]
             key = message["blobPrefix"] + TEXTS_BLOB
-            blobs.append(Blob(key, json.dumps(texts, ensure_ascii=False).encode("utf-8"), "application/json"))
+            blobs.append(Blob(key, json.dumps(stored, ensure_ascii=False).encode("utf-8"), "application/json"))
             body["attachmentTextsBlob"] = key
             message["blobs"].append(TEXTS_BLOB)
         if in_for_ai:
