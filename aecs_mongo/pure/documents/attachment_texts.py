@@ -1,11 +1,12 @@
 """Attachment text in the stored documents.
 
 The whole text of each attachment is kept in the warm tier, ``bodies.attachmentTexts``
-(``[{idx, filename, text}]``, a list so that a text index and a pattern reach ``.text``); where that would take the body past the spill size, it goes to the cold
-tier as ``attachments.json`` under the message's blob prefix (named in ``bodies.attachmentTextsBlob``
+(``[{idx, filename, text}]``: a list, so that a text index and a pattern reach ``.text``);
+where that would take the body past the spill size, it goes to the cold tier as
+``attachments.json`` under the message's blob prefix (named in ``bodies.attachmentTextsBlob``
 and in ``messages.blobs``, so it is deleted, expired and erased with the message). The hot row
-keeps only what lists and ``show`` need: ``attachments[i].textChars`` (how many characters were
-read) and ``attachmentErrors`` (``{filename, message}``, the AECS SDK's
+keeps only what lists and ``show`` need: ``attachments[i].textChars`` (how many characters
+were read) and ``attachmentErrors`` (``{filename, message}``, the AECS SDK's
 ``processing.attachmentErrors``).
 """
 
