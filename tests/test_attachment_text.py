@@ -476,3 +476,28 @@ def test_hostile_attachments_leave_the_message_stored(make_store: Any) -> None:
         e["filename"]: e["message"] for e in store.get_message("hostile@example.org")["processing"]["attachmentErrors"]
     }
     assert {"bomb.docx", "locked.pdf", "cut.docx"} <= set(errors)
+
+
+# --- search ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("engine", ["scan", "local"])
+def test_search_finds_words_of_each_format(make_store: Any, tmp_path: Path, engine: str) -> None:
+    made = formats()
+    options: dict[str, Any] = {"search_engine": engine}
+    if engine == "local":
+        options["search_index"] = tmp_path / "index.sqlite"
+    store = make_store(f"find{engine}", **options)
+    store.store(message_with([(f, t, d) for f, t, d, _ in made], "found@example.org"))
+    store.store(message_with([("other.txt", "text/plain", b"nothing here")], "other@example.org"))
+    for name, _, _, word in made:
+        hits = store.search(word)
+        assert [h["messageId"] for h in hits] == ["found@example.org"], (name, word, hits.engine)
+        assert hits.engine == engine
+        if name != "f.eml":
+            assert hits[0]["snippet"].startswith(f"[{name}] "), (name, hits[0]["snippet"])
+        assert [h["messageId"] for h in store.search(f"attachmenttext:{word}")] == ["found@example.org"]
+        assert store.count(f"subject:{word}") == 0
+    assert [h["messageId"] for h in store.search("attachment:other")] == ["other@example.org"]
+    assert store.count("attachmenttext:other") == 0  # a file name is not its text

@@ -83,7 +83,7 @@ async def assemble(
         spilled=spilled,
         position=position,
         shared=ctx.settings.shared_view,
-        attachment_texts=await attachment_texts(ctx, message, body),
+        attachment_texts=texts_by_idx({**(spilled or {}), **(body or {})}.get("attachmentTexts")),
     )
     return cast(NormalizedEmail, assembled)
 
@@ -92,12 +92,12 @@ async def attachment_texts(
     ctx: AsyncStoreContext, message: Mapping[str, Any], body: Mapping[str, Any] | None
 ) -> dict[str, str]:
     """The whole text of each attachment that has any, by ``str(idx)``: from the body, or from
-    ``attachments.json`` where it was too large for it."""
+    its spill object (``body.json``) where it was too large for it."""
     if body is None:
         return {}
-    if body.get("attachmentTextsBlob"):
-        data = await named_blob(ctx, message, body["attachmentTextsBlob"])
-        return texts_by_idx(json.loads(data.decode("utf-8")))
+    if "attachmentTexts" not in body and body.get("spill"):
+        data = await named_blob(ctx, message, body["spill"])
+        return texts_by_idx(json.loads(data.decode("utf-8")).get("attachmentTexts"))
     return texts_by_idx(body.get("attachmentTexts"))
 
 
@@ -114,7 +114,7 @@ async def get_attachment_text(ctx: AsyncStoreContext, message_id: str, idx: int)
         return None
     if not any(att.get("idx") == idx and att.get("textChars") for att in message.get("attachments") or ()):
         return None
-    body = await ctx.bodies.find_one(ctx.by_id(_id), {"attachmentTexts": 1, "attachmentTextsBlob": 1})
+    body = await ctx.bodies.find_one(ctx.by_id(_id), {"attachmentTexts": 1, "spill": 1})
     return (await attachment_texts(ctx, message, body)).get(str(idx))
 
 

@@ -85,7 +85,7 @@ def assemble(
         spilled=spilled,
         position=position,
         shared=ctx.settings.shared_view,
-        attachment_texts=attachment_texts(ctx, message, body),
+        attachment_texts=texts_by_idx({**(spilled or {}), **(body or {})}.get("attachmentTexts")),
     )
     return cast(NormalizedEmail, assembled)
 
@@ -94,12 +94,12 @@ def attachment_texts(
     ctx: StoreContext, message: Mapping[str, Any], body: Mapping[str, Any] | None
 ) -> dict[str, str]:
     """The whole text of each attachment that has any, by ``str(idx)``: from the body, or from
-    ``attachments.json`` where it was too large for it."""
+    its spill object (``body.json``) where it was too large for it."""
     if body is None:
         return {}
-    if body.get("attachmentTextsBlob"):
-        data = named_blob(ctx, message, body["attachmentTextsBlob"])
-        return texts_by_idx(json.loads(data.decode("utf-8")))
+    if "attachmentTexts" not in body and body.get("spill"):
+        data = named_blob(ctx, message, body["spill"])
+        return texts_by_idx(json.loads(data.decode("utf-8")).get("attachmentTexts"))
     return texts_by_idx(body.get("attachmentTexts"))
 
 
@@ -116,7 +116,7 @@ def get_attachment_text(ctx: StoreContext, message_id: str, idx: int) -> str | N
         return None
     if not any(att.get("idx") == idx and att.get("textChars") for att in message.get("attachments") or ()):
         return None
-    body = ctx.bodies.find_one(ctx.by_id(_id), {"attachmentTexts": 1, "attachmentTextsBlob": 1})
+    body = ctx.bodies.find_one(ctx.by_id(_id), {"attachmentTexts": 1, "spill": 1})
     return (attachment_texts(ctx, message, body)).get(str(idx))
 
 

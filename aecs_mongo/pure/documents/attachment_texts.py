@@ -2,9 +2,9 @@
 
 The whole text of each attachment is kept in the warm tier, ``bodies.attachmentTexts``
 (``[{idx, filename, text}]``: a list, so that a text index and a pattern reach ``.text``);
-where that would take the body past the spill size, it goes to the cold tier as
-``attachments.json`` under the message's blob prefix (named in ``bodies.attachmentTextsBlob``
-and in ``messages.blobs``, so it is deleted, expired and erased with the message). The hot row
+where that would take the body past the spill size, it moves to the body's spill object
+(``body.json`` in the cold tier, as large text does), which every reader of a body already
+merges back, and which is deleted, expired and erased with the message. The hot row
 keeps only what lists and ``show`` need: ``attachments[i].textChars`` (how many characters
 were read) and ``attachmentErrors`` (``{filename, message}``, the AECS SDK's
 ``processing.attachmentErrors``).
@@ -22,10 +22,10 @@ import bson
 from ..attachment_text import attachments_for_ai
 from .building import BODY_SPILL_BYTES, HOT_TEXT_CHARS, Blob, MessageDocuments
 
-__all__ = ["TEXTS_BLOB", "attachment_items", "texts_by_idx", "with_attachment_texts"]
+__all__ = ["attachment_items", "texts_by_idx", "with_attachment_texts"]
 
-#: the cold-tier object that holds a message's attachment texts when they are too large for its body
-TEXTS_BLOB = "attachments.json"
+#: the body's spill object (``building.py``), under the message's blob prefix
+SPILL_BLOB = "body.json"
 
 
 def attachment_items(docs: MessageDocuments) -> list[tuple[dict[str, Any], bytes]]:
@@ -40,7 +40,7 @@ def attachment_items(docs: MessageDocuments) -> list[tuple[dict[str, Any], bytes
 
 
 def texts_by_idx(stored: Any) -> dict[str, str]:
-    """``{"<idx>": text}`` of a stored ``attachmentTexts`` list (or of ``attachments.json``)."""
+    """``{"<idx>": text}`` of a stored ``attachmentTexts`` list."""
     return {
         str(item["idx"]): str(item["text"]) for item in stored or () if isinstance(item, Mapping) and item.get("text")
     }
@@ -74,10 +74,17 @@ def with_attachment_texts(
         body["attachmentTexts"] = stored
         if len(bson.encode(body)) > body_spill_bytes:
             del body["attachmentTexts"]
-            key = message["blobPrefix"] + TEXTS_BLOB
-            blobs.append(Blob(key, json.dumps(stored, ensure_ascii=False).encode("utf-8"), "application/json"))
-            body["attachmentTextsBlob"] = key
-            message["blobs"].append(TEXTS_BLOB)
+            key = message["blobPrefix"] + SPILL_BLOB
+            spilled: dict[str, Any] = {}
+            for blob in blobs:
+                if blob.key == key:
+                    spilled = json.loads(blob.data.decode("utf-8"))
+            spilled["attachmentTexts"] = stored
+            data = json.dumps(spilled, ensure_ascii=False).encode("utf-8")
+            blobs = [blob for blob in blobs if blob.key != key] + [Blob(key, data, "application/json")]
+            if not body.get("spill"):
+                body["spill"] = key
+                message["blobs"].append(SPILL_BLOB)
         if in_for_ai:
             _append_to_for_ai(message, body, texts)
     return dataclasses.replace(docs, blobs=tuple(blobs))
