@@ -501,3 +501,34 @@ def test_search_finds_words_of_each_format(make_store: Any, tmp_path: Path, engi
         assert store.count(f"subject:{word}") == 0
     assert [h["messageId"] for h in store.search("attachment:other")] == ["other@example.org"]
     assert store.count("attachmenttext:other") == 0  # a file name is not its text
+
+
+# --- agents ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.server
+def test_thread_context_and_the_agent_tool_reach_the_text(make_store: Any, store_flavor: str) -> None:
+    long = ("okapi " * 3000).encode()
+    raw = message_with([("i.ics", "text/calendar", ICS), ("long.txt", "text/plain", long)], "agent@example.org")
+    store = make_store("agents")
+    store.store(raw)
+    thread_id = store.get_message("agent@example.org")["threadId"]
+    (plain,) = store.thread_context(thread_id)
+    assert "attachmentsForAI" not in plain
+    (entry,) = store.thread_context(thread_id, attachments=True)
+    assert entry["attachmentsForAI"].startswith('<attachment name="i.ics" type="text/calendar">\nEvent: Platypus')
+    assert "[truncated — 4000 chars shown of 17999]" in entry["attachmentsForAI"]
+    if store_flavor != "sync":
+        return
+    pytest.importorskip("pydantic")
+    from aecs_mongo.agents import MailTools
+    from aecs_mongo.errors import ToolError
+
+    tools = MailTools(store)
+    first = tools.get_attachment_text("agent@example.org", 1, max_chars=1000)
+    assert first["mail"]["filename"] == "long.txt" and len(first["mail"]["text"]) == 1000
+    assert first["textChars"] == 17999 and first["nextOffset"] == 1000
+    last = tools.get_attachment_text("agent@example.org", 1, offset=17000, max_chars=32000)
+    assert last["nextOffset"] is None and last["mail"]["text"].endswith("okapi")
+    with pytest.raises(ToolError):
+        tools.get_attachment_text("agent@example.org", 5)

@@ -333,9 +333,10 @@ class AsyncMessageStore:
         """Every message of a thread, oldest first, each with ``thread.position`` set."""
         return await reading.get_thread(self._context, thread_id)
 
-    async def thread_context(self, thread_id: str, limit: int = 20) -> list[ContextEntry]:
-        """The newest ``limit`` messages of a thread for a prompt, oldest first, with positions."""
-        return await reading.thread_context(self._context, thread_id, limit)
+    async def thread_context(self, thread_id: str, limit: int = 20, attachments: bool = False) -> list[ContextEntry]:
+        """The newest ``limit`` messages of a thread for a prompt, oldest first, with positions;
+        ``attachments=True``: each with ``attachmentsForAI`` (its attachments' text)."""
+        return await reading.thread_context(self._context, thread_id, limit, attachments)
 
     async def list_messages(
         self,

@@ -17,6 +17,7 @@ from pymongo.errors import OperationFailure
 
 from ..pure import queries, windows
 from ..pure import tags as tag_reads
+from ..pure.attachment_text import attachments_for_ai
 from ..pure.documents import context_entry, message_summary, to_normalized_email
 from ..pure.documents.attachment_texts import texts_by_idx
 from ..pure.keys import check_str, strip_message_id, thread_key
@@ -131,8 +132,12 @@ def get_thread(ctx: StoreContext, thread_id: str) -> list[NormalizedEmail]:
     return [assemble(ctx, m, bodies.get(m["_id"]), include_raw=False, position=i) for i, m in enumerate(messages)]
 
 
-def thread_context(ctx: StoreContext, thread_id: str, limit: int = 20) -> list[ContextEntry]:
-    """The newest ``limit`` messages of a thread, oldest first, with their positions."""
+def thread_context(
+    ctx: StoreContext, thread_id: str, limit: int = 20, attachments: bool = False
+) -> list[ContextEntry]:
+    """The newest ``limit`` messages of a thread, oldest first, with their positions; with
+    ``attachments``, each with ``attachmentsForAI`` (``attachments_for_ai`` of its attachments'
+    text, None where none has any)."""
     check_limit(limit)
     selector = _thread_filter(ctx, thread_id)
     query = queries.thread_context_query(ctx.mailbox_id, selector["threadKey"])
@@ -151,7 +156,39 @@ def thread_context(ctx: StoreContext, thread_id: str, limit: int = 20) -> list[C
         exact = size is not None and size >= limit and capabilities.transactions(ctx)
         total = size if (big or exact) and size is not None else ctx.messages.count_documents(selector)
     first_position = max(total - len(newest), 0)
-    return [cast(ContextEntry, context_entry(m, first_position + offset)) for offset, m in enumerate(reversed(newest))]
+    entries = [
+        cast(ContextEntry, context_entry(m, first_position + offset)) for offset, m in enumerate(reversed(newest))
+    ]
+    if attachments:
+        _with_attachments_for_ai(ctx, list(reversed(newest)), entries)
+    return entries
+
+
+def _with_attachments_for_ai(
+    ctx: StoreContext, messages: Sequence[Mapping[str, Any]], entries: list[ContextEntry]
+) -> None:
+    """Set each entry's ``attachmentsForAI``: the bodies of the messages with text read in one go."""
+    with_text = [m for m in messages if any(a.get("textChars") for a in m.get("attachments") or ())]
+    ids = [ctx.id_for(m["messageId"]) for m in with_text]
+    bodies = {}
+    if ids:
+        for body in ctx.bodies.find(ctx.by_ids(ids), {"attachmentTexts": 1, "spill": 1}):
+            bodies[body["_id"]] = body
+    for message, entry in zip(messages, entries, strict=True):
+        entry["attachmentsForAI"] = None
+        body = bodies.get(ctx.id_for(message["messageId"]))
+        if body is None:
+            continue
+        texts = attachment_texts(ctx, message, body)
+        items = [
+            {
+                "filename": a.get("filename"),
+                "contentType": a.get("contentType"),
+                "extractedText": texts.get(str(a.get("idx"))),
+            }
+            for a in message.get("attachments") or ()
+        ]
+        entry["attachmentsForAI"] = attachments_for_ai(items)
 
 
 def list_messages(

@@ -335,9 +335,10 @@ class MessageStore:
         """Every message of a thread, oldest first, each with ``thread.position`` set."""
         return reading.get_thread(self._context, thread_id)
 
-    def thread_context(self, thread_id: str, limit: int = 20) -> list[ContextEntry]:
-        """The newest ``limit`` messages of a thread for a prompt, oldest first, with positions."""
-        return reading.thread_context(self._context, thread_id, limit)
+    def thread_context(self, thread_id: str, limit: int = 20, attachments: bool = False) -> list[ContextEntry]:
+        """The newest ``limit`` messages of a thread for a prompt, oldest first, with positions;
+        ``attachments=True``: each with ``attachmentsForAI`` (its attachments' text)."""
+        return reading.thread_context(self._context, thread_id, limit, attachments)
 
     def list_messages(
         self,

@@ -19,6 +19,7 @@ from ...errors import ToolError
 from ...pure.invisible import unescape_hidden
 from ..arguments import bind_arguments, check_arguments
 from ..bodies import (
+    attachment_text_result,
     encoded_message,
     hit_ids,
     listing_page,
@@ -224,6 +225,27 @@ class AsyncMailTools(ToolSet):
         return message_result(
             message, body=body, max_chars=max_chars, raw=raw, raw_max_bytes=raw_max_bytes, shared=self._shared
         )
+
+    @_tool("Read an attachment's text", 128 * KIB)
+    async def get_attachment_text(
+        self,
+        message_id: MessageId,
+        index: Annotated[int, Field(ge=0, le=10_000, description="the attachment's index (get_message lists them)")],
+        offset: Annotated[int, Field(ge=0, le=1 << 30, description="the first character to return (0: the start)")] = 0,
+        max_chars: Annotated[
+            int,
+            Field(ge=100, le=BODY_MAX_CHARS, description=f"characters at most (100 to {BODY_MAX_CHARS})"),
+        ] = BODY_DEFAULT_CHARS,
+    ) -> dict[str, Any]:
+        """Read the text found in one attachment of a message (PDF, Office and OpenDocument files,
+        spreadsheets, calendar invites, attached messages, text), in windows: `max_chars`
+        characters from `offset` (default 8,000, at most 32,000; `textChars` is the whole length,
+        `nextOffset` where the next window starts, null at the end). An attachment with no text
+        read is an error. The result is at most 128 KiB of JSON."""
+        mid = unescape_hidden(message_id)
+        text = await self.store.get_attachment_text(mid, index)
+        message = await self.store.get_message(mid) if text is not None else None
+        return attachment_text_result(message, index, text, offset, max_chars)
 
     @_tool("List messages", 64 * KIB)
     async def list_messages(
