@@ -532,3 +532,48 @@ def test_thread_context_and_the_agent_tool_reach_the_text(make_store: Any, store
     assert last["nextOffset"] is None and last["mail"]["text"].endswith("okapi")
     with pytest.raises(ToolError):
         tools.get_attachment_text("agent@example.org", 5)
+
+
+# --- later: the deferred mode, the upgrade, and every tier on delete ------------------------------
+
+
+@pytest.mark.server
+def test_extract_later_then_pending_and_reindex_fill_the_text(make_store: Any, db: Any, tmp_path: Path) -> None:
+    raws = [
+        message_with([("a.txt", "text/plain", f"lemurword{n}".encode())], f"later{n}@example.org") for n in range(3)
+    ]
+    later = make_store("later", extract_later=True, search_engine="scan")
+    list(later.store_many(raws))
+    assert later.get_attachment_text("later0@example.org", 0) is None
+    assert later.count("lemurword0") == 0
+    seen: list[int] = []
+    assert later.extract_pending(limit=2, progress=seen.append) == 2 and seen == [1, 2]
+    assert later.extract_pending() == 1  # resumes: only what is left
+    assert later.extract_pending() == 0
+    assert later.get_attachment_text("later2@example.org", 0) == "lemurword2"
+    assert [h["messageId"] for h in later.search("lemurword1")] == ["later1@example.org"]
+    # mail stored before attachment text existed: no mark, no text; reindex reads it
+    old = make_store("older", search_index=tmp_path / "i.sqlite")
+    old.store(message_with([("b.txt", "text/plain", b"tapirword")], "old@example.org"))
+    db.messages.update_one({"mailboxId": "older"}, {"$unset": {"attachmentsRead": 1, "attachments.0.textChars": 1}})
+    db.bodies.update_one({"mailboxId": "older"}, {"$unset": {"attachmentTexts": 1}})
+    assert old.get_attachment_text("old@example.org", 0) is None
+    report = old.reindex()
+    assert report["attachmentsRead"] == 1
+    assert old.get_attachment_text("old@example.org", 0) == "tapirword"
+    assert [h["messageId"] for h in old.search("tapirword")] == ["old@example.org"]
+    assert old.reindex()["attachmentsRead"] == 0
+
+
+@pytest.mark.server
+def test_delete_and_erase_leave_no_attachment_text(make_store: Any, db: Any) -> None:
+    store = make_store("gone")
+    store.store(message_with([("a.txt", "text/plain", b"dingoword")], "gone@example.org"))
+    store.store(message_with([("b.txt", "text/plain", b"dingoword")], "gone2@example.org"))
+    assert db.bodies.count_documents({"mailboxId": "gone", "attachmentTexts.text": "dingoword"}) == 2
+    assert store.delete("gone@example.org")
+    assert db.bodies.count_documents({"mailboxId": "gone", "attachmentTexts.text": "dingoword"}) == 1
+    assert store.count("dingoword") == 1
+    store.erase_mailbox()
+    for name in db.list_collection_names():
+        assert db[name].count_documents({"mailboxId": "gone"}) == 0, name

@@ -79,10 +79,7 @@ class AsyncMessageStore:
     endpoint from the standard AWS environment), ``gs://...``, ``az://...``, or an
     ``AsyncBlobStore``. The database records its blob location on first use and refuses a store
     opened with another one (``BlobLocationError``); ``aecs-mongo blobs migrate`` moves them.
-    ``attachment_text`` (default True): read the text of raw mail's attachments (the
-    ``attachments`` extra; each in a limited worker process), ``ocr=True`` images too;
-    ``processors``: the caller's own (``accepts``/``process``), tried first. Failures go to
-    ``processing.attachmentErrors``. ``attachments_in_for_ai``: append the text to ``forAI``.
+    ``attachment_text``, ``ocr``, ``processors``, ``attachments_in_for_ai``, ``extract_later``: extracting.py.
     """
 
     mailbox_id = Setting[str]()
@@ -125,6 +122,7 @@ class AsyncMessageStore:
         ocr: bool = False,
         processors: Sequence[Any] = (),
         attachments_in_for_ai: bool = False,
+        extract_later: bool = False,
     ) -> None:
         if isinstance(blobs, str):
             location = parse_blob_url(blobs, bucket_name)
@@ -157,6 +155,7 @@ class AsyncMessageStore:
             ocr=ocr,
             processors=processors,
             attachments_in_for_ai=attachments_in_for_ai,
+            extract_later=extract_later,
         )
         self._context = AsyncStoreContext(db, settings, Capabilities(), blobs=blobs)
         self.db = db
@@ -324,18 +323,19 @@ class AsyncMessageStore:
         return await blobstore.get_attachment(self._context, message_id, idx)
 
     async def get_attachment_text(self, message_id: str, idx: int) -> str | None:
-        """The whole text read from attachment ``idx`` (MIME order); None: no such message or
-        attachment, or no text read from it (``get_message`` carries the first 4,000
-        characters as ``attachments[i].extractedText``)."""
+        """The whole text read from attachment ``idx``; None: none (``get_message``: 4,000 chars)."""
         return await reading.get_attachment_text(self._context, message_id, idx)
+
+    async def extract_pending(self, limit: int | None = None, progress: Callable[[int], None] | None = None) -> int:
+        """Read the attachments left unread (``extract_later``, older mail); resumable."""
+        return await extracting.extract_pending(self._context, limit, progress)
 
     async def get_thread(self, thread_id: str) -> list[NormalizedEmail]:
         """Every message of a thread, oldest first, each with ``thread.position`` set."""
         return await reading.get_thread(self._context, thread_id)
 
     async def thread_context(self, thread_id: str, limit: int = 20, attachments: bool = False) -> list[ContextEntry]:
-        """The newest ``limit`` messages of a thread for a prompt, oldest first, with positions;
-        ``attachments=True``: each with ``attachmentsForAI`` (its attachments' text)."""
+        """The newest ``limit`` messages of a thread, oldest first (``attachments``: attachmentsForAI)."""
         return await reading.thread_context(self._context, thread_id, limit, attachments)
 
     async def list_messages(

@@ -81,6 +81,8 @@ class StoreSettings:
     #: read attachments' text when storing (``attachment_text=``); images too with ``ocr``
     attachment_text: bool = True
     ocr: bool = False
+    #: leave attachments unread when storing; ``extract_pending`` reads them later
+    extract_later: bool = False
     #: the caller's attachment processors (``accepts``/``process``), tried before the built-ins
     processors: tuple[Any, ...] = ()
     #: append the attachments' text to ``forAI`` (the AECS SDK's ``attachmentsInForAI``)
@@ -110,6 +112,7 @@ class StoreSettings:
         settings.durable = bool(settings.durable)
         settings.attachment_text = bool(settings.attachment_text)
         settings.ocr = bool(settings.ocr)
+        settings.extract_later = bool(settings.extract_later)
         settings.attachments_in_for_ai = bool(settings.attachments_in_for_ai)
         if isinstance(settings.processors, (str, bytes)) or not isinstance(settings.processors, Iterable):
             raise TypeError("processors must be a list of objects with accepts() and process()")
