@@ -577,3 +577,43 @@ def test_delete_and_erase_leave_no_attachment_text(make_store: Any, db: Any) -> 
     store.erase_mailbox()
     for name in db.list_collection_names():
         assert db[name].count_documents({"mailboxId": "gone"}) == 0, name
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+
+@pytest.mark.server
+def test_extract_lists_prints_and_saves_safely(cli: Any, tmp_path: Path) -> None:
+    from aecs_mongo.commands.attachments import safe_name
+
+    raw = message_with(
+        [
+            ("../../escape.txt", "text/plain", b"quokkaword"),
+            ("i.ics", "text/calendar", ICS),
+            ("blob.bin", "application/octet-stream", b"\x00\x01"),
+        ],
+        "cli@example.org",
+    )
+    (tmp_path / "m.eml").write_bytes(raw)
+    assert cli("ingest", str(tmp_path / "m.eml"), "--ocr").code == 0
+    listed = cli("extract", "cli@example.org", "--json").json()
+    parts = listed["parts"]
+    assert [p["index"] for p in parts] == [0, 1, 2] and parts[0]["filename"] == "../../escape.txt"
+    assert parts[0]["textChars"] == 10 and parts[1]["textChars"] > 0 and parts[2]["textChars"] == 0
+    shown = cli("extract", "cli@example.org").out
+    assert "10 chars of text" in shown and "no text" in shown
+    assert cli("extract", "cli@example.org", "--text", "0").out == "quokkaword\n"
+    assert cli("extract", "cli@example.org", "--text", "2").code != 0
+    assert "has text: extract --text" in cli("show", "cli@example.org").out
+    out = tmp_path / "out"
+    saved = cli("extract", "cli@example.org", "--save", str(out), "--json").json()["saved"]
+    assert sorted(p.name for p in out.iterdir()) == ["blob.bin", "escape.txt", "i.ics"]
+    assert (out / "escape.txt").read_bytes() == b"quokkaword" and len(saved) == 3
+    assert not (tmp_path / "escape.txt").exists()
+    (out / "escape.txt").write_bytes(b"mine")
+    again = cli("extract", "cli@example.org", "--save", str(out))
+    assert again.code != 0 and (out / "escape.txt").read_bytes() == b"mine"
+    assert cli("extract", "cli@example.org", "--save", str(out), "--overwrite").code == 0
+    assert (out / "escape.txt").read_bytes() == b"quokkaword"
+    assert safe_name("..\\..\\a:b", 3) == "a_b" and safe_name("...", 4) == "attachment-4"
+    assert cli("extract", "--pending", "--json").json() == {"read": 0}
