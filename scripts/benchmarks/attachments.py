@@ -60,6 +60,40 @@ def corpus_pdfs() -> list[bytes]:
     return found
 
 
+def text_pdf(pages: int) -> bytes:
+    """A PDF of ``pages`` pages of text (Helvetica, 40 lines a page), written by hand."""
+    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b""]
+    kids = []
+    font = 3
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    for page in range(pages):
+        lines = b"".join(
+            b"(Page %d line %d: the quarterly storage budget and its invoices) Tj T* " % (page, line)
+            for line in range(40)
+        )
+        stream = b"BT /F1 10 Tf 14 TL 40 800 Td " + lines + b"ET"
+        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+        content = len(objects)
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents %d 0 R"
+            b" /Resources << /Font << /F1 %d 0 R >> >> >>" % (content, font)
+        )
+        kids.append(b"%d 0 R" % len(objects))
+    objects[1] = b"<< /Type /Pages /Kids [" + b" ".join(kids) + b"] /Count %d >>" % pages
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    for offset in offsets:
+        out.write(b"%010d 00000 n \n" % offset)
+    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    return out.getvalue()
+
+
 def made_files() -> dict[str, tuple[str, bytes]]:
     """One file of each other format, made with the real libraries: kind -> (content type, bytes)."""
     files: dict[str, tuple[str, bytes]] = {}
@@ -142,16 +176,19 @@ def _words(text: str) -> set[str]:
     return {w for w in text.split() if w.isalpha() and len(w) > 3}
 
 
-def bench_formats(copies: int) -> list[Doc]:
+def bench_pdfs(label: str, pdfs: list[bytes], extractor: Extractor) -> list[Doc]:
+    """One set of PDFs read by pypdfium2 (in the workers and here), pypdf and pdftotext; the
+    share of pdftotext's words each library's text holds (the least of the files)."""
     rows: list[Doc] = []
-    extractor = Extractor()
-    extractor.extract([({"idx": 0, "filename": "w.txt", "contentType": "text/plain"}, b"warm")])  # workers up
-    pdfs = corpus_pdfs()
     if pdfs:
         attached = [({"idx": i, "filename": "a.pdf", "contentType": "application/pdf"}, d) for i, d in enumerate(pdfs)]
         start = time.perf_counter()
         ours = {r.idx: r.text or "" for r in extractor.extract(attached)}
-        rows.append(_rate("pdf (pypdfium2, in the workers)", pdfs, time.perf_counter() - start))
+        rows.append(_rate(f"{label}: pypdfium2, in the workers", pdfs, time.perf_counter() - start))
+        start = time.perf_counter()
+        for data in pdfs:
+            extract_here("pdf", data, {}, {})
+        rows.append(_rate(f"{label}: pypdfium2, in process", pdfs, time.perf_counter() - start))
         poppler: dict[int, str] = {}
         tool = shutil.which("pdftotext")
         if tool is not None:
@@ -164,7 +201,7 @@ def bench_formats(copies: int) -> list[Doc]:
                 for i, path in enumerate(paths):
                     done = subprocess.run([tool, str(path), "-"], capture_output=True, check=False)
                     poppler[i] = done.stdout.decode("utf-8", "replace")
-                rows.append(_rate("pdf (pdftotext, a process each)", pdfs, time.perf_counter() - start))
+                rows.append(_rate(f"{label}: pdftotext, a process each", pdfs, time.perf_counter() - start))
         try:
             import pypdf
 
@@ -175,18 +212,31 @@ def bench_formats(copies: int) -> list[Doc]:
                     other[i] = "\n".join(p.extract_text() or "" for p in pypdf.PdfReader(io.BytesIO(data)).pages)
                 except Exception:  # a file pypdf cannot read
                     other[i] = ""
-            rows.append(_rate("pdf (pypdf, in process)", pdfs, time.perf_counter() - start))
+            rows.append(_rate(f"{label}: pypdf, in process", pdfs, time.perf_counter() - start))
         except ImportError:
             other = {}
         if poppler:
-            for label, texts in (("pypdfium2", ours), ("pypdf", other)):
+            for name, texts in (("pypdfium2", ours), ("pypdf", other)):
                 shares = [
                     len(_words(texts.get(i, "")) & _words(p)) / len(_words(p)) for i, p in poppler.items() if _words(p)
                 ]
                 if shares:
-                    rows.append({"format": f"pdf words of pdftotext found by {label}", "share": round(min(shares), 3)})
-    else:
-        print("\n== attachments: no corpus PDFs (../shared/corpus/eml): the PDF rows are left out")
+                    rows.append(
+                        {"format": f"{label}: pdftotext's words found by {name}", "share": round(min(shares), 3)}
+                    )
+    return rows
+
+
+def bench_formats(copies: int) -> list[Doc]:
+    rows: list[Doc] = []
+    extractor = Extractor()
+    warm = [({"idx": 0, "filename": "w.pdf", "contentType": "application/pdf"}, text_pdf(1))]
+    extractor.extract(warm * 4)  # the workers up, their PDF library imported
+    pdfs = corpus_pdfs()
+    if not pdfs:
+        print("\n== attachments: no corpus PDFs (../shared/corpus/eml): those rows are left out")
+    rows += bench_pdfs("corpus PDFs", pdfs, extractor)
+    rows += bench_pdfs("50-page PDFs", [text_pdf(50)] * max(4, copies // 4), extractor)
     for kind, (ctype, data) in made_files().items():
         blobs = [data] * copies
         items = [({"idx": i, "filename": f"f.{kind}", "contentType": ctype}, d) for i, d in enumerate(blobs)]
