@@ -532,6 +532,9 @@ def test_thread_context_and_the_agent_tool_reach_the_text(make_store: Any, store
     assert last["nextOffset"] is None and last["mail"]["text"].endswith("okapi")
     with pytest.raises(ToolError):
         tools.get_attachment_text("agent@example.org", 5)
+    plain_thread = tools.get_thread(thread_id)["mail"]["messages"][0]["text"]
+    with_text = tools.get_thread(thread_id, attachments=True)["mail"]["messages"][0]["text"]
+    assert "<attachment" not in plain_thread and '<attachment name="i.ics"' in with_text
 
 
 # --- later: the deferred mode, the upgrade, and every tier on delete ------------------------------

@@ -117,6 +117,8 @@ def thread_result(tid: str, entries: Sequence[Mapping[str, Any]], max_chars: int
     shown: list[dict[str, Any]] = []
     for entry in reversed(entries):  # the newest first: they are what the reader needs most
         text = entry.get("forAI") or ""
+        if entry.get("attachmentsForAI"):  # get_thread(attachments=true)
+            text = f"{text}\n\n{entry['attachmentsForAI']}".strip()
         if omitted or (len(text) > budget and budget < 200 and shown):
             omitted += 1
             continue

@@ -174,6 +174,9 @@ class MailTools(ToolSet):
                 description=f"characters of message text in all (200 to {THREAD_MAX_CHARS})",
             ),
         ] = THREAD_MAX_CHARS,
+        attachments: Annotated[
+            bool, Field(description="also each message's attachments' text (PDF, Office, invites...)")
+        ] = False,
     ) -> dict[str, Any]:
         """Read one conversation for context: its newest `limit` messages (default 20, at most 50),
         oldest first, each with messageId, position in the thread (0 is the first), from, date,
@@ -181,15 +184,16 @@ class MailTools(ToolSet):
         prompt). At most `max_chars` characters of text in all (default and at most 24,000; you
         may ask for less): the newest messages are kept whole first, and older ones that do not
         fit are left out (`omittedForBudget`) or cut (`truncated`). `messageCount` is the thread's
-        size; `olderNotShown` counts the messages before the first one returned. The result is at
-        most 128 KiB of JSON."""
+        size; `olderNotShown` counts the messages before the first one returned. attachments=true
+        adds to each message's text the text read from its attachments, in <attachment> blocks.
+        The result is at most 128 KiB of JSON."""
         tid = unescape_hidden(thread_id)
-        entries = self.store.thread_context(tid, limit=limit)
+        entries = self.store.thread_context(tid, limit=limit, attachments=attachments)
         if not entries:  # the id of a message of the thread
             found = self.store.message_summaries([tid])
             if found:
                 tid = found[0]["threadId"]
-                entries = self.store.thread_context(tid, limit=limit)
+                entries = self.store.thread_context(tid, limit=limit, attachments=attachments)
         return thread_result(tid, entries, max_chars)
 
     @_tool("Read a message", 256 * KIB)
