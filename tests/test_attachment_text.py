@@ -620,3 +620,26 @@ def test_extract_lists_prints_and_saves_safely(cli: Any, tmp_path: Path) -> None
     assert (out / "escape.txt").read_bytes() == b"quokkaword"
     assert safe_name("..\\..\\a:b", 3) == "a_b" and safe_name("...", 4) == "attachment-4"
     assert cli("extract", "--pending", "--json").json() == {"read": 0}
+
+
+def test_texts_too_large_for_the_body_move_to_its_spill_object() -> None:
+    import json
+    from types import SimpleNamespace
+
+    from aecs_mongo.normalizer.build import RawSpec, build_raw
+    from aecs_mongo.pure.documents.attachment_texts import attachment_items, texts_by_idx, with_attachment_texts
+
+    raw = message_with([("a.txt", "text/plain", b"x" * 100), ("b.txt", "text/plain", b"y")], "spill@example.org")
+    docs = build_raw(RawSpec("box", frozenset(), 8000), raw, None, None, None)
+    assert [att["idx"] for att, _ in attachment_items(docs)] == [0, 1]
+    found = [
+        SimpleNamespace(idx=0, filename="a.txt", text="x" * 5000, error=None),
+        SimpleNamespace(idx=1, filename="b.txt", text=None, error="no"),
+    ]
+    small = with_attachment_texts(docs, found, body_spill_bytes=2000)
+    assert "attachmentTexts" not in small.body and small.body["spill"].endswith("/body.json")
+    assert "body.json" in small.message["blobs"]
+    (blob,) = [b for b in small.blobs if b.key == small.body["spill"]]
+    assert texts_by_idx(json.loads(blob.data)["attachmentTexts"]) == {"0": "x" * 5000}
+    assert small.message["attachments"][0]["textChars"] == 5000 and "textChars" not in small.message["attachments"][1]
+    assert small.message["attachmentErrors"] == [{"filename": "b.txt", "message": "no"}]
