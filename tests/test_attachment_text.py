@@ -643,3 +643,39 @@ def test_texts_too_large_for_the_body_move_to_its_spill_object() -> None:
     assert texts_by_idx(json.loads(blob.data)["attachmentTexts"]) == {"0": "x" * 5000}
     assert small.message["attachments"][0]["textChars"] == 5000 and "textChars" not in small.message["attachments"][1]
     assert small.message["attachmentErrors"] == [{"filename": "b.txt", "message": "no"}]
+
+
+@pytest.mark.server
+@pytest.mark.one_server
+def test_the_ingest_command_ends_hostile_files_in_time_and_memory(servers: Any, backend: str, tmp_path: Path) -> None:
+    """``aecs-mongo ingest`` of a message of hostile attachments: done within 60 s, its
+    processes (the command and its extraction workers) under 700 MB at their peak."""
+    import json
+    import sys
+
+    from .helpers.cli import command_env
+
+    (tmp_path / "m.eml").write_bytes(message_with(hostile(), "cmd-hostile@example.org"))
+    command = [sys.executable, "-m", "aecs_mongo", "--uri", servers.uri(backend), "--db", "aecs_hostile"]
+    measure = (
+        "import json, resource, subprocess, sys, time\n"
+        "start = time.monotonic()\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True)\n"
+        "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024\n"
+        "print(json.dumps({'code': done.returncode, 'seconds': time.monotonic() - start, 'peak': peak,"
+        " 'err': done.stderr.decode()[-2000:]}))\n"
+    )
+    env = {**command_env(), "AECS_DATA_DIR": str(tmp_path / "data")}
+    ran = subprocess.run(
+        [sys.executable, "-c", measure, *command, "ingest", str(tmp_path / "m.eml"), "--no-progress"],
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    report = json.loads(ran.stdout)
+    assert report["code"] == 0, report["err"]
+    assert report["seconds"] < 60 and report["peak"] < 700 * 1024 * 1024, report
+    shown = subprocess.run([*command, "extract", "cmd-hostile@example.org", "--json"], capture_output=True, env=env)
+    errors = {e["filename"] for e in json.loads(shown.stdout)["attachmentErrors"]}
+    assert {"bomb.docx", "locked.pdf", "cut.docx"} <= errors
