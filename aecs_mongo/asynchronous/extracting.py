@@ -92,11 +92,16 @@ async def extract_pending(
     settings = ctx.settings
     extractor = Extractor(settings.processors, ocr=settings.ocr)
     done = 0
+    after: str | None = None  # keyset on _id: each batch starts past the last one read
     while limit is None or done < limit:
         size = _PENDING_BATCH if limit is None else min(_PENDING_BATCH, limit - done)
-        rows = await to_list(ctx.messages.find(pending_filter(ctx.mailbox_id)).sort("_id", 1).limit(size))
+        query = pending_filter(ctx.mailbox_id)
+        if after is not None:
+            query["_id"] = {"$gt": after}
+        rows = await to_list(ctx.messages.find(query).sort("_id", 1).limit(size))
         if not rows:
             break
+        after = str(rows[-1]["_id"])
         for message in rows:
             await _fill_one(ctx, extractor, message)
             done += 1
