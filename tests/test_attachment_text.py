@@ -202,6 +202,7 @@ def corpus_pdfs() -> list[bytes]:
 
 @pytest.mark.skipif(shutil.which("pdftotext") is None, reason="pdftotext (poppler-utils) is not installed")
 def test_corpus_pdfs_agree_with_pdftotext(tmp_path: Path) -> None:
+    pytest.importorskip("pypdfium2")
     from aecs_mongo.extraction import Extractor
 
     pdfs = corpus_pdfs()
@@ -679,3 +680,18 @@ def test_the_ingest_command_ends_hostile_files_in_time_and_memory(servers: Any, 
     shown = subprocess.run([*command, "extract", "cmd-hostile@example.org", "--json"], capture_output=True, env=env)
     errors = {e["filename"] for e in json.loads(shown.stdout)["attachmentErrors"]}
     assert {"bomb.docx", "locked.pdf", "cut.docx"} <= errors
+
+
+def test_the_calendar_reader_without_icalendar_and_image_sizes_from_headers() -> None:
+    from aecs_mongo.extraction.formats import _calendar_plain, _image_size
+
+    text = _calendar_plain(
+        ICS.decode() + "BEGIN:VEVENT\r\nSUMMARY:Second\r\n  part\r\nDTSTART:20261211\r\nEND:VEVENT\r\n"
+    )
+    assert text.startswith("Event: Platypus planning\nWhen: 2026-12-10T10:00:00+00:00 to 2026-12-10T11:00:00+00:00")
+    assert "Where: Room 4\nBring numbers" in text and text.endswith("Event: Second part\nWhen: 2026-12-11")
+    assert _image_size(huge_png()) == (20000, 20000)
+    jpeg = b"\xff\xd8\xff\xe0\x00\x04ab\xff\xc0\x00\x11\x08\x01\x2c\x02\x58\x03"
+    assert _image_size(jpeg) == (600, 300)
+    assert _image_size(b"GIF89a\x10\x00\x20\x00") == (16, 32)
+    assert _image_size(b"not an image") is None

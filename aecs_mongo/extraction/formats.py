@@ -229,8 +229,60 @@ def _when(value: Any) -> str:
     return dt.isoformat() if hasattr(dt, "isoformat") else str(dt)
 
 
+def _ical_unescape(value: str) -> str:
+    return re.sub(r"\\([nN,;\\])", lambda m: "\n" if m.group(1) in "nN" else m.group(1), value)
+
+
+def _ical_date(value: str) -> str:
+    """``20261210T100000Z`` as ``2026-12-10T10:00:00+00:00`` (icalendar's form); else as written."""
+    found = re.fullmatch(r"(\d{4})(\d{2})(\d{2})(?:T(\d{2})(\d{2})(\d{2})(Z?))?", value.strip())
+    if not found:
+        return value
+    y, mo, d, h, mi, se, z = found.groups()
+    if h is None:
+        return f"{y}-{mo}-{d}"
+    return f"{y}-{mo}-{d}T{h}:{mi}:{se}" + ("+00:00" if z else "")
+
+
+def _calendar_plain(text: str) -> str:
+    """The events of an iCalendar text without the icalendar library: lines unfolded, the
+    properties an event is read by taken from each VEVENT/VTODO (their parameters dropped)."""
+    lines = re.sub(r"\r?\n[ \t]", "", text).splitlines()
+    events: list[dict[str, str]] = []
+    current: dict[str, str] | None = None
+    for line in lines:
+        name, _, value = line.partition(":")
+        key = name.split(";", 1)[0].upper()
+        if key == "BEGIN" and value.upper() in ("VEVENT", "VTODO"):
+            current = {}
+        elif key == "END" and value.upper() in ("VEVENT", "VTODO") and current is not None:
+            events.append(current)
+            current = None
+        elif current is not None and key not in current:
+            current[key] = _ical_unescape(value)
+    out = []
+    for event in events:
+        parts = []
+        if event.get("SUMMARY"):
+            parts.append(f"Event: {event['SUMMARY']}")
+        if event.get("DTSTART"):
+            end = f" to {_ical_date(event['DTEND'])}" if event.get("DTEND") else ""
+            parts.append(f"When: {_ical_date(event['DTSTART'])}{end}")
+        if event.get("LOCATION"):
+            parts.append(f"Where: {event['LOCATION']}")
+        if event.get("ORGANIZER"):
+            parts.append(f"Organizer: {event['ORGANIZER'].removeprefix('mailto:').removeprefix('MAILTO:')}")
+        if event.get("DESCRIPTION"):
+            parts.append(event["DESCRIPTION"])
+        out.append("\n".join(parts))
+    return "\n\n".join(out)
+
+
 def _calendar(data: bytes, att: Mapping[str, Any], _opts: Mapping[str, Any]) -> str:
-    icalendar = _library("icalendar", "icalendar")
+    try:
+        icalendar = _library("icalendar", "icalendar")
+    except MissingLibrary:
+        return _calendar_plain(_decode(data, att))
     try:
         calendar = icalendar.Calendar.from_ical(_decode(data, att))
     except Exception as exc:
@@ -289,23 +341,47 @@ def _message(data: bytes, _att: Mapping[str, Any], opts: Mapping[str, Any]) -> s
     return "\n".join(lines)
 
 
+def _image_size(data: bytes) -> tuple[int, int] | None:
+    """Width and height from a PNG, GIF, BMP or JPEG header (None: another format)."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        return int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
+    if data[:2] == b"BM" and len(data) >= 26:
+        return int.from_bytes(data[18:22], "little", signed=True), abs(
+            int.from_bytes(data[22:26], "little", signed=True)
+        )
+    if data[:2] == b"\xff\xd8":
+        at = 2
+        while at + 9 <= len(data) and data[at] == 0xFF:
+            marker, length = data[at + 1], int.from_bytes(data[at + 2 : at + 4], "big")
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                return int.from_bytes(data[at + 7 : at + 9], "big"), int.from_bytes(data[at + 5 : at + 7], "big")
+            at += 2 + length
+    return None
+
+
 def _image(data: bytes, _att: Mapping[str, Any], opts: Mapping[str, Any]) -> str | None:
     if not opts.get("ocr"):
         return None
     tesseract = shutil.which("tesseract")
     if tesseract is None:
         raise ExtractionError("OCR needs the tesseract command (Debian: apt-get install tesseract-ocr)")
-    try:
-        from PIL import Image  # type: ignore[import-untyped, import-not-found, unused-ignore]
-    except ImportError:  # no size check then: Tesseract's own limits apply
-        pass
-    else:
-        Image.MAX_IMAGE_PIXELS = None  # the size is checked here, before anything is decoded
+    size = _image_size(data)
+    if size is None:
         try:
-            with Image.open(io.BytesIO(data)) as image:
-                width, height = image.size
-        except Exception as exc:  # Pillow's decoders raise many kinds
-            raise ExtractionError(f"not a readable image ({type(exc).__name__}: {exc})") from None
+            from PIL import Image  # type: ignore[import-untyped, import-not-found, unused-ignore]
+        except ImportError:  # no size known: Tesseract's own limits apply
+            pass
+        else:
+            Image.MAX_IMAGE_PIXELS = None  # the size is checked here, before anything is decoded
+            try:
+                with Image.open(io.BytesIO(data)) as image:
+                    size = image.size
+            except Exception as exc:  # Pillow's decoders raise many kinds
+                raise ExtractionError(f"not a readable image ({type(exc).__name__}: {exc})") from None
+    if size is not None:
+        width, height = size
         if width * height > MAX_OCR_PIXELS:
             raise ExtractionError(
                 f"the image is {width} x {height} pixels, over the OCR limit of {MAX_OCR_PIXELS} pixels"
