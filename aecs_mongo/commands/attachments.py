@@ -14,7 +14,17 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .base import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Context, Output, human_size
+from .base import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Context,
+    Output,
+    StatusLine,
+    human_size,
+    on_terminal,
+)
 
 __all__ = ["extract", "safe_name"]
 
@@ -35,7 +45,16 @@ def extract(ctx: Context) -> Output:
     if args.pending:
         if args.id or args.save or args.text is not None:
             raise CliError("--pending reads every message left unread: give no ID, --save or --text", EXIT_USAGE)
-        count = ctx.store.extract_pending(limit=args.limit)
+        line = StatusLine(on_terminal())
+
+        def progress(done: int) -> None:
+            if line.due():
+                line.show(f"reading attachments: {done} messages")
+
+        try:
+            count = ctx.store.extract_pending(limit=args.limit, progress=progress)
+        finally:
+            line.close()
         return Output({"read": count}, [f"read the attachments of {count} messages"])
     if not args.id:
         raise CliError("give a Message-ID (or --pending)", EXIT_USAGE)
