@@ -22,7 +22,9 @@ existed its text.
 from __future__ import annotations
 
 import dataclasses
+from asyncio import wrap_future
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..extraction import Extractor
@@ -32,7 +34,10 @@ from . import blobstore, indexing
 from .changemarks import AsyncChange
 from .context import AsyncStoreContext, to_list
 
-__all__ = ["extract_pending", "extract_texts", "pending_filter"]
+__all__ = ["extract_pending", "extract_texts", "pending_filter", "read_texts"]
+
+#: the threads ``read_texts`` waits on, so that an event loop goes on while workers read
+_CALLS = ThreadPoolExecutor(2, thread_name_prefix="aecs-extract-call")
 
 
 def extract_texts(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments]) -> list[MessageDocuments]:
@@ -65,6 +70,13 @@ def extract_texts(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments]) -> 
         else docs
         for number, docs in enumerate(batch)
     ]
+
+
+async def read_texts(ctx: AsyncStoreContext, batch: Sequence[MessageDocuments]) -> list[MessageDocuments]:
+    """``extract_texts`` on a thread of its own, awaited (the caller's event loop is not held
+    while the workers read); the pipeline's stage calls ``extract_texts`` on its own thread."""
+    future = _CALLS.submit(extract_texts, ctx, batch)
+    return await wrap_future(future)
 
 
 #: the messages ``extract_pending`` reads at a time
@@ -129,7 +141,8 @@ async def _fill_one(ctx: AsyncStoreContext, extractor: Extractor, message: dict[
         dict(body),
         dict(message),
     )
-    found = [r for r in extractor.extract_each(attachment_items(docs)) if r is not None]
+    future = _CALLS.submit(extractor.extract_each, attachment_items(docs))
+    found = [r for r in await wrap_future(future) if r is not None]
     spill_key = prefix + "body.json"
     if spill_key in data:  # a spilled body: its object is extended, not replaced
         docs = dataclasses.replace(docs, blobs=(*docs.blobs, Blob(spill_key, data[spill_key], "application/json")))

@@ -49,7 +49,7 @@ async def add(ctx: AsyncStoreContext, uidl: str, raw_bytes: bytes) -> str:
     check_str(uidl, "uidl")
     if not isinstance(raw_bytes, (bytes, bytearray, memoryview)):
         raise TypeError(f"raw_bytes must be bytes, not {type(raw_bytes).__name__}")
-    docs = extracting.extract_texts(ctx, [writing.build(ctx, bytes(raw_bytes), None, uidl)])
+    docs = await extracting.read_texts(ctx, [writing.build(ctx, bytes(raw_bytes), None, uidl)])
     (result,) = await writing.write_batch(ctx, docs)
     await record_uidl(ctx, uidl, result.message_id, result.message_key, await capabilities.completion_concern(ctx))
     return result.message_id

@@ -235,7 +235,7 @@ class AsyncMessageStore:
         ``InvalidTagError``) and ``folders`` (where the source found it) are set when the message
         is inserted; a re-delivery never changes its tags and only adds a new folder."""
         docs = writing.build(self._context, email, attachments, uidl, received_at, tags, folders)
-        (docs,) = extracting.extract_texts(self._context, [docs])
+        (docs,) = await extracting.read_texts(self._context, [docs])
         (result,) = await writing.write_batch(self._context, [docs])
         return result
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..extraction import Extractor
@@ -34,7 +35,10 @@ from . import blobstore, indexing
 from .changemarks import Change
 from .context import StoreContext, to_list
 
-__all__ = ["extract_pending", "extract_texts", "pending_filter"]
+__all__ = ["extract_pending", "extract_texts", "pending_filter", "read_texts"]
+
+#: the threads ``read_texts`` waits on, so that an event loop goes on while workers read
+_CALLS = ThreadPoolExecutor(2, thread_name_prefix="aecs-extract-call")
 
 
 def extract_texts(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[MessageDocuments]:
@@ -67,6 +71,13 @@ def extract_texts(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[
         else docs
         for number, docs in enumerate(batch)
     ]
+
+
+def read_texts(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[MessageDocuments]:
+    """``extract_texts`` on a thread of its own, awaited (the caller's event loop is not held
+    while the workers read); the pipeline's stage calls ``extract_texts`` on its own thread."""
+    future = _CALLS.submit(extract_texts, ctx, batch)
+    return future.result()
 
 
 #: the messages ``extract_pending`` reads at a time
@@ -131,7 +142,8 @@ def _fill_one(ctx: StoreContext, extractor: Extractor, message: dict[str, Any]) 
         dict(body),
         dict(message),
     )
-    found = [r for r in extractor.extract_each(attachment_items(docs)) if r is not None]
+    future = _CALLS.submit(extractor.extract_each, attachment_items(docs))
+    found = [r for r in future.result() if r is not None]
     spill_key = prefix + "body.json"
     if spill_key in data:  # a spilled body: its object is extended, not replaced
         docs = dataclasses.replace(docs, blobs=(*docs.blobs, Blob(spill_key, data[spill_key], "application/json")))

@@ -140,7 +140,7 @@ def _reparse(ctx: StoreContext, message_id: str) -> bool:
         return False
     # the tags and folders are the user's and the sources', not the parse's: kept as stored
     docs = build(ctx, raw, None, old.get("uidl"), tags=old.get("tags") or (), folders=old.get("folders") or ())
-    (docs,) = extracting.extract_texts(ctx, [docs])  # the attachments' text again, with the new documents
+    (docs,) = extracting.read_texts(ctx, [docs])  # the attachments' text again, with the new documents
     if old.get("variants"):
         docs.message["variants"] = old["variants"]  # only the first copy is re-parsed
     if old.get("variantHashes"):

@@ -237,7 +237,7 @@ class MessageStore:
         ``InvalidTagError``) and ``folders`` (where the source found it) are set when the message
         is inserted; a re-delivery never changes its tags and only adds a new folder."""
         docs = writing.build(self._context, email, attachments, uidl, received_at, tags, folders)
-        (docs,) = extracting.extract_texts(self._context, [docs])
+        (docs,) = extracting.read_texts(self._context, [docs])
         (result,) = writing.write_batch(self._context, [docs])
         return result
 
