@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .mail.sinks import EmlDirWriter, MaildirWriter, MailWriter, MboxWriter, open_writer
     from .mail.sources import IngestReport, Origin, RawMessage, Skipped, read_messages
     from .normalizer import ParsedEmail, normalize, parse_email
+    from .pure.attachment_text import attachments_for_ai
     from .pure.indexes import IndexReport
     from .pure.lifecycle import EraseReport, ExpireReport, ExportedCopy
     from .results import (
@@ -141,6 +142,7 @@ __all__ = [
     "ToolError",
     "UnsafeFieldNameError",
     "__version__",
+    "attachments_for_ai",
     "normalize",
     "open_writer",
     "parse_email",
@@ -212,6 +214,7 @@ _LAZY = {
     "ThreadSummary": ".types",
     "ToolError": ".errors",
     "UnsafeFieldNameError": ".errors",
+    "attachments_for_ai": ".pure.attachment_text",
     "normalize": ".normalizer",
     "open_writer": ".mail.sinks",
     "parse_email": ".normalizer",

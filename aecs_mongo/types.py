@@ -95,6 +95,7 @@ class Attachment(TypedDict):
     size: int
     id: NotRequired[str | None]
     cid: NotRequired[str | None]
+    extractedText: NotRequired[str | None]  # the first 4,000 characters read from it
 
 
 class Processing(TypedDict, total=False):
@@ -104,6 +105,7 @@ class Processing(TypedDict, total=False):
     processedAt: str | None
     specVersion: str | None
     cleanFallback: bool | None  # AECS-1.1: clean fell back to text (the store keeps it)
+    attachmentErrors: list[dict[str, str]]  # {filename, message}: attachments not read, and why
 
 
 class NormalizedEmail(TypedDict):
@@ -148,6 +150,8 @@ ContextEntry = TypedDict(
         "forAI": str | None,
         "position": int,
         "tags": list[str],
+        # with thread_context(..., attachments=True): the attachments' text (attachments_for_ai)
+        "attachmentsForAI": NotRequired[str | None],
     },
 )
 """One message of ``thread_context``: what a prompt needs, with its position in the thread."""

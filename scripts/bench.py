@@ -7,7 +7,7 @@ by ``--sections`` in the order of ``SECTIONS``. Each prints its tables; everythi
 a JSON file (``--json``).
 
 Sections: ingest, durability, floor, reads, reindex, scaling, lifecycle, export, cli, memory,
-search, scan, imap, normalize, vectors, agents, workers, tags, warm (``--help`` lists each one's
+search, scan, imap, normalize, vectors, agents, workers, tags, warm, attachments (``--help`` lists each one's
 options; the default list is those marked default in their module).
 
 Usage: ``python scripts/bench.py [--sections reads,floor] [--sizes 1000,10000] [--rounds 15]
@@ -33,6 +33,7 @@ import benchmarks  # noqa: F401  (puts the repository on sys.path)
 import gen_mbox
 from benchmarks import (
     agents,
+    attachments,
     cli,
     durability,
     export,
@@ -80,6 +81,7 @@ SECTIONS: list[ModuleType] = [
     tags,
     hotcollection,
     warm,
+    attachments,
 ]
 
 

@@ -18,14 +18,17 @@ cd "$(dirname "$0")/.."
 # with --no-compile: an embedded server took 4.7 s to start instead of 1.2 s, a short command
 # 0.9 s instead of 0.3 s. The .venv and the checkout's __pycache__ are ours (and git-ignored).
 unset PYTHONDONTWRITEBYTECODE
-# system packages for the POP3, IMAP and GDBM tests (a real Dovecot; gdbm_dump/gdbm_load); as root only
-if ! command -v dovecot >/dev/null || ! command -v gdbm_dump >/dev/null || ! [ -x /usr/lib/dovecot/imap ]; then
+# system packages for the POP3, IMAP and GDBM tests (a real Dovecot; gdbm_dump/gdbm_load) and the
+# attachment-text tests (poppler's pdftotext to compare PDF text with, Tesseract for OCR); as root only
+if ! command -v dovecot >/dev/null || ! command -v gdbm_dump >/dev/null || ! [ -x /usr/lib/dovecot/imap ] \
+  || ! command -v pdftotext >/dev/null || ! command -v tesseract >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dovecot-core dovecot-pop3d dovecot-imapd gdbmtool openssl \
-      python3-gdbm >/dev/null
+      python3-gdbm poppler-utils tesseract-ocr >/dev/null
   else
-    echo "note: dovecot/dovecot-imapd/gdbmtool missing and not root: the POP3, IMAP and GDBM tests will skip" >&2
+    echo "note: dovecot/gdbmtool/pdftotext/tesseract missing and not root: the POP3, IMAP, GDBM, PDF and OCR" \
+      "comparisons will skip" >&2
   fi
 fi
 

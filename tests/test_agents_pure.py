@@ -122,7 +122,7 @@ def test_arguments_are_checked_against_the_schema() -> None:
 
 
 #: a valid value of each argument a call needs, and an item of each array argument
-REQUIRED = {"query": "x", "thread_id": "t@x", "message_id": "m@x", "address": "a@b.example", "raw": "x"}
+REQUIRED = {"query": "x", "thread_id": "t@x", "message_id": "m@x", "address": "a@b.example", "raw": "x", "index": 0}
 ITEMS = {"vector": 1.0, "message_ids": "m@x", "add": "todo", "remove": "todo"}
 
 

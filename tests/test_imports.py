@@ -443,6 +443,7 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the public surface", ("aecs_mongo.errors", "aecs_mongo.types", "aecs_mongo.results")),
     ("the pure core", ("aecs_mongo.pure",)),
     ("the normalizer", ("aecs_mongo.normalizer",)),
+    ("the attachment extractors", ("aecs_mongo.extraction",)),
     ("the search index", ("aecs_mongo.search_index",)),
     ("the store", ("aecs_mongo.asynchronous", "aecs_mongo.synchronous")),
     ("the embedded server", ("aecs_mongo.embedded",)),

@@ -117,6 +117,8 @@ def thread_result(tid: str, entries: Sequence[Mapping[str, Any]], max_chars: int
     shown: list[dict[str, Any]] = []
     for entry in reversed(entries):  # the newest first: they are what the reader needs most
         text = entry.get("forAI") or ""
+        if entry.get("attachmentsForAI"):  # get_thread(attachments=true)
+            text = f"{text}\n\n{entry['attachmentsForAI']}".strip()
         if omitted or (len(text) > budget and budget < 200 and shown):
             omitted += 1
             continue
@@ -203,6 +205,26 @@ def message_result(
         mail["raw"] = drop_bcc_headers(shown) if shared else shown
         fields |= {"rawBytes": len(data), "rawTruncated": len(data) > raw_max_bytes}
     return result(mail, cuts, **fields)
+
+
+def attachment_text_result(
+    message: Mapping[str, Any] | None, index: int, text: str | None, offset: int, max_chars: int
+) -> dict[str, Any]:
+    """``get_attachment_text``: ``max_chars`` characters of an attachment's text from ``offset``."""
+    if message is None or text is None:
+        raise ToolError("no text was read from that attachment (or there is no such message or attachment)")
+    attachments = message.get("attachments") or []
+    att = attachments[index] if index < len(attachments) else {}
+    cuts = Cuts()
+    end = min(offset + max_chars, len(text))
+    mail = {
+        "messageId": message["messageId"],
+        "index": index,
+        "filename": cuts.text(att.get("filename"), SUBJECT_MAX_CHARS),
+        "contentType": cuts.text(att.get("contentType"), SUBJECT_MAX_CHARS),
+        "text": text[offset:end],
+    }
+    return result(mail, cuts, textChars=len(text), offset=offset, nextOffset=end if end < len(text) else None)
 
 
 def page_result(

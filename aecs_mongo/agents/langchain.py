@@ -18,9 +18,11 @@ function is then required; the mailbox must hold vectors of its dimensions). Eac
 ``Document`` whose ``page_content`` is the message's ``forAI`` text (``page_content="clean"``:
 the clean text) and whose metadata carries ``messageId``, ``threadId``, ``from`` (``Name
 <address>``), ``date`` (ISO 8601 UTC), ``subject``, ``tags`` (sorted: ``$seen`` read,
-``$flagged``, the user's own) and ``score`` (search engines that rank; None otherwise).
+``$flagged``, the user's own), ``score`` (search engines that rank; None otherwise) and
+``attachmentsForAI`` (the text read from its attachments, ``attachments_for_ai``; absent: none).
 ``ThreadLoader`` yields one ``Document`` per thread, most recent activity first: its newest
-``max_messages`` messages oldest first, each as a short header block and its ``forAI`` text;
+``max_messages`` messages oldest first, each as a short header block, its ``forAI`` text and
+its attachments' text (``attachmentsForAI``);
 metadata ``threadId``, ``subject``, ``messageCount``, ``tags`` (the union of its messages'),
 and the newest message's ``messageId``, ``from`` and ``date``.
 
@@ -113,7 +115,10 @@ def _thread_document(thread: Mapping[str, Any], entries: Sequence[Mapping[str, A
         head = [f"From: {sender(entry.get('from')) or '?'}", f"Date: {date_of(entry) or '-'}"]
         if entry.get("subject"):
             head.append(f"Subject: {entry['subject']}")
-        blocks.append("\n".join(head) + "\n\n" + (entry.get("forAI") or "").strip())
+        text = (entry.get("forAI") or "").strip()
+        if entry.get("attachmentsForAI"):
+            text = f"{text}\n\n{entry['attachmentsForAI']}".strip()
+        blocks.append("\n".join(head) + "\n\n" + text)
     newest = entries[-1] if entries else {}
     metadata = {
         "threadId": thread["threadId"],

@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import NotFoundError
 from ..pure import queries
 from ..pure.keys import check_str, doc_id, lookup_key, lookup_keys, strip_message_id
-from . import blobstore, capabilities, writing
+from . import blobstore, capabilities, extracting, writing
 from .context import AsyncStoreContext, to_list
 
 __all__ = [
@@ -95,7 +95,8 @@ async def add(ctx: AsyncStoreContext, uidl: str, raw_bytes: bytes) -> str:
     check_str(uidl, "uidl")
     if not isinstance(raw_bytes, (bytes, bytearray, memoryview)):
         raise TypeError(f"raw_bytes must be bytes, not {type(raw_bytes).__name__}")
-    (result,) = await writing.write_batch(ctx, [writing.build(ctx, bytes(raw_bytes), None, uidl)])
+    docs = await extracting.read_texts(ctx, [writing.build(ctx, bytes(raw_bytes), None, uidl)])
+    (result,) = await writing.write_batch(ctx, docs)
     await record_uidl(ctx, uidl, result.message_id, result.message_key, await capabilities.completion_concern(ctx))
     return result.message_id
 

@@ -20,7 +20,7 @@ from pymongo.errors import BulkWriteError, CollectionInvalid, OperationFailure
 from ..pure.documents import derived_fields, fold_thread_summary, thread_summary_from_messages
 from ..pure.indexes import RETIRED_INDEXES, VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
 from ..pure.keys import check_str, doc_id
-from . import blobstore, capabilities, embeddings, indexing, lookups, search
+from . import blobstore, capabilities, embeddings, extracting, indexing, lookups, search
 from .changemarks import AsyncChange
 from .context import AsyncStoreContext, errmsg, only_duplicates, resolve, to_list
 from .writing import build
@@ -155,6 +155,7 @@ async def _reparse(ctx: AsyncStoreContext, message_id: str) -> bool:
         return False
     # the tags and folders are the user's and the sources', not the parse's: kept as stored
     docs = build(ctx, raw, None, old.get("uidl"), tags=old.get("tags") or (), folders=old.get("folders") or ())
+    (docs,) = await extracting.read_texts(ctx, [docs])  # the attachments' text again, with the new documents
     if old.get("variants"):
         docs.message["variants"] = old["variants"]  # only the first copy is re-parsed
     if old.get("variantHashes"):
@@ -226,6 +227,8 @@ async def reindex(ctx: AsyncStoreContext) -> dict[str, int]:
     report["vectorsSealed"] = await embeddings.seal(ctx, partial=True)
     # after the sealing, so the entries it made dead go now (an unsealed vector's are kept)
     report["vectorEntriesDropped"] = (await embeddings.compact(ctx))["entriesDropped"]
+    if ctx.settings.attachment_text:  # mail stored before attachment text, or with extract_later
+        report["attachmentsRead"] = await extracting.extract_pending(ctx)
     await ctx.journal_barrier(await capabilities.completion_concern(ctx))
     if ctx.search_index is not None:
         report["searchIndexed"] = await indexing.rebuild(ctx)  # the local index, from scratch

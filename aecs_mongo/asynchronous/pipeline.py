@@ -6,6 +6,9 @@ Each batch of the input goes through, in this order:
   batch here, the later ones in the parse worker processes where the machine has them
   (``parse_pool.py``). Runs on the prefetch thread (``prefetch.py``), up to two batches ahead
   of the write.
+- **extract** (``extracting.extract_texts``): the batch's attachments read for their text in
+  the limited extraction workers, on the prefetch thread right after the parse, so the write of
+  the batch before it goes on meanwhile.
 - **blobs** (:class:`Blobs`): on a durable file store, the batch's blobs are put (written,
   synced, named) on a thread of their own while the batches before it are written
   (``filestore.py``, "Staged ahead"); a batch is put ahead only once a batch was written (its
@@ -42,12 +45,12 @@ from ..pure.pipeline import NamingOrder, Refusal, blob_items, is_raw_message, ow
 from ..pure.settings import check_limit
 from ..pure.tags import check_folders, check_tags
 from ..results import StoreResult
-from . import indexing, writing
+from . import extracting, indexing, writing
 from .context import AsyncStoreContext
 from .parse_pool import ParsePool, worker_count
 from .prefetch import AsyncPrefetch
 
-__all__ = ["Batch", "Blobs", "Parse", "index_caught_up", "refusals", "store_iter", "write"]
+__all__ = ["Batch", "Blobs", "Parse", "extract", "index_caught_up", "refusals", "store_iter", "write"]
 
 OnError = Callable[[int, Any, Exception], None]
 
@@ -84,8 +87,8 @@ async def store_iter(
     parse = Parse(ctx, items, batch_size, check_tags(tags), on_error)
     blobs = Blobs(ctx)
 
-    def ahead() -> Batch | None:  # on the prefetch thread: parse, then put the blobs ahead
-        return blobs.start(parse())
+    def ahead() -> Batch | None:  # on the prefetch thread: parse, extract, then put the blobs ahead
+        return blobs.start(extract(ctx, parse()))
 
     prefetch: AsyncPrefetch[Batch] = AsyncPrefetch(ahead)
     try:
@@ -209,6 +212,16 @@ class Parse:
             else:
                 messages.append(writing.finish(self._ctx, got, *labels[index]) if index in labels else got)
         return messages, refused
+
+
+# --- extract -------------------------------------------------------------------------------------
+
+
+def extract(ctx: AsyncStoreContext, batch: Batch | None) -> Batch | None:
+    """The extract stage: the batch's messages with their attachments' text."""
+    if batch is not None and batch.messages:
+        batch.messages = extracting.extract_texts(ctx, batch.messages)
+    return batch
 
 
 # --- blobs ---------------------------------------------------------------------------------------

@@ -27,7 +27,16 @@ __all__ = ["HIT_FIELDS", "AsyncSearchEngine", "Hits", "hit_snippet", "messages_o
 #: The columns a snippet is taken from, in order (bcc only outside a shared view).
 _SNIPPET_COLUMNS = ("clean", "subject", "rest", "html", "sender", "recipients", "attachments", "bcc")
 #: The fields of ``messages`` a hit is made of.
-HIT_FIELDS = {"messageId": 1, "threadId": 1, "subject": 1, "ts": 1, "messageKey": 1, "tags": 1}
+HIT_FIELDS = {
+    "messageId": 1,
+    "threadId": 1,
+    "subject": 1,
+    "ts": 1,
+    "messageKey": 1,
+    "tags": 1,
+    "attachments.filename": 1,  # which attachment a snippet is from
+    "attachments.textChars": 1,
+}
 
 
 class Hits:
@@ -98,10 +107,24 @@ class AsyncSearchEngine(Protocol):
     async def count(self, tree: Node, now: _dt.datetime) -> int: ...
 
 
-def hit_snippet(tree: Node, columns: Mapping[str, str | None], shared_view: bool) -> str:
-    """The snippet of a hit: around the first of the tree's words in its text columns."""
+def hit_snippet(
+    tree: Node, columns: Mapping[str, str | None], shared_view: bool, message: Mapping[str, Any] | None = None
+) -> str:
+    """The snippet of a hit: around the first of the tree's words in its text columns; from an
+    attachment's text, it starts with the attachment's name (``[invoice.pdf] …``)."""
     names = [c for c in _SNIPPET_COLUMNS if not (shared_view and c == "bcc")]
-    return search_query.snippet([columns.get(c) for c in names], search_query.positive_words(tree))
+    words = search_query.positive_words(tree)
+    found = search_query.found_snippet([columns.get(c) for c in names], words)
+    if found is not None:
+        return found
+    parts = (columns.get("attachmenttext") or "").split(search_query.ATTACHMENT_TEXT_SEPARATOR)
+    with_text = [a for a in (message or {}).get("attachments") or () if a.get("textChars")]
+    for number, part in enumerate(parts):
+        found = search_query.found_snippet([part], words)
+        if found is not None:
+            name = with_text[number].get("filename") if number < len(with_text) else None
+            return f"[{name or 'attachment'}] {found}"
+    return search_query.snippet([columns.get(c) for c in names], words)
 
 
 async def messages_of(ctx: AsyncStoreContext, hits: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -29,6 +29,7 @@ from . import (
     deletion,
     embeddings,
     export,
+    extracting,
     indexing,
     lookups,
     maintenance,
@@ -78,6 +79,7 @@ class AsyncMessageStore:
     endpoint from the standard AWS environment), ``gs://...``, ``az://...``, or an
     ``AsyncBlobStore``. The database records its blob location on first use and refuses a store
     opened with another one (``BlobLocationError``); ``aecs-mongo blobs migrate`` moves them.
+    ``attachment_text``, ``ocr``, ``processors``, ``attachments_in_for_ai``, ``extract_later``: extracting.py.
     """
 
     mailbox_id = Setting[str]()
@@ -116,6 +118,11 @@ class AsyncMessageStore:
         durable: bool = True,
         search_index: str | os.PathLike[str] | None = None,
         blobs: str | AsyncBlobStore | None = None,
+        attachment_text: bool = True,
+        ocr: bool = False,
+        processors: Sequence[Any] = (),
+        attachments_in_for_ai: bool = False,
+        extract_later: bool = False,
     ) -> None:
         if isinstance(blobs, str):
             location = parse_blob_url(blobs, bucket_name)
@@ -144,6 +151,11 @@ class AsyncMessageStore:
             retry_seconds=retry_seconds,
             durable=durable,
             search_index=search_index,
+            attachment_text=attachment_text,
+            ocr=ocr,
+            processors=processors,
+            attachments_in_for_ai=attachments_in_for_ai,
+            extract_later=extract_later,
         )
         self._context = AsyncStoreContext(db, settings, Capabilities(), blobs=blobs)
         self.db = db
@@ -223,6 +235,7 @@ class AsyncMessageStore:
         ``InvalidTagError``) and ``folders`` (where the source found it) are set when the message
         is inserted; a re-delivery never changes its tags and only adds a new folder."""
         docs = writing.build(self._context, email, attachments, uidl, received_at, tags, folders)
+        (docs,) = await extracting.read_texts(self._context, [docs])
         (result,) = await writing.write_batch(self._context, [docs])
         return result
 
@@ -309,13 +322,21 @@ class AsyncMessageStore:
         """Attachment ``idx`` (MIME order), or None when absent or not stored."""
         return await blobstore.get_attachment(self._context, message_id, idx)
 
+    async def get_attachment_text(self, message_id: str, idx: int) -> str | None:
+        """The whole text read from attachment ``idx``; None: none (``get_message``: 4,000 chars)."""
+        return await reading.get_attachment_text(self._context, message_id, idx)
+
+    async def extract_pending(self, limit: int | None = None, progress: Callable[[int], None] | None = None) -> int:
+        """Read the attachments left unread (``extract_later``, older mail); resumable."""
+        return await extracting.extract_pending(self._context, limit, progress)
+
     async def get_thread(self, thread_id: str) -> list[NormalizedEmail]:
         """Every message of a thread, oldest first, each with ``thread.position`` set."""
         return await reading.get_thread(self._context, thread_id)
 
-    async def thread_context(self, thread_id: str, limit: int = 20) -> list[ContextEntry]:
-        """The newest ``limit`` messages of a thread for a prompt, oldest first, with positions."""
-        return await reading.thread_context(self._context, thread_id, limit)
+    async def thread_context(self, thread_id: str, limit: int = 20, attachments: bool = False) -> list[ContextEntry]:
+        """The newest ``limit`` messages of a thread, oldest first (``attachments``: attachmentsForAI)."""
+        return await reading.thread_context(self._context, thread_id, limit, attachments)
 
     async def list_messages(
         self,

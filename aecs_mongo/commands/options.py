@@ -17,6 +17,7 @@ __all__ = [
     "erase",
     "expire",
     "export",
+    "extract",
     "find",
     "folder",
     "imap",
@@ -135,6 +136,18 @@ def page(p: argparse.ArgumentParser, default_limit: int = 20) -> None:
     p.add_argument("--cursor", default=None, help="continue after a page: the next_cursor it printed")
 
 
+def extract(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", nargs="?", metavar="ID", help="Message-ID, with or without <>")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--text", type=int, metavar="IDX", help="print the whole text read from attachment IDX")
+    what.add_argument("--save", metavar="DIR", help="write the attachments byte-exact into DIR, under safe names")
+    what.add_argument(
+        "--pending", action="store_true", help="read the attachments left unread (extract_later, or older mail)"
+    )
+    p.add_argument("--overwrite", action="store_true", help="with --save: replace files that exist")
+    p.add_argument("--limit", type=_limit, default=None, help="with --pending: messages at most")
+
+
 def message_id(p: argparse.ArgumentParser) -> None:
     p.add_argument("id", metavar="ID", help="Message-ID, with or without <>")
 
@@ -151,6 +164,7 @@ def ingest(p: argparse.ArgumentParser) -> None:
         "--batch-size", type=_limit, default=100, help="messages per write batch (default: 100, at most 1000)"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")
+    p.add_argument("--ocr", action="store_true", help="read the text of images too (Tesseract's tesseract command)")
     p.add_argument(
         "--remove-missing",
         action="store_true",

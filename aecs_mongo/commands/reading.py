@@ -260,7 +260,8 @@ def show(ctx: Context) -> Output:
         yield f"Date:       {meta.get('date') or '-'}"
         for a in message.get("attachments") or ():
             size = human_size(a.get("size"))
-            yield f"Attachment: {a.get('filename') or '(no name)'} ({a.get('contentType')}, {size})"
+            text = ", has text: extract --text" if a.get("extractedText") else ""
+            yield f"Attachment: {a.get('filename') or '(no name)'} ({a.get('contentType')}, {size}{text})"
         yield ""
         content: Mapping[str, Any] = message.get("content") or {}
         yield (content.get("text") or content.get("clean") or "").rstrip()

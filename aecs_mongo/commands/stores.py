@@ -91,6 +91,7 @@ def open_store(
         shared_view=shared_view,
         search_index=search_index_for(args, database),
         blobs=blobs,
+        ocr=bool(getattr(args, "ocr", False)),
     )
     if long_lived:
         store._keep_index_stream()

@@ -176,6 +176,12 @@ COMMANDS = (
         handler="reading:show",
         warm=True,
     ),
+    Command(
+        "extract",
+        "a message's attachments: list them, --text IDX, --save DIR; --pending reads those left unread",
+        options="extract",
+        handler="attachments:extract",
+    ),
     Command("with", "mail to or from one address, newest first", options="with_", handler="reading:with_", warm=True),
     Command(
         "replies",

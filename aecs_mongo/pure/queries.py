@@ -93,6 +93,10 @@ THREAD_CONTEXT_PROJECTION: dict[str, int] = {
     "forAI": 1,
     "subject": 1,
     "tags": 1,
+    "attachments.idx": 1,  # for attachmentsForAI
+    "attachments.filename": 1,
+    "attachments.contentType": 1,
+    "attachments.textChars": 1,
 }
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")

@@ -37,6 +37,7 @@ from .indexes import ATLAS_SEARCH_INDEX
 from .keys import message_key
 from .queries import KeysetQuery
 from .search_query import (
+    ATTACHMENT_TEXT_SEPARATOR,
     COLUMNS,
     And,
     Date,
@@ -156,6 +157,7 @@ def search_columns(
         name = names.get(str(attachment.get("idx"))) or attachment.get("filename")
         if name:
             files.append(str(name))
+    texts = body.get("attachmentTexts") or ()
     columns = {
         "subject": subject or "",
         "clean": "\n".join(clean_lines),
@@ -165,6 +167,7 @@ def search_columns(
         "recipients": _people(list(body.get("to") or ()) + list(body.get("cc") or ())),
         "bcc": _people(body.get("bcc") or ()),
         "attachments": "\n".join(files),
+        "attachmenttext": ATTACHMENT_TEXT_SEPARATOR.join(str(t.get("text") or "") for t in texts),
     }
     assert tuple(columns) == COLUMNS
     return columns
@@ -190,15 +193,16 @@ def search_haystacks(message: Mapping[str, Any], body: Mapping[str, Any], html: 
         "recipients": _people(list(body.get("to") or ()) + list(body.get("cc") or ())),
         "bcc": _people(body.get("bcc") or ()),
         "attachments": "\n".join(files),
+        "attachmenttext": "\n".join(str(t.get("text") or "") for t in body.get("attachmentTexts") or ()),
     }
 
 
-#: The ``bodies`` fields ``body_prefilter`` matches: the texts and the recipients' names. The
+#: The ``bodies`` fields ``body_prefilter`` matches: the texts (attachments' too) and the recipients' names. The
 #: subject, the sender and every address the scan tests on the message's own copies instead
 #: (``prefiltered_haystacks``); ``fullFilenames``, a document of names, cannot be matched by a
 #: pattern: a body that has one always passes. Each field is a clause a server may test one
 #: body at a time, so the list is kept short: the embedded server's cost grows with it.
-_BODY_TEXT_FIELDS = ("clean", "text", "to.name", "cc.name", "bcc.name")
+_BODY_TEXT_FIELDS = ("clean", "text", "to.name", "cc.name", "bcc.name", "attachmentTexts.text")
 #: More distinct words than this: no prefilter (the scan reads every body, as it did).
 _PREFILTER_WORDS = 8
 

@@ -78,6 +78,15 @@ class StoreSettings:
     durable: bool = True
     #: the local search index's file (``search_index=``), or None
     search_index: str | None = None
+    #: read attachments' text when storing (``attachment_text=``); images too with ``ocr``
+    attachment_text: bool = True
+    ocr: bool = False
+    #: leave attachments unread when storing; ``extract_pending`` reads them later
+    extract_later: bool = False
+    #: the caller's attachment processors (``accepts``/``process``), tried before the built-ins
+    processors: tuple[Any, ...] = ()
+    #: append the attachments' text to ``forAI`` (the AECS SDK's ``attachmentsInForAI``)
+    attachments_in_for_ai: bool = False
 
     @classmethod
     def checked(cls, mailbox_id: object, owner_addresses: Iterable[str] = (), **options: Any) -> StoreSettings:
@@ -101,6 +110,16 @@ class StoreSettings:
         settings.shared_view = bool(settings.shared_view)
         settings.sharded = bool(settings.sharded)
         settings.durable = bool(settings.durable)
+        settings.attachment_text = bool(settings.attachment_text)
+        settings.ocr = bool(settings.ocr)
+        settings.extract_later = bool(settings.extract_later)
+        settings.attachments_in_for_ai = bool(settings.attachments_in_for_ai)
+        if isinstance(settings.processors, (str, bytes)) or not isinstance(settings.processors, Iterable):
+            raise TypeError("processors must be a list of objects with accepts() and process()")
+        settings.processors = tuple(settings.processors)
+        for processor in settings.processors:
+            if not callable(getattr(processor, "accepts", None)) or not callable(getattr(processor, "process", None)):
+                raise TypeError(f"a processor needs accepts(attachment) and process(attachment, data): {processor!r}")
         if settings.search_index is not None:
             path: object = settings.search_index
             if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):

@@ -53,7 +53,7 @@ __all__ = ["SCHEMA_VERSION", "IndexState", "MailboxIndex", "Record", "SearchInde
 
 log = logging.getLogger("aecs_mongo")
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 _OPEN_BITS = stat.S_IRWXG | stat.S_IRWXO
 _TOKENIZE = "unicode61 remove_diacritics 2"
 

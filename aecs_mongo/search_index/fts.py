@@ -65,6 +65,7 @@ RANK_WEIGHTS = {
     "recipients": 1.0,
     "bcc": 1.0,
     "attachments": 3.0,
+    "attachmenttext": 1.0,
 }
 
 

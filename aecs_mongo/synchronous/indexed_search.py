@@ -148,7 +148,8 @@ class LocalIndex:
             for rowid, key, score in rows:
                 message = stored.get(doc_id(ctx.mailbox_id, key))
                 if message is not None:
-                    results.add(message, hit_snippet(tree, texts.get(rowid, {}), ctx.settings.shared_view), score)
+                    snippet = hit_snippet(tree, texts.get(rowid, {}), ctx.settings.shared_view, message)
+                    results.add(message, snippet, score)
             if ranked:
                 seen += len(rows) - len(gone)
             else:

@@ -17,7 +17,9 @@ from pymongo.errors import OperationFailure
 
 from ..pure import queries, windows
 from ..pure import tags as tag_reads
+from ..pure.attachment_text import attachments_for_ai
 from ..pure.documents import context_entry, message_summary, to_normalized_email
+from ..pure.documents.attachment_texts import texts_by_idx
 from ..pure.keys import check_str, lookup_key, strip_message_id, thread_key
 from ..pure.settings import check_limit
 from ..results import MessagePage, ThreadPage
@@ -29,6 +31,8 @@ from .writing import parse_raw
 
 __all__ = [
     "assemble",
+    "attachment_texts",
+    "get_attachment_text",
     "get_message",
     "get_thread",
     "list_messages",
@@ -82,8 +86,39 @@ def assemble(
         spilled=spilled,
         position=position,
         shared=ctx.settings.shared_view,
+        attachment_texts=texts_by_idx({**(spilled or {}), **(body or {})}.get("attachmentTexts")),
     )
     return cast(NormalizedEmail, assembled)
+
+
+def attachment_texts(
+    ctx: StoreContext, message: Mapping[str, Any], body: Mapping[str, Any] | None
+) -> dict[str, str]:
+    """The whole text of each attachment that has any, by ``str(idx)``: from the body, or from
+    its spill object (``body.json``) where it was too large for it."""
+    if body is None:
+        return {}
+    if "attachmentTexts" not in body and body.get("spill"):
+        data = named_blob(ctx, message, body["spill"])
+        return texts_by_idx(json.loads(data.decode("utf-8")).get("attachmentTexts"))
+    return texts_by_idx(body.get("attachmentTexts"))
+
+
+def get_attachment_text(ctx: StoreContext, message_id: str, idx: int) -> str | None:
+    """The whole text read from attachment ``idx``; None: no such message or attachment, or
+    nothing read from it."""
+    if isinstance(idx, bool) or not isinstance(idx, int):
+        raise TypeError(f"idx must be an int, not {type(idx).__name__}")
+    _id = ctx.id_for(message_id)
+    message = ctx.messages.find_one(
+        ctx.by_id(_id), {"messageId": 1, "blobPrefix": 1, "blobs": 1, "attachments": 1}
+    )
+    if message is None:
+        return None
+    if not any(att.get("idx") == idx and att.get("textChars") for att in message.get("attachments") or ()):
+        return None
+    body = ctx.bodies.find_one(ctx.by_id(_id), {"attachmentTexts": 1, "spill": 1})
+    return (attachment_texts(ctx, message, body)).get(str(idx))
 
 
 def _thread_filter(ctx: StoreContext, thread_id: str) -> dict[str, Any]:
@@ -97,8 +132,12 @@ def get_thread(ctx: StoreContext, thread_id: str) -> list[NormalizedEmail]:
     return [assemble(ctx, m, bodies.get(m["_id"]), include_raw=False, position=i) for i, m in enumerate(messages)]
 
 
-def thread_context(ctx: StoreContext, thread_id: str, limit: int = 20) -> list[ContextEntry]:
-    """The newest ``limit`` messages of a thread, oldest first, with their positions."""
+def thread_context(
+    ctx: StoreContext, thread_id: str, limit: int = 20, attachments: bool = False
+) -> list[ContextEntry]:
+    """The newest ``limit`` messages of a thread, oldest first, with their positions; with
+    ``attachments``, each with ``attachmentsForAI`` (``attachments_for_ai`` of its attachments'
+    text, None where none has any)."""
     check_limit(limit)
     selector = _thread_filter(ctx, thread_id)
     query = queries.thread_context_query(ctx.mailbox_id, selector["threadKey"])
@@ -117,7 +156,39 @@ def thread_context(ctx: StoreContext, thread_id: str, limit: int = 20) -> list[C
         exact = size is not None and size >= limit and capabilities.transactions(ctx)
         total = size if (big or exact) and size is not None else ctx.messages.count_documents(selector)
     first_position = max(total - len(newest), 0)
-    return [cast(ContextEntry, context_entry(m, first_position + offset)) for offset, m in enumerate(reversed(newest))]
+    entries = [
+        cast(ContextEntry, context_entry(m, first_position + offset)) for offset, m in enumerate(reversed(newest))
+    ]
+    if attachments:
+        _with_attachments_for_ai(ctx, list(reversed(newest)), entries)
+    return entries
+
+
+def _with_attachments_for_ai(
+    ctx: StoreContext, messages: Sequence[Mapping[str, Any]], entries: list[ContextEntry]
+) -> None:
+    """Set each entry's ``attachmentsForAI``: the bodies of the messages with text read in one go."""
+    with_text = [m for m in messages if any(a.get("textChars") for a in m.get("attachments") or ())]
+    ids = [ctx.id_for(m["messageId"]) for m in with_text]
+    bodies = {}
+    if ids:
+        for body in ctx.bodies.find(ctx.by_ids(ids), {"attachmentTexts": 1, "spill": 1}):
+            bodies[body["_id"]] = body
+    for message, entry in zip(messages, entries, strict=True):
+        entry["attachmentsForAI"] = None
+        body = bodies.get(ctx.id_for(message["messageId"]))
+        if body is None:
+            continue
+        texts = attachment_texts(ctx, message, body)
+        items = [
+            {
+                "filename": a.get("filename"),
+                "contentType": a.get("contentType"),
+                "extractedText": texts.get(str(a.get("idx"))),
+            }
+            for a in message.get("attachments") or ()
+        ]
+        entry["attachmentsForAI"] = attachments_for_ai(items)
 
 
 def list_messages(

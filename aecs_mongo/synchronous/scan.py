@@ -82,7 +82,7 @@ class Scan:
 
         def take(rows: list[tuple[dict[str, Any], dict[str, str]]]) -> bool:
             for message, columns in rows:
-                results.add(message, hit_snippet(tree, columns, ctx.settings.shared_view), None)
+                results.add(message, hit_snippet(tree, columns, ctx.settings.shared_view, message), None)
                 if len(results) >= limit:
                     return True
             return False

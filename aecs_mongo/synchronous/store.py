@@ -31,6 +31,7 @@ from . import (
     deletion,
     embeddings,
     export,
+    extracting,
     indexing,
     lookups,
     maintenance,
@@ -80,6 +81,7 @@ class MessageStore:
     endpoint from the standard AWS environment), ``gs://...``, ``az://...``, or an
     ``BlobStore``. The database records its blob location on first use and refuses a store
     opened with another one (``BlobLocationError``); ``aecs-mongo blobs migrate`` moves them.
+    ``attachment_text``, ``ocr``, ``processors``, ``attachments_in_for_ai``, ``extract_later``: extracting.py.
     """
 
     mailbox_id = Setting[str]()
@@ -118,6 +120,11 @@ class MessageStore:
         durable: bool = True,
         search_index: str | os.PathLike[str] | None = None,
         blobs: str | BlobStore | None = None,
+        attachment_text: bool = True,
+        ocr: bool = False,
+        processors: Sequence[Any] = (),
+        attachments_in_for_ai: bool = False,
+        extract_later: bool = False,
     ) -> None:
         if isinstance(blobs, str):
             location = parse_blob_url(blobs, bucket_name)
@@ -146,6 +153,11 @@ class MessageStore:
             retry_seconds=retry_seconds,
             durable=durable,
             search_index=search_index,
+            attachment_text=attachment_text,
+            ocr=ocr,
+            processors=processors,
+            attachments_in_for_ai=attachments_in_for_ai,
+            extract_later=extract_later,
         )
         self._context = StoreContext(db, settings, Capabilities(), blobs=blobs)
         self.db = db
@@ -225,6 +237,7 @@ class MessageStore:
         ``InvalidTagError``) and ``folders`` (where the source found it) are set when the message
         is inserted; a re-delivery never changes its tags and only adds a new folder."""
         docs = writing.build(self._context, email, attachments, uidl, received_at, tags, folders)
+        (docs,) = extracting.read_texts(self._context, [docs])
         (result,) = writing.write_batch(self._context, [docs])
         return result
 
@@ -311,13 +324,21 @@ class MessageStore:
         """Attachment ``idx`` (MIME order), or None when absent or not stored."""
         return blobstore.get_attachment(self._context, message_id, idx)
 
+    def get_attachment_text(self, message_id: str, idx: int) -> str | None:
+        """The whole text read from attachment ``idx``; None: none (``get_message``: 4,000 chars)."""
+        return reading.get_attachment_text(self._context, message_id, idx)
+
+    def extract_pending(self, limit: int | None = None, progress: Callable[[int], None] | None = None) -> int:
+        """Read the attachments left unread (``extract_later``, older mail); resumable."""
+        return extracting.extract_pending(self._context, limit, progress)
+
     def get_thread(self, thread_id: str) -> list[NormalizedEmail]:
         """Every message of a thread, oldest first, each with ``thread.position`` set."""
         return reading.get_thread(self._context, thread_id)
 
-    def thread_context(self, thread_id: str, limit: int = 20) -> list[ContextEntry]:
-        """The newest ``limit`` messages of a thread for a prompt, oldest first, with positions."""
-        return reading.thread_context(self._context, thread_id, limit)
+    def thread_context(self, thread_id: str, limit: int = 20, attachments: bool = False) -> list[ContextEntry]:
+        """The newest ``limit`` messages of a thread, oldest first (``attachments``: attachmentsForAI)."""
+        return reading.thread_context(self._context, thread_id, limit, attachments)
 
     def list_messages(
         self,

@@ -12,6 +12,7 @@ import inspect
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ...pure.attachment_text import attachments_for_ai
 from ..shaping import sender
 from ..tools import checked_vector
 
@@ -58,6 +59,9 @@ async def retrieve(
             "score": hit.get("score"),
             "tags": tags.get(message["messageId"], []),
         }
+        attached = attachments_for_ai(message.get("attachments") or ())
+        if attached is not None:  # the text read from its attachments
+            metadata["attachmentsForAI"] = attached
         found.append((text or content.get("text") or "", metadata))
     return found
 
@@ -71,7 +75,7 @@ async def threads(
     while True:
         page = await store.list_threads(cursor=cursor, limit=page_size)
         for thread in page.threads:
-            yield thread, await store.thread_context(thread["threadId"], limit=max_messages)
+            yield thread, await store.thread_context(thread["threadId"], limit=max_messages, attachments=True)
         if page.next_cursor is None:
             return
         cursor = page.next_cursor

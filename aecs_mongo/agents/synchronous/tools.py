@@ -21,6 +21,7 @@ from ...errors import ToolError
 from ...pure.invisible import unescape_hidden
 from ..arguments import bind_arguments, check_arguments
 from ..bodies import (
+    attachment_text_result,
     encoded_message,
     hit_ids,
     listing_page,
@@ -173,6 +174,9 @@ class MailTools(ToolSet):
                 description=f"characters of message text in all (200 to {THREAD_MAX_CHARS})",
             ),
         ] = THREAD_MAX_CHARS,
+        attachments: Annotated[
+            bool, Field(description="also each message's attachments' text (PDF, Office, invites...)")
+        ] = False,
     ) -> dict[str, Any]:
         """Read one conversation for context: its newest `limit` messages (default 20, at most 50),
         oldest first, each with messageId, position in the thread (0 is the first), from, date,
@@ -180,15 +184,16 @@ class MailTools(ToolSet):
         prompt). At most `max_chars` characters of text in all (default and at most 24,000; you
         may ask for less): the newest messages are kept whole first, and older ones that do not
         fit are left out (`omittedForBudget`) or cut (`truncated`). `messageCount` is the thread's
-        size; `olderNotShown` counts the messages before the first one returned. The result is at
-        most 128 KiB of JSON."""
+        size; `olderNotShown` counts the messages before the first one returned. attachments=true
+        adds to each message's text the text read from its attachments, in <attachment> blocks.
+        The result is at most 128 KiB of JSON."""
         tid = unescape_hidden(thread_id)
-        entries = self.store.thread_context(tid, limit=limit)
+        entries = self.store.thread_context(tid, limit=limit, attachments=attachments)
         if not entries:  # the id of a message of the thread
             found = self.store.message_summaries([tid])
             if found:
                 tid = found[0]["threadId"]
-                entries = self.store.thread_context(tid, limit=limit)
+                entries = self.store.thread_context(tid, limit=limit, attachments=attachments)
         return thread_result(tid, entries, max_chars)
 
     @_tool("Read a message", 256 * KIB)
@@ -226,6 +231,27 @@ class MailTools(ToolSet):
         return message_result(
             message, body=body, max_chars=max_chars, raw=raw, raw_max_bytes=raw_max_bytes, shared=self._shared
         )
+
+    @_tool("Read an attachment's text", 128 * KIB)
+    def get_attachment_text(
+        self,
+        message_id: MessageId,
+        index: Annotated[int, Field(ge=0, le=10_000, description="the attachment's index (get_message lists them)")],
+        offset: Annotated[int, Field(ge=0, le=1 << 30, description="the first character to return (0: the start)")] = 0,
+        max_chars: Annotated[
+            int,
+            Field(ge=100, le=BODY_MAX_CHARS, description=f"characters at most (100 to {BODY_MAX_CHARS})"),
+        ] = BODY_DEFAULT_CHARS,
+    ) -> dict[str, Any]:
+        """Read the text found in one attachment of a message (PDF, Office and OpenDocument files,
+        spreadsheets, calendar invites, attached messages, text), in windows: `max_chars`
+        characters from `offset` (default 8,000, at most 32,000; `textChars` is the whole length,
+        `nextOffset` where the next window starts, null at the end). An attachment with no text
+        read is an error. The result is at most 128 KiB of JSON."""
+        mid = unescape_hidden(message_id)
+        text = self.store.get_attachment_text(mid, index)
+        message = self.store.get_message(mid) if text is not None else None
+        return attachment_text_result(message, index, text, offset, max_chars)
 
     @_tool("List messages", 64 * KIB)
     def list_messages(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..attachment_text import EXTRACTED_TEXT_CHARS
 from ..tags import row_tags
 from .validation import date_to_iso, raw_full_from_bytes
 
@@ -64,10 +65,14 @@ def to_normalized_email(
     spilled: Mapping[str, Any] | None = None,
     position: int | None = None,
     shared: bool = False,
+    attachment_texts: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Rebuild the AECS-1 object from the hot and warm documents (and cold blobs, if given).
 
     ``shared`` marks a view other people see: bcc is left out of it (a Bcc list is its sender's own).
+    ``attachment_texts`` (``{"<idx>": text}``): each attachment with text gets ``extractedText``,
+    its first ``EXTRACTED_TEXT_CHARS`` characters (the whole: ``get_attachment_text``); the
+    extraction's errors join ``processing.attachmentErrors``.
     """
     # the body with what moved to body.json put back: one place that holds every whole value
     whole = {**(spilled or {}), **(body or {})}
@@ -108,6 +113,9 @@ def to_normalized_email(
             "cid": att.get("cid"),
             **(att.get("x") or {}),
         }
+        text = (attachment_texts or {}).get(str(att.get("idx")))
+        if text:
+            item["extractedText"] = text[:EXTRACTED_TEXT_CHARS]
         attachments.append(item)
     result: dict[str, Any] = {
         "messageId": message["messageId"],
@@ -128,5 +136,8 @@ def to_normalized_email(
             **x.get("processing", {}),
         },
     }
+    if message.get("attachmentErrors"):
+        given = list(result["processing"].get("attachmentErrors") or ())
+        result["processing"]["attachmentErrors"] = given + [dict(e) for e in message["attachmentErrors"]]
     result.update({k: v for k, v in x.items() if k.startswith("x_")})
     return result

@@ -43,9 +43,10 @@ from .dates import date_range
 from .matcher import matches, may_match
 from .parser import MAX_QUERY_CHARS, MAX_TERMS, parse
 from .printer import to_text
-from .snippets import snippet
+from .snippets import found_snippet, snippet
 from .tokens import ascii_folded, fold, token_spans, words
 from .tree import (
+    ATTACHMENT_TEXT_SEPARATOR,
     COLUMNS,
     And,
     Date,
@@ -67,6 +68,7 @@ from .tree import (
 )
 
 __all__ = [
+    "ATTACHMENT_TEXT_SEPARATOR",
     "COLUMNS",
     "MAX_QUERY_CHARS",
     "MAX_TERMS",
@@ -85,6 +87,7 @@ __all__ = [
     "columns_for",
     "date_range",
     "fold",
+    "found_snippet",
     "has_not",
     "has_text",
     "leaves",

@@ -13,21 +13,28 @@ from ..fts_tables import FOLD_EXCEPTIONS
 from .tokens import WORD, default_fold, fold
 from .tree import Phrase, Word
 
-__all__ = ["snippet"]
+__all__ = ["found_snippet", "snippet"]
 
 
 def snippet(texts: Iterable[str | None], terms: Sequence[Word | Phrase], width: int = 160) -> str:
     """About ``width`` characters around the first place one of ``terms`` matches, from the
     first of ``texts`` that holds one (whitespace folded; ``…`` where text was cut); the start
     of the first non-empty text when none does."""
+    texts = list(texts)
+    found = found_snippet(texts, terms, width)
+    if found is not None:
+        return found
+    first_text = next((" ".join(t.split()) for t in texts if t and t.split()), "")
+    return _cut(first_text, 0, width) if first_text else ""
+
+
+def found_snippet(texts: Iterable[str | None], terms: Sequence[Word | Phrase], width: int = 160) -> str | None:
+    """``snippet`` where one of ``terms`` matches in ``texts``; None where none does."""
     wanted = [(fold(t.text if isinstance(t, Word) else t.words[0]), t.prefix and isinstance(t, Word)) for t in terms]
-    first_text = ""
     for text in texts:
         if not text:
             continue
         flat = " ".join(text.split())
-        if not first_text:
-            first_text = flat
         begin = _first_possible(flat, [w for w, _ in wanted])
         if begin is None:
             continue
@@ -35,7 +42,7 @@ def snippet(texts: Iterable[str | None], terms: Sequence[Word | Phrase], width: 
             word = fold(m.group())
             if word and any(word == w or (prefix and word.startswith(w)) for w, prefix in wanted):
                 return _cut(flat, max(m.start() - width // 3, 0), width)
-    return _cut(first_text, 0, width) if first_text else ""
+    return None
 
 
 class _LazyAsciiFolds(dict[int, str]):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Union
 
 __all__ = [
+    "ATTACHMENT_TEXT_SEPARATOR",
     "COLUMNS",
     "FIELDS",
     "LABEL_FIELDS",
@@ -39,8 +40,11 @@ __all__ = [
 #: The text columns every full-text engine keeps per message (the local index's columns, the
 #: scan's record): subject; clean (the body as AECS-1 cleans it: ranked first); rest (the lines
 #: of the whole text that clean drops: quoted history, signatures); html (lines only the HTML
-#: part holds); sender and recipients (names and addresses; bcc apart); attachments (file names).
-COLUMNS = ("subject", "clean", "rest", "html", "sender", "recipients", "bcc", "attachments")
+#: part holds); sender and recipients (names and addresses; bcc apart); attachments (file names);
+#: attachmenttext (the text read from attachments, one part each, in ``ATTACHMENT_TEXT_SEPARATOR``).
+COLUMNS = ("subject", "clean", "rest", "html", "sender", "recipients", "bcc", "attachments", "attachmenttext")
+#: Between two attachments' texts in the ``attachmenttext`` column (a control character: no word).
+ATTACHMENT_TEXT_SEPARATOR = "\n\x1d\n"
 #: The fields of the language that name text, and the columns each searches.
 TEXT_FIELDS: dict[str | None, tuple[str, ...]] = {
     None: COLUMNS,
@@ -49,9 +53,23 @@ TEXT_FIELDS: dict[str | None, tuple[str, ...]] = {
     "subject": ("subject",),
     "body": ("clean", "rest", "html"),
     "attachment": ("attachments",),
+    "attachmenttext": ("attachmenttext",),
 }
 #: Every field name the parser knows.
-FIELDS = ("attachment", "body", "date", "folder", "from", "id", "is", "subject", "tag", "thread", "to")
+FIELDS = (
+    "attachment",
+    "attachmenttext",
+    "body",
+    "date",
+    "folder",
+    "from",
+    "id",
+    "is",
+    "subject",
+    "tag",
+    "thread",
+    "to",
+)
 #: The fields of the language that name a message's labels (one value each, never a group).
 LABEL_FIELDS = ("folder", "id", "is", "tag")
 
