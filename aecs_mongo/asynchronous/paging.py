@@ -17,6 +17,7 @@ from time import monotonic
 from typing import Any
 
 from ..pure import queries, windows
+from ..pure.extents import extent_id, newest_update
 from ..pure.keys import doc_id
 from ..pure.settings import SPEC_VERSION, check_limit
 from . import capabilities
@@ -24,10 +25,13 @@ from .context import AsyncStoreContext, to_list
 
 #: where ``ctx.samples`` keeps the mailbox's sample (the reads' estimates sit beside it)
 _SAMPLE_KEY = SPEC_VERSION
+#: where the mailbox's newest ``ts`` is kept, with the time of the sample it was read with
+_NEWEST_KEY = "newest"
 
 __all__ = [
     "ThreadExtent",
     "few_matches",
+    "mailbox_newest",
     "mailbox_sample",
     "page",
     "sorted_rows",
@@ -81,7 +85,9 @@ async def sorted_rows(
         read = await windowed_read(ctx, query, sample=False)
         if not small:
             hint, fraction = windows.summary_hint(thread.count, thread.first_ts, thread.last_ts)
-            read = dataclasses.replace(read, now=thread.last_ts, hint=hint, hint_fraction=fraction)
+            read = dataclasses.replace(
+                read, now=thread.last_ts, hint=hint, hint_fraction=fraction, newest=thread.last_ts
+            )
     else:
         small = await few_matches(ctx, query)
         read = await windowed_read(ctx, query, sample=not small)
@@ -214,7 +220,41 @@ async def windowed_read(
         return read
     sampled, fraction = await mailbox_sample(ctx)
     hint = tuple(sorted(int(r["ts"]) for r in sampled if queries.sample_match(query, r)))
-    return dataclasses.replace(read, hint=hint, hint_fraction=fraction)
+    ceiling = windows.read_ceiling(sorted(int(r["ts"]) for r in sampled), len(hint), fraction)
+    newest = await mailbox_newest(ctx)
+    return dataclasses.replace(read, hint=hint, hint_fraction=fraction, newest=newest, ceiling=ceiling)
+
+
+async def mailbox_newest(ctx: AsyncStoreContext) -> int | None:
+    """The mailbox's newest ``ts`` (``pure/extents.py``; None: no mail), read with the mailbox's
+    sample (``mailbox_sample``) and kept with it."""
+    kept = ctx.samples.get(_NEWEST_KEY)
+    sample = ctx.samples.get(_SAMPLE_KEY)
+    if kept is not None and sample is not None and kept[0] == sample[0]:
+        return kept[1]  # type: ignore[no-any-return]
+    newest = await _read_newest(ctx)
+    if sample is not None:
+        ctx.samples[_NEWEST_KEY] = (sample[0], newest)
+    return newest
+
+
+async def _read_newest(ctx: AsyncStoreContext) -> int | None:
+    """The newest ``ts`` from the extent document the store's writes keep (one read by
+    ``_id``); a mailbox stored before it existed has it computed here once (its newest message
+    on the inbox index: one sorted read of the mailbox) and recorded (``$max``: a writer's raise
+    meanwhile stays)."""
+    extent = await ctx.extents.find_one(ctx.by_id(extent_id(ctx.mailbox_id)), {"newestTs": 1})
+    newest = None if extent is None else extent.get("newestTs")
+    if isinstance(newest, int):
+        return newest
+    found = ctx.messages.find({"mailboxId": ctx.mailbox_id}, {"_id": 0, "ts": 1})
+    rows = await to_list(found.sort([("ts", -1), ("messageKey", -1)]).limit(1))
+    if not rows or not isinstance(rows[0].get("ts"), int):
+        return None
+    newest = int(rows[0]["ts"])
+    update = newest_update(ctx.mailbox_id, newest)
+    await ctx.extents.update_one(ctx.upsert_key(extent_id(ctx.mailbox_id)), update, upsert=True)
+    return newest
 
 
 async def mailbox_sample(
@@ -226,7 +266,7 @@ async def mailbox_sample(
     ``start`` until the sample holds ``enough`` (mail under another spec version is left out: a
     hint only). Kept by the store for ``windows.SAMPLE_TTL`` seconds, so a run of reads samples
     once; a read that asks for more than the kept sample holds takes a bigger one, which the
-    reads after it keep."""
+    reads after it keep. The mailbox's newest ``ts`` is read with it (``mailbox_newest``)."""
     now = monotonic()
     kept = ctx.samples.get(_SAMPLE_KEY)
     if kept is not None and now - kept[0] < windows.SAMPLE_TTL and (len(kept[1]) >= enough or kept[2] >= 1):
@@ -239,4 +279,5 @@ async def mailbox_sample(
         if len(found) >= enough:
             break
     ctx.samples[_SAMPLE_KEY] = (now, found, fraction)
+    ctx.samples[_NEWEST_KEY] = (now, await _read_newest(ctx))  # where a first page starts
     return found, fraction
