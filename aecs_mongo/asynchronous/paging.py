@@ -17,7 +17,7 @@ from time import monotonic
 from typing import Any
 
 from ..pure import queries, windows
-from ..pure.extents import extent_id, newest_update
+from ..pure.extents import extent_id, extent_update
 from ..pure.keys import doc_id
 from ..pure.settings import SPEC_VERSION, check_limit
 from . import capabilities
@@ -25,13 +25,13 @@ from .context import AsyncStoreContext, to_list
 
 #: where ``ctx.samples`` keeps the mailbox's sample (the reads' estimates sit beside it)
 _SAMPLE_KEY = SPEC_VERSION
-#: where the mailbox's newest ``ts`` is kept, with the time of the sample it was read with
-_NEWEST_KEY = "newest"
+#: where the mailbox's extent is kept, with the time of the sample it was read with
+_EXTENT_KEY = "extent"
 
 __all__ = [
     "ThreadExtent",
     "few_matches",
-    "mailbox_newest",
+    "mailbox_extent",
     "mailbox_sample",
     "page",
     "sorted_rows",
@@ -86,7 +86,12 @@ async def sorted_rows(
         if not small:
             hint, fraction = windows.summary_hint(thread.count, thread.first_ts, thread.last_ts)
             read = dataclasses.replace(
-                read, now=thread.last_ts, hint=hint, hint_fraction=fraction, newest=thread.last_ts
+                read,
+                now=thread.last_ts,
+                hint=hint,
+                hint_fraction=fraction,
+                newest=thread.last_ts,
+                oldest=thread.first_ts,
             )
     else:
         small = await few_matches(ctx, query)
@@ -114,7 +119,7 @@ async def few_matches(ctx: AsyncStoreContext, query: queries.KeysetQuery) -> boo
         few = await few_threads(ctx, sampled, fraction)
     else:
         hits = sum(queries.sample_match(query, row) for row in sampled)
-        few = windows.estimated_matches(hits, fraction) <= windows.PLAIN_MAX
+        few = windows.plain_serves(hits, fraction)
     ctx.samples[key] = (ctx.samples[_SAMPLE_KEY][0], few)  # the sample few_threads may have grown
     return few
 
@@ -221,40 +226,42 @@ async def windowed_read(
     sampled, fraction = await mailbox_sample(ctx)
     hint = tuple(sorted(int(r["ts"]) for r in sampled if queries.sample_match(query, r)))
     ceiling = windows.read_ceiling(sorted(int(r["ts"]) for r in sampled), len(hint), fraction)
-    newest = await mailbox_newest(ctx)
-    return dataclasses.replace(read, hint=hint, hint_fraction=fraction, newest=newest, ceiling=ceiling)
+    extent = await mailbox_extent(ctx)
+    oldest, newest = (None, None) if extent is None else extent
+    return dataclasses.replace(read, hint=hint, hint_fraction=fraction, newest=newest, oldest=oldest, ceiling=ceiling)
 
 
-async def mailbox_newest(ctx: AsyncStoreContext) -> int | None:
-    """The mailbox's newest ``ts`` (``pure/extents.py``; None: no mail), read with the mailbox's
-    sample (``mailbox_sample``) and kept with it."""
-    kept = ctx.samples.get(_NEWEST_KEY)
+async def mailbox_extent(ctx: AsyncStoreContext) -> tuple[int, int] | None:
+    """The oldest and newest ``ts`` of the mailbox (``pure/extents.py``; None: no mail), read
+    with the mailbox's sample (``mailbox_sample``) and kept with it."""
+    kept = ctx.samples.get(_EXTENT_KEY)
     sample = ctx.samples.get(_SAMPLE_KEY)
     if kept is not None and sample is not None and kept[0] == sample[0]:
         return kept[1]  # type: ignore[no-any-return]
-    newest = await _read_newest(ctx)
+    extent = await _read_extent(ctx)
     if sample is not None:
-        ctx.samples[_NEWEST_KEY] = (sample[0], newest)
-    return newest
+        ctx.samples[_EXTENT_KEY] = (sample[0], extent)
+    return extent
 
 
-async def _read_newest(ctx: AsyncStoreContext) -> int | None:
-    """The newest ``ts`` from the extent document the store's writes keep (one read by
-    ``_id``); a mailbox stored before it existed has it computed here once (its newest message
-    on the inbox index: one sorted read of the mailbox) and recorded (``$max``: a writer's raise
-    meanwhile stays)."""
-    extent = await ctx.extents.find_one(ctx.by_id(extent_id(ctx.mailbox_id)), {"newestTs": 1})
-    newest = None if extent is None else extent.get("newestTs")
-    if isinstance(newest, int):
-        return newest
-    found = ctx.messages.find({"mailboxId": ctx.mailbox_id}, {"_id": 0, "ts": 1})
-    rows = await to_list(found.sort([("ts", -1), ("messageKey", -1)]).limit(1))
-    if not rows or not isinstance(rows[0].get("ts"), int):
-        return None
-    newest = int(rows[0]["ts"])
-    update = newest_update(ctx.mailbox_id, newest)
+async def _read_extent(ctx: AsyncStoreContext) -> tuple[int, int] | None:
+    """The extent from the document the store's writes keep (one read by ``_id``); a mailbox
+    stored before it existed has it computed here once (its oldest and newest message on the
+    inbox index: two sorted reads of the mailbox) and recorded (``$min``/``$max``: a writer's
+    widening meanwhile stays)."""
+    kept = await ctx.extents.find_one(ctx.by_id(extent_id(ctx.mailbox_id)), {"newestTs": 1, "oldestTs": 1})
+    if kept is not None and isinstance(kept.get("newestTs"), int) and isinstance(kept.get("oldestTs"), int):
+        return int(kept["oldestTs"]), int(kept["newestTs"])
+    ends = []
+    for way in (1, -1):
+        found = ctx.messages.find({"mailboxId": ctx.mailbox_id}, {"_id": 0, "ts": 1})
+        rows = await to_list(found.sort([("ts", way), ("messageKey", way)]).limit(1))
+        if not rows or not isinstance(rows[0].get("ts"), int):
+            return None
+        ends.append(int(rows[0]["ts"]))
+    update = extent_update(ctx.mailbox_id, ends[0], ends[1])
     await ctx.extents.update_one(ctx.upsert_key(extent_id(ctx.mailbox_id)), update, upsert=True)
-    return newest
+    return ends[0], ends[1]
 
 
 async def mailbox_sample(
@@ -266,7 +273,7 @@ async def mailbox_sample(
     ``start`` until the sample holds ``enough`` (mail under another spec version is left out: a
     hint only). Kept by the store for ``windows.SAMPLE_TTL`` seconds, so a run of reads samples
     once; a read that asks for more than the kept sample holds takes a bigger one, which the
-    reads after it keep. The mailbox's newest ``ts`` is read with it (``mailbox_newest``)."""
+    reads after it keep. The mailbox's extent is read with it (``mailbox_extent``)."""
     now = monotonic()
     kept = ctx.samples.get(_SAMPLE_KEY)
     if kept is not None and now - kept[0] < windows.SAMPLE_TTL and (len(kept[1]) >= enough or kept[2] >= 1):
@@ -279,5 +286,5 @@ async def mailbox_sample(
         if len(found) >= enough:
             break
     ctx.samples[_SAMPLE_KEY] = (now, found, fraction)
-    ctx.samples[_NEWEST_KEY] = (now, await _read_newest(ctx))  # where a first page starts
+    ctx.samples[_EXTENT_KEY] = (now, await _read_extent(ctx))  # where a first page starts
     return found, fraction

@@ -1,21 +1,22 @@
 """A mailbox's extent: where its mail is, kept where the store writes. Pure: no I/O.
 
 One small document per mailbox in :data:`EXTENTS_COLLECTION`, ``_id`` ``<mailboxId>:extent``:
-``newestTs``, the newest ``ts`` of its messages. Every write of new messages raises it
-(``$max``) before it inserts them, so it is never below a stored message's ``ts`` (a write that
-fails after it leaves it high, which costs a windowed read a little, never a row). A delete or
-an expiry leaves it as it is (still an upper bound); the erase removes it; a mailbox stored before
-it existed has it computed by the first read that needs it (one sorted read of the mailbox).
+``newestTs`` and ``oldestTs``, the newest and oldest ``ts`` of its messages. Every write of new
+messages widens them (``$max``, ``$min``) before it inserts them, so no stored message's ``ts``
+lies outside them (a write that fails after it leaves them wide, which costs a windowed read a
+little, never a row). A delete or an expiry leaves them as they are (still bounds); the erase
+removes the document; a mailbox stored before it existed has them computed by the first read
+that needs them (two sorted reads of the mailbox).
 
-Windowed reads start their first page from it (``windows.WindowedRead.newest``) rather than from
-the clock: an archive's newest mail may be years old.
+Windowed reads start their first page from them (``windows.WindowedRead.newest``, ``oldest``)
+rather than from the clock: an archive's newest mail may be years old.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EXTENTS_COLLECTION", "extent_id", "newest_update"]
+__all__ = ["EXTENTS_COLLECTION", "extent_id", "extent_update"]
 
 EXTENTS_COLLECTION = "mailbox_extents"
 
@@ -25,6 +26,7 @@ def extent_id(mailbox_id: str) -> str:
     return f"{mailbox_id}:extent"
 
 
-def newest_update(mailbox_id: str, ts: int) -> dict[str, Any]:
-    """The upsert that raises the mailbox's newest ``ts`` to ``ts`` (never lowers it)."""
-    return {"$max": {"newestTs": ts}, "$setOnInsert": {"mailboxId": mailbox_id}}
+def extent_update(mailbox_id: str, oldest: int, newest: int) -> dict[str, Any]:
+    """The upsert that widens the mailbox's extent to hold ``oldest`` and ``newest`` (never
+    narrows it)."""
+    return {"$max": {"newestTs": newest}, "$min": {"oldestTs": oldest}, "$setOnInsert": {"mailboxId": mailbox_id}}

@@ -32,7 +32,7 @@ from ..pure.documents import (
     summary_merge_update,
     thread_summaries,
 )
-from ..pure.extents import extent_id, newest_update
+from ..pure.extents import extent_id, extent_update
 from ..pure.keys import check_str
 from ..pure.tags import check_folders, check_tags, needs_change
 from ..pure.variants import variant_blob_key, variant_record_update, variants_in_batch_order
@@ -163,7 +163,7 @@ def write_batch(
 def write_once(
     ctx: StoreContext, batch: Sequence[MessageDocuments], *, repair: bool = False, index_later: bool = False
 ) -> list[StoreResult]:
-    """C.4 order, batched: blobs, the mailbox's newest ts (``pure/extents.py``), bodies,
+    """C.4 order, batched: blobs, the mailbox's extent (``pure/extents.py``), bodies,
     messages (one unordered insert), thread updates.
 
     One ``_id $in`` find first tells the batch's new messages from copies of stored ones: only
@@ -209,13 +209,11 @@ def write_once(
         # without transactions a body is written before its message: the restart may have taken it
         insert_ignoring_duplicates(ctx.bodies, [d.body for d in same])
     if unique:
-        # the mailbox's newest ts, raised before the insert (outside any transaction: every
-        # writer of the mailbox touches this one document): never below a stored message's
-        ctx.extents.update_one(
-            ctx.upsert_key(extent_id(ctx.mailbox_id)),
-            newest_update(ctx.mailbox_id, max(int(d.message["ts"]) for d in unique)),
-            upsert=True,
-        )
+        # the mailbox's extent, widened before the insert (outside any transaction: every
+        # writer of the mailbox touches this one document): it holds every stored message's ts
+        stamps = [int(d.message["ts"]) for d in unique]
+        update = extent_update(ctx.mailbox_id, min(stamps), max(stamps))
+        ctx.extents.update_one(ctx.upsert_key(extent_id(ctx.mailbox_id)), update, upsert=True)
     if not unique:
         created: set[str] = set()
     elif capabilities.transactions(ctx):
