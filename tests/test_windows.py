@@ -246,7 +246,7 @@ def _with_extent(
     sampled = hinted(read, mailbox_rows)
     bound = key_between("", sampled.hint_fraction) if sampled.hint_fraction < 1 else "g"
     hint = tuple(sorted(ts for ts, key in read_rows if key < bound))
-    ceiling = windows.read_ceiling(sampled.hint, len(hint), sampled.hint_fraction)
+    ceiling = windows.read_ceiling(sampled.hint, len(hint), sampled.hint_fraction, read.descending)
     stamps = [ts for ts, _ in mailbox_rows]
     return dataclasses.replace(sampled, hint=hint, ceiling=ceiling, newest=max(stamps), oldest=min(stamps))
 

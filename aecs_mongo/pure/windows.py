@@ -176,13 +176,13 @@ def plain_serves(hits: int, fraction: float) -> bool:
     return fraction >= 1 or fraction <= 0 or hits / fraction <= PLAIN_SEEN
 
 
-def read_ceiling(sampled: Sequence[int], hits: int, fraction: float) -> float:
-    """The most rows per second a read can have near the mailbox's newest mail, by a uniform
-    sample of ``fraction`` of the mailbox (``sampled``: every sampled message's ``ts``, sorted)
-    of which ``hits`` may match it: the mailbox's density over its newest sampled messages, times
-    the share of the sample the read may match (its hits with the slack of ``estimated_matches``);
-    0 where the sample holds fewer than two messages."""
-    near = sampled[-_HINT_NEIGHBOURS:]
+def read_ceiling(sampled: Sequence[int], hits: int, fraction: float, descending: bool = True) -> float:
+    """The most rows per second a read can have near the mailbox's newest mail (``descending``;
+    else its oldest), by a uniform sample of ``fraction`` of the mailbox (``sampled``: every
+    sampled message's ``ts``, sorted) of which ``hits`` may match it: the mailbox's density over
+    its newest (oldest) sampled messages, times the share of the sample the read may match (its
+    hits with the slack of ``estimated_matches``); 0 where the sample holds fewer than two."""
+    near = sampled[-_HINT_NEIGHBOURS:] if descending else sampled[:_HINT_NEIGHBOURS]
     if len(near) < 2 or fraction <= 0:
         return 0.0
     density = (len(near) - 1) / (max(near[-1] - near[0], 1) * fraction)
@@ -248,9 +248,9 @@ class WindowedRead:
     ``newest``/``oldest``: the mailbox's newest and oldest ``ts`` as the store keeps them (None:
     unknown), where a first page starts instead of the clock; bounds of its mail but for mail
     stored since they were read, which the first window (open beyond them) reads too.
-    ``ceiling``: the most rows per second the read can have near ``newest`` by the sample (the
-    mailbox's density there, times the share of the sampled messages the read may match; 0:
-    unknown).
+    ``ceiling``: the most rows per second the read can have near ``newest`` (ascending:
+    ``oldest``) by the sample (the mailbox's density there, times the share of the sampled
+    messages the read may match; 0: unknown).
     """
 
     descending: bool
@@ -431,8 +431,9 @@ def _around_bunch(state: _Walk, lo: int | None, hi: int | None, bunch: int) -> G
 def _start(state: _Walk) -> Generator[Window, int, int | None]:
     """The first page. Descending: from the read's own newest mail where the sample shows some
     (``_top``), else from the mailbox's newest (``_unseen``), else (that unknown) from the clock:
-    mail dated after ``now`` (+1 day) first, then find where the mail is below. Ascending: from
-    the oldest mail (``_locate_oldest``)."""
+    mail dated after ``now`` (+1 day) first, then find where the mail is below. Ascending, the
+    mirror: from the read's own oldest sampled mail (``_bottom``), else the mailbox's oldest,
+    else (that unknown) the oldest mail probes find (``_locate_oldest``)."""
     read = state.read
     if read.descending:
         top = _top(read)
@@ -508,7 +509,8 @@ def _bottom(read: WindowedRead) -> int | None:
 
 def _top(read: WindowedRead) -> int | None:
     """Where a descending first page starts when the sample shows the read's mail (None: it
-    shows none, and the walk starts from the clock): an archive's newest mail may be years old,
+    shows none, and the walk starts from the mailbox's newest, or where that is unknown from the
+    clock): an archive's newest mail may be years old,
     and probes bisecting the years between the clock and it cost a statement each.
 
     The read's mail above its newest sampled match is about ``1 / hint_fraction`` rows (each

@@ -227,7 +227,8 @@ def windowed_read(
         return read
     sampled, fraction = mailbox_sample(ctx)
     hint = tuple(sorted(int(r["ts"]) for r in sampled if queries.sample_match(query, r)))
-    ceiling = windows.read_ceiling(sorted(int(r["ts"]) for r in sampled), len(hint), fraction)
+    stamps = sorted(int(r["ts"]) for r in sampled)
+    ceiling = windows.read_ceiling(stamps, len(hint), fraction, query.descending)
     extent = mailbox_extent(ctx)
     oldest, newest = (None, None) if extent is None else extent
     return dataclasses.replace(read, hint=hint, hint_fraction=fraction, newest=newest, oldest=oldest, ceiling=ceiling)
