@@ -16,7 +16,7 @@ import pytest
 from pymongo import monitoring
 
 from aecs_mongo import MessageStore
-from aecs_mongo.pure import queries, windows
+from aecs_mongo.pure import extents, queries, windows
 from aecs_mongo.pure.extents import EXTENTS_COLLECTION, extent_id
 
 from .helpers.budgets import budget
@@ -430,22 +430,32 @@ def _probe(command: dict[str, Any]) -> bool:
 
 
 @pytest.mark.server
-def test_the_mailbox_s_newest_is_kept_where_the_store_writes(db: Any) -> None:
-    """The mailbox's newest ``ts`` is raised by every write of new mail (never lowered: a delete
-    leaves an upper bound), removed by the erase, and computed once for a mailbox stored without it."""
+def test_the_mailbox_s_extent_is_kept_where_the_store_writes(db: Any) -> None:
+    """The mailbox's oldest and newest ``ts`` are widened by every write of new mail, which it
+    counts (never narrowed: a delete leaves bounds); the erase removes them; a mailbox stored
+    without them has them established from its stored mail, by its next write or read (its count
+    then unknown), never from the new mail alone."""
     store = MessageStore(db, mailbox_id="alice")
     store.ensure_indexes()
     store.store_many([message(n, ts=BASE_TS - n * 37) for n in range(30)])
     extent = db[EXTENTS_COLLECTION]
-    assert extent.find_one({"_id": extent_id("alice")})["newestTs"] == BASE_TS
-    store.store(message(100, ts=BASE_TS - 10_000))  # older mail: it stays
+
+    def kept() -> Any:
+        return extents.extent_of(extent.find_one({"_id": extent_id("alice")}))
+
+    assert kept() == extents.Extent(BASE_TS - 29 * 37, BASE_TS, 30)
+    store.store(message(100, ts=BASE_TS - 10_000))
     store.store(message(101, ts=BASE_TS + 500))
-    assert extent.find_one({"_id": extent_id("alice")})["newestTs"] == BASE_TS + 500
+    store.store(message(101, ts=BASE_TS + 500))  # stored already: not counted
+    assert kept() == extents.Extent(BASE_TS - 10_000, BASE_TS + 500, 32)
     store.delete("m101@example.com")
-    assert extent.find_one({"_id": extent_id("alice")})["newestTs"] >= BASE_TS
-    extent.delete_many({})  # a mailbox stored before the document existed
+    assert kept() == extents.Extent(BASE_TS - 10_000, BASE_TS + 500, 32)  # still bounds
+    extent.delete_many({})  # a mailbox stored before extents existed
+    store.store(message(102, ts=BASE_TS + 900))
+    assert kept() == extents.Extent(BASE_TS - 10_000, BASE_TS + 900, None)
+    extent.delete_many({})
     store.capabilities.stops_at_limit = False
-    store.list_messages(limit=5)
-    assert extent.find_one({"_id": extent_id("alice")})["newestTs"] == BASE_TS
+    assert len(store.list_messages(limit=5).messages) == 5
+    assert kept() == extents.Extent(BASE_TS - 10_000, BASE_TS + 900, None)
     store.erase_mailbox()
     assert extent.find_one({"_id": extent_id("alice")}) is None

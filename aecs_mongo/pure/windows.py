@@ -56,6 +56,7 @@ __all__ = [
     "merge_filter",
     "plain_serves",
     "read_ceiling",
+    "sample_start",
     "summary_hint",
     "thread_sample_fraction",
     "walk",
@@ -165,6 +166,12 @@ def thread_sample_fraction(sampled: int, fraction: float) -> float:
     while wanted / 2 * mailbox >= THREAD_SAMPLE_ENOUGH:
         wanted /= 2
     return wanted
+
+
+def sample_start(stored: int, enough: int = SAMPLE_ENOUGH) -> float:
+    """The first of ``SAMPLE_FRACTIONS`` whose share of ``stored`` messages holds ``enough``
+    (the mailbox's count from its extent: an upper one, so a sample that holds fewer grows)."""
+    return next((f for f in SAMPLE_FRACTIONS if stored * f >= enough), 1.0)
 
 
 def plain_serves(hits: int, fraction: float) -> bool:

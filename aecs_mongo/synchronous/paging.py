@@ -19,10 +19,10 @@ from time import monotonic
 from typing import Any
 
 from ..pure import queries, windows
-from ..pure.extents import extent_id, extent_update
+from ..pure.extents import Extent
 from ..pure.keys import doc_id
 from ..pure.settings import SPEC_VERSION, check_limit
-from . import capabilities
+from . import capabilities, extents
 from .context import StoreContext, to_list
 
 #: where ``ctx.samples`` keeps the mailbox's sample (the reads' estimates sit beside it)
@@ -230,41 +230,21 @@ def windowed_read(
     stamps = sorted(int(r["ts"]) for r in sampled)
     ceiling = windows.read_ceiling(stamps, len(hint), fraction, query.descending)
     extent = mailbox_extent(ctx)
-    oldest, newest = (None, None) if extent is None else extent
+    oldest, newest = (None, None) if extent is None else (extent.oldest, extent.newest)
     return dataclasses.replace(read, hint=hint, hint_fraction=fraction, newest=newest, oldest=oldest, ceiling=ceiling)
 
 
-def mailbox_extent(ctx: StoreContext) -> tuple[int, int] | None:
-    """The oldest and newest ``ts`` of the mailbox (``pure/extents.py``; None: no mail), read
-    with the mailbox's sample (``mailbox_sample``) and kept with it."""
+def mailbox_extent(ctx: StoreContext) -> Extent | None:
+    """The mailbox's extent (``pure/extents.py``; None: no mail), read with the mailbox's sample
+    (``mailbox_sample``) and kept with it."""
     kept = ctx.samples.get(_EXTENT_KEY)
     sample = ctx.samples.get(_SAMPLE_KEY)
     if kept is not None and sample is not None and kept[0] == sample[0]:
         return kept[1]  # type: ignore[no-any-return]
-    extent = _read_extent(ctx)
+    extent = extents.read(ctx)
     if sample is not None:
         ctx.samples[_EXTENT_KEY] = (sample[0], extent)
     return extent
-
-
-def _read_extent(ctx: StoreContext) -> tuple[int, int] | None:
-    """The extent from the document the store's writes keep (one read by ``_id``); a mailbox
-    stored before it existed has it computed here once (its oldest and newest message on the
-    inbox index: two sorted reads of the mailbox) and recorded (``$min``/``$max``: a writer's
-    widening meanwhile stays)."""
-    kept = ctx.extents.find_one(ctx.by_id(extent_id(ctx.mailbox_id)), {"newestTs": 1, "oldestTs": 1})
-    if kept is not None and isinstance(kept.get("newestTs"), int) and isinstance(kept.get("oldestTs"), int):
-        return int(kept["oldestTs"]), int(kept["newestTs"])
-    ends = []
-    for way in (1, -1):
-        found = ctx.messages.find({"mailboxId": ctx.mailbox_id}, {"_id": 0, "ts": 1})
-        rows = to_list(found.sort([("ts", way), ("messageKey", way)]).limit(1))
-        if not rows or not isinstance(rows[0].get("ts"), int):
-            return None
-        ends.append(int(rows[0]["ts"]))
-    update = extent_update(ctx.mailbox_id, ends[0], ends[1])
-    ctx.extents.update_one(ctx.upsert_key(extent_id(ctx.mailbox_id)), update, upsert=True)
-    return ends[0], ends[1]
 
 
 def mailbox_sample(
@@ -276,11 +256,16 @@ def mailbox_sample(
     ``start`` until the sample holds ``enough`` (mail under another spec version is left out: a
     hint only). Kept by the store for ``windows.SAMPLE_TTL`` seconds, so a run of reads samples
     once; a read that asks for more than the kept sample holds takes a bigger one, which the
-    reads after it keep. The mailbox's extent is read with it (``mailbox_extent``)."""
+    reads after it keep. The mailbox's extent is read with it (``mailbox_extent``): where it
+    counts the mailbox's messages, the sample starts at the fraction that holds enough of them
+    (one statement)."""
     now = monotonic()
     kept = ctx.samples.get(_SAMPLE_KEY)
     if kept is not None and now - kept[0] < windows.SAMPLE_TTL and (len(kept[1]) >= enough or kept[2] >= 1):
         return kept[1], kept[2]
+    extent = extents.read(ctx)  # where a first page starts; how big the mailbox is
+    if extent is not None and extent.stored is not None:
+        start = max(start, windows.sample_start(extent.stored, enough))
     found: list[dict[str, Any]] = []
     fraction = start
     for fraction in (start, *(f for f in windows.SAMPLE_FRACTIONS if f > start)):
@@ -289,5 +274,5 @@ def mailbox_sample(
         if len(found) >= enough:
             break
     ctx.samples[_SAMPLE_KEY] = (now, found, fraction)
-    ctx.samples[_EXTENT_KEY] = (now, _read_extent(ctx))  # where a first page starts
+    ctx.samples[_EXTENT_KEY] = (now, extent)
     return found, fraction

@@ -32,12 +32,11 @@ from ..pure.documents import (
     summary_merge_update,
     thread_summaries,
 )
-from ..pure.extents import extent_id, extent_update
 from ..pure.keys import check_str
 from ..pure.tags import check_folders, check_tags, needs_change
 from ..pure.variants import variant_blob_key, variant_record_update, variants_in_batch_order
 from ..results import StoreResult
-from . import blobstore, capabilities, indexing
+from . import blobstore, capabilities, extents, indexing
 from .changemarks import Change
 from .context import StoreContext, insert_ignoring_duplicates, log, only_duplicates, resolve
 
@@ -211,9 +210,7 @@ def write_once(
     if unique:
         # the mailbox's extent, widened before the insert (outside any transaction: every
         # writer of the mailbox touches this one document): it holds every stored message's ts
-        stamps = [int(d.message["ts"]) for d in unique]
-        update = extent_update(ctx.mailbox_id, min(stamps), max(stamps))
-        ctx.extents.update_one(ctx.upsert_key(extent_id(ctx.mailbox_id)), update, upsert=True)
+        extents.widen(ctx, [int(d.message["ts"]) for d in unique])
     if not unique:
         created: set[str] = set()
     elif capabilities.transactions(ctx):
