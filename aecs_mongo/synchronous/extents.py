@@ -22,8 +22,11 @@ def widen(ctx: StoreContext, stamps: Sequence[int]) -> None:
     if not stamps:
         return
     update = extent_update(ctx.mailbox_id, min(stamps), max(stamps), len(stamps))
-    done = ctx.extents.update_one(ctx.upsert_key(extent_id(ctx.mailbox_id)), update)
-    if done.matched_count == 0:
+    # a findAndModify, not an update: the batch's update commands stay its thread writes alone
+    found = ctx.extents.find_one_and_update(
+        ctx.upsert_key(extent_id(ctx.mailbox_id)), update, projection={"_id": 1}
+    )
+    if found is None:
         _establish(ctx, update)
 
 
