@@ -232,3 +232,15 @@ def test_the_changelog_page_includes_the_root_changelog() -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     assert changelog.startswith("# Changelog\n")
     assert "\n## Unreleased\n" in changelog
+
+
+def test_the_changelog_s_relative_links_resolve_from_the_repository_root() -> None:
+    """CHANGELOG.md is read at the repository's root and included in the manual, whose include
+    rewrites its relative links for docs/changelog.md: a link that resolves from the root (to a
+    page under docs/ or a file of the repository) resolves in both; one written as if from docs/
+    (``benchmarks.md``) fails the manual's strict build from a fresh ``.[docs]``."""
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)\s]+)\)", changelog)
+    relative = [t.split("#")[0] for t in targets if not re.match(r"[a-z]+:|#", t)]
+    missing = [t for t in relative if t and not (ROOT / t).exists()]
+    assert not missing, missing

@@ -44,7 +44,14 @@ from aecs_mongo.pure.imap_records import (
     uid_ranges,
 )
 from tests.helpers.cli import Cli
-from tests.helpers.dovecot import NO_CONDSTORE, REQUIRE_ENV, DovecotServer, dovecot_binary, free_port
+from tests.helpers.dovecot import (
+    NO_CONDSTORE,
+    REQUIRE_ENV,
+    DovecotServer,
+    dovecot_binary,
+    free_port,
+    missing_services,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "mailbox"
@@ -65,11 +72,10 @@ def need(tool: str, why: str) -> None:
 
 
 def _start(**kw: Any) -> DovecotServer:
+    lacking = missing_services(imap=True)  # the server starts POP3 beside IMAP
+    if lacking:
+        need(", ".join(what for what, _ in lacking), "; ".join(how for _, how in lacking))
     binary = dovecot_binary()
-    if binary is None:
-        need("dovecot", "install dovecot-core and dovecot-imapd")
-    if not any(Path(d, "imap").exists() for d in ("/usr/lib/dovecot", "/usr/libexec/dovecot")):
-        need("dovecot-imapd", "install dovecot-imapd")
     assert binary is not None
     server = DovecotServer(binary, imap=True, **kw)
     try:

@@ -45,7 +45,7 @@ from aecs_mongo.mail.pop3 import (
     download,
     migrate_from_uidl_store,
 )
-from tests.helpers.dovecot import REQUIRE_ENV, DovecotServer, dovecot_binary, free_port
+from tests.helpers.dovecot import REQUIRE_ENV, DovecotServer, dovecot_binary, free_port, missing_services
 
 REQUIRED = os.environ.get(REQUIRE_ENV) == "1"
 HAVE_DBM_GNU = importlib.util.find_spec("_gdbm") is not None
@@ -71,9 +71,10 @@ def mstore(db: Any) -> MessageStore:
 
 @pytest.fixture(scope="session")
 def dovecot_server() -> Iterator[DovecotServer]:
+    lacking = missing_services(imap=False)
+    if lacking:
+        need(", ".join(what for what, _ in lacking), "; ".join(how for _, how in lacking))
     binary = dovecot_binary()
-    if binary is None:
-        need("dovecot", "install dovecot-core and dovecot-pop3d")
     if shutil.which("openssl") is None:
         need("openssl", "needed for the test certificate")
     assert binary is not None
@@ -775,3 +776,20 @@ def test_messages_stored_by_an_earlier_run_are_flushed_before_their_dele(
         client.close()
     assert "fsync" in timeline and "POP3 DELE" in timeline
     assert timeline.index("fsync") < timeline.index("POP3 DELE")
+
+
+def test_a_missing_dovecot_service_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine with Dovecot's IMAP service but not its POP3 one (dovecot-imapd without
+    dovecot-pop3d) starts no test server: the tests skip (or, with AECS_REQUIRE_DOVECOT=1,
+    fail) naming the missing service and its package, rather than erroring in every test."""
+    from tests.helpers import dovecot as helper
+
+    (tmp_path / "imap").write_text("")
+    (tmp_path / "imap").chmod(0o755)
+    monkeypatch.setattr(helper, "LIBEXEC_DIRS", (str(tmp_path),))
+    monkeypatch.setattr(helper, "dovecot_binary", lambda: "/usr/sbin/dovecot")
+    assert missing_services(imap=True) == [(f"{tmp_path}/pop3", "install dovecot-pop3d")]
+    assert missing_services(imap=False) == [(f"{tmp_path}/pop3", "install dovecot-pop3d")]
+    (tmp_path / "pop3").write_text("")
+    (tmp_path / "pop3").chmod(0o755)
+    assert missing_services(imap=True) == []

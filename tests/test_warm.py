@@ -179,6 +179,8 @@ READS = [
     ("mailboxes",),
     ("inbox", "--query", "budget", "--json"),
     ("-v", "inbox", "--limit", "1"),
+    ("stats",),
+    ("stats", "--json"),
 ]
 
 ERRORS = [
@@ -436,6 +438,7 @@ URI_READS = [
     ("count", "budget"),
     ("with", "alice@example.com", "--limit", "2"),
     ("-v", "mailboxes"),
+    ("stats", "--json"),
     ("show", "nope@example.com"),
     ("search", '"unclosed'),
 ]

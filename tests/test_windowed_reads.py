@@ -8,13 +8,16 @@ with ``executionStats``; the documents it examined and returned must not grow wi
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
 import pytest
+from pymongo import monitoring
 
 from aecs_mongo import MessageStore
-from aecs_mongo.pure import windows
+from aecs_mongo.pure import extents, queries, windows
+from aecs_mongo.pure.extents import EXTENTS_COLLECTION, extent_id
 
 from .helpers.budgets import budget
 from .helpers.factories import BASE_TS, email
@@ -293,3 +296,166 @@ def test_a_first_page_over_a_bunch_of_date_less_mail_reads_a_page(
             store.capabilities.stops_at_limit = False
         assert {m["ts"] for m in windowed.messages} == {now - 60}
         cursor = windowed.next_cursor
+
+
+def shaped(kind: str, newest: int) -> list[dict[str, Any]]:
+    """A mailbox of one shape, its newest mail at ``newest``: ``sparse`` (a message a day),
+    ``dense`` (one every 37 s), ``bunched`` (a third of it Date-less, stamped with one second by
+    one ingest) or ``archive`` (dense, its newest three years before the clock). A correspondent
+    in one message of a hundred (``rare@x``), one in seven (``p3@x``)."""
+    size = 600 if kind == "sparse" else 1200
+    out = []
+    for n in range(size):
+        ts = newest - n * (86_400 if kind == "sparse" else 37)
+        if kind == "bunched" and n % 3 == 0:
+            ts = newest - 5000
+        mail = message(n, ts=ts)
+        if n % 100 == 7:
+            mail["metadata"]["cc"] = [{"name": None, "email": "rare@x"}]
+        out.append(mail)
+    return out
+
+
+@pytest.mark.server  # tags are set with bulks of PyMongo 4's UpdateOne
+@pytest.mark.parametrize("kind", ["sparse", "dense", "bunched", "archive"])
+def test_every_windowed_read_gives_the_plain_query_s_rows(db: Any, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every read that may window (the inbox, oldest first, a date range, the conversation list,
+    a correspondent common or rare, tags, folders, search in date order), page by page with
+    its cursors, gives what the plain query gives, on mailboxes of every shape (windows even on
+    these small mailboxes: ``PLAIN_MAX`` 0)."""
+    monkeypatch.setattr(windows, "PLAIN_MAX", 0)
+    store = MessageStore(db, mailbox_id="alice")
+    store.ensure_indexes()
+    now = int(time.time())
+    newest = now - 3 * 365 * 86_400 if kind == "archive" else now - 3600
+    mail = shaped(kind, newest)
+    store.store_many(mail, batch_size=400)
+    store.tag([m["messageId"] for m in mail[::5]], add=["todo"])
+    store.tag([m["messageId"] for m in mail[1::3]], add=["$seen"])
+    reads = {
+        "inbox": lambda c, n: store.list_messages(cursor=c, limit=n),
+        "oldest first": lambda c, n: store.list_messages(cursor=c, limit=n, order="asc"),
+        "until": lambda c, n: store.list_messages(cursor=c, limit=n, until=newest - 40 * 37),
+        "participant": lambda c, n: store.with_participant("p3@x", cursor=c, limit=n),
+        "rare participant": lambda c, n: store.with_participant("rare@x", cursor=c, limit=n),
+        "threads": lambda c, n: store.list_threads(cursor=c, limit=n),
+    }
+    searches = ["tag:todo", "is:unread", "Topic", "tag:todo Topic"]
+    for name, read in reads.items():
+        for limit in (13, 120):
+            store.capabilities.stops_at_limit = False  # windows
+            windowed = read_all(store, read, limit)
+            store.capabilities.stops_at_limit = True  # the plain query
+            plain = read_all(store, read, limit)
+            assert windowed == plain, (kind, name, limit)
+            assert windowed[0], (kind, name)
+    scan = MessageStore(db, mailbox_id="alice", search_engine="scan")  # date order, in windows
+    for query in searches:
+        scan.capabilities.stops_at_limit = False
+        windowed_hits = [h["messageId"] for h in scan.search(query, limit=70)]
+        scan.capabilities.stops_at_limit = True
+        plain_hits = [h["messageId"] for h in scan.search(query, limit=70)]
+        assert windowed_hits == plain_hits and windowed_hits, (kind, query)
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("forced", [False, True], ids=["as-sampled", "windows"])
+def test_a_first_page_sends_at_most_four_statements(
+    monitored: Any, db: Any, forced: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An archive of 1,500 messages whose newest is three years old: the first page of every
+    windowed read, for a correspondent in 1%, 6% and 60% of it, spread over the mailbox or only
+    where its sample cannot see (keys past the sampled part of the key space), sends at most four
+    statements once the mailbox's sample is kept (a pymongo command listener counts them), with
+    the plain query's rows; ``windows``: the same with every read windowed (``PLAIN_MAX`` 0), so
+    a read the sample cannot see takes the bounded plan from the mailbox's newest mail."""
+    if forced:
+        monkeypatch.setattr(windows, "PLAIN_MAX", 0)
+    sent = Statements()
+    store = monitored(sent)
+    size = 1500
+    newest = int(time.time()) // 86_400 * 86_400 - 3 * 365 * 86_400
+    sampled = windows.key_between("", windows.SAMPLE_FRACTIONS[-2])
+    mail = []
+    for n in range(size):
+        m = message(n, ts=newest - n * 37)
+        key = hashlib.sha256(m["messageId"].strip("<>").encode()).hexdigest()
+        cc = [f"spread{s}@x" for s in (1, 6, 60) if n * s % 100 < s]
+        cc += [f"unseen{s}@x" for s in (1, 6, 60) if key >= sampled and n * 7919 * s % 100 < s]
+        m["metadata"]["cc"] = [{"name": None, "email": a} for a in cc]
+        mail.append(m)
+    store.store_many(mail, batch_size=500)
+    store.list_messages(limit=1)  # takes the sample
+    assert store.stats()["windowedReads"] is True
+    reads: dict[str, Any] = {
+        "inbox": lambda: store.list_messages(limit=50),
+        "oldest first": lambda: store.list_messages(limit=50, order="asc"),
+        "threads": lambda: store.list_threads(limit=50),
+    }
+    for share in (1, 6, 60):
+        for placement in ("spread", "unseen"):
+            peer = f"{placement}{share}@x"
+            reads[peer] = lambda p=peer: store.with_participant(p, limit=50)
+    for name, read in reads.items():
+        sent.commands.clear()
+        windowed = read()
+        assert len(sent.commands) <= 4, (name, [(n, c.get("filter")) for n, c in sent.commands])
+        assert not any(c.get("find") == "messages" and _probe(c) for _, c in sent.commands), name
+        store.capabilities.stops_at_limit = True  # the plain query
+        try:
+            assert read() == windowed, name
+        finally:
+            store.capabilities.stops_at_limit = False
+
+
+class Statements(monitoring.CommandListener):
+    """Every command a client sends (name, command), reads and writes alike."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[str, dict[str, Any]]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.commands.append((event.command_name, dict(event.command)))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+def _probe(command: dict[str, Any]) -> bool:
+    """Whether a find is a probe (it reads where the mail is, not the page's rows)."""
+    return command.get("projection") == queries.PROBE_PROJECTION
+
+
+@pytest.mark.server
+def test_the_mailbox_s_extent_is_kept_where_the_store_writes(db: Any) -> None:
+    """The mailbox's oldest and newest ``ts`` are widened by every write of new mail, which it
+    counts (never narrowed: a delete leaves bounds); the erase removes them; a mailbox stored
+    without them has them established from its stored mail, by its next write or read (its count
+    then unknown), never from the new mail alone."""
+    store = MessageStore(db, mailbox_id="alice")
+    store.ensure_indexes()
+    store.store_many([message(n, ts=BASE_TS - n * 37) for n in range(30)])
+    extent = db[EXTENTS_COLLECTION]
+
+    def kept() -> Any:
+        return extents.extent_of(extent.find_one({"_id": extent_id("alice")}))
+
+    assert kept() == extents.Extent(BASE_TS - 29 * 37, BASE_TS, 30)
+    store.store(message(100, ts=BASE_TS - 10_000))
+    store.store(message(101, ts=BASE_TS + 500))
+    store.store(message(101, ts=BASE_TS + 500))  # stored already: not counted
+    assert kept() == extents.Extent(BASE_TS - 10_000, BASE_TS + 500, 32)
+    store.delete("m101@example.com")
+    assert kept() == extents.Extent(BASE_TS - 10_000, BASE_TS + 500, 32)  # still bounds
+    extent.delete_many({})  # a mailbox stored before extents existed
+    store.store(message(102, ts=BASE_TS + 900))
+    assert kept() == extents.Extent(BASE_TS - 10_000, BASE_TS + 900, None)
+    extent.delete_many({})
+    store.capabilities.stops_at_limit = False
+    assert len(store.list_messages(limit=5).messages) == 5
+    assert kept() == extents.Extent(BASE_TS - 10_000, BASE_TS + 900, None)
+    store.erase_mailbox()
+    assert extent.find_one({"_id": extent_id("alice")}) is None

@@ -3,6 +3,7 @@ the plain keyset query) whatever the mail looks like, and a page costs about a p
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 
@@ -235,3 +236,71 @@ def test_a_whole_range_walk_starts_with_a_page_and_reads_every_row_once(kind: st
         pass
     assert seen == order
     assert sum(sizes[:2]) <= 300, sizes[:5]
+
+
+def _with_extent(
+    read: WindowedRead, mailbox_rows: list[tuple[int, str]], read_rows: set[tuple[int, str]]
+) -> WindowedRead:
+    """``read`` of ``read_rows`` as the store hands it over: the mailbox's sample (the read's
+    matches among it as the hint), its ceiling, and the mailbox's oldest and newest ``ts``."""
+    sampled = hinted(read, mailbox_rows)
+    bound = key_between("", sampled.hint_fraction) if sampled.hint_fraction < 1 else "g"
+    hint = tuple(sorted(ts for ts, key in read_rows if key < bound))
+    ceiling = windows.read_ceiling(sampled.hint, len(hint), sampled.hint_fraction, read.descending)
+    stamps = [ts for ts, _ in mailbox_rows]
+    return dataclasses.replace(sampled, hint=hint, ceiling=ceiling, newest=max(stamps), oldest=min(stamps))
+
+
+@pytest.mark.parametrize("kind", ["steady", "bunched", "undated", "clump", "archive", "random", "old"])
+@pytest.mark.parametrize("descending", [True, False])
+def test_a_first_page_from_the_mailbox_s_extent_equals_the_plain_query(kind: str, descending: bool) -> None:
+    """With the mailbox's oldest and newest mail known (the store keeps them), the pages of a read
+    the sample sees (a correspondent in one message of three) and of one it cannot see (its
+    matches only where the sample's keys are not) are the plain query's, page after page; and a
+    first page of a read the sample cannot see is two windows at most, never a probe: it starts
+    from the mailbox's mail, not the clock, three years after it or not."""
+    rng = random.Random(f"extent{kind}{descending}")
+    rows = mailbox(rng, "steady" if kind == "old" else kind, 1500)
+    now = NOW + (3 * 365 * 86_400 if kind in ("old", "archive") else 0)
+    sampled = hinted(WindowedRead(descending=descending, now=now), rows)
+    bound = key_between("", sampled.hint_fraction) if sampled.hint_fraction < 1 else "g"
+    reads = {
+        "seen": {r for n, r in enumerate(sorted(rows)) if n % 3 == 0},
+        "unseen": {r for n, r in enumerate(sorted(rows)) if r[1] >= bound and n % 5 < 2},
+        "rare": {r for n, r in enumerate(sorted(rows)) if r[1] >= bound and n % 100 == 0},
+    }
+    for name, matching in reads.items():
+        mine = sorted(matching)
+        for bounds in [(None, None), (None, NOW - 4000), (NOW - 86_400 * 20, None)]:
+            read = _with_extent(
+                WindowedRead(descending=descending, now=now, lo=bounds[0], hi=bounds[1]), rows, matching
+            )
+            after = None
+            for _ in range(6):
+                need = rng.choice([1, 7, 51, 200])
+                got, _, queries = windowed(mine, read, after, need)
+                assert got == plain(mine, read, after, need), (kind, name, bounds, after, need)
+                if after is None and name != "seen":
+                    assert queries <= 2, (kind, name, bounds, queries)
+                if len(got) < need:
+                    break
+                after = got[-1]
+
+
+def test_an_unseen_read_sends_no_probe_and_reads_about_a_page_first() -> None:
+    """A read the sample cannot see, in an archive whose newest mail is three years old: its first
+    window starts at the mailbox's newest mail (open above it: mail stored since the extent was
+    read), sized from the sample's density there, and the rest of the range is one window."""
+    rows = mailbox(random.Random(3), "steady", 1500)
+    read = hinted(WindowedRead(descending=True, now=NOW + 3 * 365 * 86_400), rows)
+    bound = key_between("", read.hint_fraction)
+    matching = {r for n, r in enumerate(sorted(rows)) if r[1] >= bound and n % 16 == 0}
+    read = _with_extent(WindowedRead(descending=True, now=NOW + 3 * 365 * 86_400), rows, matching)
+    assert read.hint == () and read.ceiling > 0
+    walker = walk(read, None, 51)
+    first = next(walker)
+    assert not first.probe and first.hi is None and first.lo is not None and first.lo <= read.newest
+    second = walker.send(0)
+    assert not second.probe and second.lo is None and second.hi == first.lo
+    with pytest.raises(StopIteration):
+        walker.send(0)

@@ -35,7 +35,7 @@ from ..pure.keys import check_str
 from ..pure.tags import check_folders, check_tags, needs_change
 from ..pure.variants import variant_blob_key, variant_record_update, variants_in_batch_order
 from ..results import StoreResult
-from . import blobstore, capabilities, indexing
+from . import blobstore, capabilities, extents, indexing
 from .changemarks import AsyncChange
 from .context import AsyncStoreContext, insert_ignoring_duplicates, log, only_duplicates, resolve
 
@@ -161,7 +161,8 @@ async def write_batch(
 async def write_once(
     ctx: AsyncStoreContext, batch: Sequence[MessageDocuments], *, repair: bool = False, index_later: bool = False
 ) -> list[StoreResult]:
-    """The write order, batched: blobs, bodies, messages (one unordered insert), thread updates.
+    """The write order, batched: blobs, the mailbox's extent (``pure/extents.py``), bodies,
+    messages (one unordered insert), thread updates.
 
     One ``_id $in`` find first tells the batch's new messages from copies of stored ones: only
     new messages upload blobs (a copy keeps nothing but its raw bytes, as a variant), so the
@@ -205,6 +206,10 @@ async def write_once(
     if repair and same and not await capabilities.transactions(ctx):
         # without transactions a body is written before its message: the restart may have taken it
         await insert_ignoring_duplicates(ctx.bodies, [d.body for d in same])
+    if unique:
+        # the mailbox's extent, widened before the insert (outside any transaction: every
+        # writer of the mailbox touches this one document): it holds every stored message's ts
+        await extents.widen(ctx, [int(d.message["ts"]) for d in unique])
     if not unique:
         created: set[str] = set()
     elif await capabilities.transactions(ctx):

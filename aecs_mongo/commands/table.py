@@ -255,6 +255,7 @@ COMMANDS = (
         "stats",
         "mailbox size, storage sizes, specVersion mix, and the engines serving search and vector search",
         handler="maintenance:stats",
+        warm=True,
     ),
     Command(
         "pop3",

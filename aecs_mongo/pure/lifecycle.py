@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from .change_marks import MARKS_COLLECTION
+from .extents import EXTENTS_COLLECTION
 from .feed import CHECKPOINTS_COLLECTION
 from .indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
 from .keys import blob_prefix
@@ -136,6 +137,8 @@ DATA_COLLECTIONS: tuple[DataCollection, ...] = (
     DataCollection(CHECKPOINTS_COLLECTION, "mailbox", "id_range", _ID_INDEX),
     # the mailbox's change mark, where there are no change streams (change_marks.py)
     DataCollection(MARKS_COLLECTION, "mailbox", "id_range", _ID_INDEX),
+    # where the mailbox's mail is: its newest ts (extents.py)
+    DataCollection(EXTENTS_COLLECTION, "mailbox", "id_range", _ID_INDEX),
     # written by the IMAP import: one per message, and per-folder state of the mailbox;
     # their indexes lead with mailboxId, as every index of the store does
     DataCollection("imap_sources", "message", "mailboxId", by="messageKey"),

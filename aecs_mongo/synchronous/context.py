@@ -21,6 +21,7 @@ from ..pure import vectors
 from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION, location_verdict, settings_document
 from ..pure.change_marks import MARKS_COLLECTION
 from ..pure.dialect import CAUTIOUS, Dialect
+from ..pure.extents import EXTENTS_COLLECTION
 from ..pure.indexes import BARRIER_COLLECTION, BLOCKS_COLLECTION, VECTORS_COLLECTION
 from ..pure.keys import doc_id, message_key
 from ..pure.settings import Capabilities, StoreSettings
@@ -92,6 +93,7 @@ class StoreContext:
         self.blocks = db[BLOCKS_COLLECTION]
         self.barrier = db[BARRIER_COLLECTION]
         self.marks = db[MARKS_COLLECTION]
+        self.extents = db[EXTENTS_COLLECTION]
         self.files = db[f"{settings.bucket_name}.files"]
         self.chunks = db[f"{settings.bucket_name}.chunks"]
         #: vectors written since the last check for a block to seal (the first write checks)

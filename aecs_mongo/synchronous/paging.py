@@ -19,17 +19,21 @@ from time import monotonic
 from typing import Any
 
 from ..pure import queries, windows
+from ..pure.extents import Extent
 from ..pure.keys import doc_id
 from ..pure.settings import SPEC_VERSION, check_limit
-from . import capabilities
+from . import capabilities, extents
 from .context import StoreContext, to_list
 
 #: where ``ctx.samples`` keeps the mailbox's sample (the reads' estimates sit beside it)
 _SAMPLE_KEY = SPEC_VERSION
+#: where the mailbox's extent is kept, with the time of the sample it was read with
+_EXTENT_KEY = "extent"
 
 __all__ = [
     "ThreadExtent",
     "few_matches",
+    "mailbox_extent",
     "mailbox_sample",
     "page",
     "sorted_rows",
@@ -83,7 +87,14 @@ def sorted_rows(
         read = windowed_read(ctx, query, sample=False)
         if not small:
             hint, fraction = windows.summary_hint(thread.count, thread.first_ts, thread.last_ts)
-            read = dataclasses.replace(read, now=thread.last_ts, hint=hint, hint_fraction=fraction)
+            read = dataclasses.replace(
+                read,
+                now=thread.last_ts,
+                hint=hint,
+                hint_fraction=fraction,
+                newest=thread.last_ts,
+                oldest=thread.first_ts,
+            )
     else:
         small = few_matches(ctx, query)
         read = windowed_read(ctx, query, sample=not small)
@@ -110,7 +121,7 @@ def few_matches(ctx: StoreContext, query: queries.KeysetQuery) -> bool:
         few = few_threads(ctx, sampled, fraction)
     else:
         hits = sum(queries.sample_match(query, row) for row in sampled)
-        few = windows.estimated_matches(hits, fraction) <= windows.PLAIN_MAX
+        few = windows.plain_serves(hits, fraction)
     ctx.samples[key] = (ctx.samples[_SAMPLE_KEY][0], few)  # the sample few_threads may have grown
     return few
 
@@ -215,7 +226,24 @@ def windowed_read(
         return read
     sampled, fraction = mailbox_sample(ctx)
     hint = tuple(sorted(int(r["ts"]) for r in sampled if queries.sample_match(query, r)))
-    return dataclasses.replace(read, hint=hint, hint_fraction=fraction)
+    stamps = sorted(int(r["ts"]) for r in sampled)
+    ceiling = windows.read_ceiling(stamps, len(hint), fraction, query.descending)
+    extent = mailbox_extent(ctx)
+    oldest, newest = (None, None) if extent is None else (extent.oldest, extent.newest)
+    return dataclasses.replace(read, hint=hint, hint_fraction=fraction, newest=newest, oldest=oldest, ceiling=ceiling)
+
+
+def mailbox_extent(ctx: StoreContext) -> Extent | None:
+    """The mailbox's extent (``pure/extents.py``; None: no mail), read with the mailbox's sample
+    (``mailbox_sample``) and kept with it."""
+    kept = ctx.samples.get(_EXTENT_KEY)
+    sample = ctx.samples.get(_SAMPLE_KEY)
+    if kept is not None and sample is not None and kept[0] == sample[0]:
+        return kept[1]  # type: ignore[no-any-return]
+    extent = extents.read(ctx)
+    if sample is not None:
+        ctx.samples[_EXTENT_KEY] = (sample[0], extent)
+    return extent
 
 
 def mailbox_sample(
@@ -227,11 +255,16 @@ def mailbox_sample(
     ``start`` until the sample holds ``enough`` (mail under another spec version is left out: a
     hint only). Kept by the store for ``windows.SAMPLE_TTL`` seconds, so a run of reads samples
     once; a read that asks for more than the kept sample holds takes a bigger one, which the
-    reads after it keep."""
+    reads after it keep. The mailbox's extent is read with it (``mailbox_extent``): where it
+    counts the mailbox's messages, the sample starts at the fraction that holds enough of them
+    (one statement)."""
     now = monotonic()
     kept = ctx.samples.get(_SAMPLE_KEY)
     if kept is not None and now - kept[0] < windows.SAMPLE_TTL and (len(kept[1]) >= enough or kept[2] >= 1):
         return kept[1], kept[2]
+    extent = extents.read(ctx)  # where a first page starts; how big the mailbox is
+    if extent is not None and extent.stored is not None:
+        start = max(start, windows.sample_start(extent.stored, enough))
     found: list[dict[str, Any]] = []
     fraction = start
     for fraction in (start, *(f for f in windows.SAMPLE_FRACTIONS if f > start)):
@@ -240,4 +273,5 @@ def mailbox_sample(
         if len(found) >= enough:
             break
     ctx.samples[_SAMPLE_KEY] = (now, found, fraction)
+    ctx.samples[_EXTENT_KEY] = (now, extent)
     return found, fraction

@@ -36,7 +36,7 @@ from ..pure.keys import check_str
 from ..pure.tags import check_folders, check_tags, needs_change
 from ..pure.variants import variant_blob_key, variant_record_update, variants_in_batch_order
 from ..results import StoreResult
-from . import blobstore, capabilities, indexing
+from . import blobstore, capabilities, extents, indexing
 from .changemarks import Change
 from .context import StoreContext, insert_ignoring_duplicates, log, only_duplicates, resolve
 
@@ -162,7 +162,8 @@ def write_batch(
 def write_once(
     ctx: StoreContext, batch: Sequence[MessageDocuments], *, repair: bool = False, index_later: bool = False
 ) -> list[StoreResult]:
-    """The write order, batched: blobs, bodies, messages (one unordered insert), thread updates.
+    """The write order, batched: blobs, the mailbox's extent (``pure/extents.py``), bodies,
+    messages (one unordered insert), thread updates.
 
     One ``_id $in`` find first tells the batch's new messages from copies of stored ones: only
     new messages upload blobs (a copy keeps nothing but its raw bytes, as a variant), so the
@@ -206,6 +207,10 @@ def write_once(
     if repair and same and not capabilities.transactions(ctx):
         # without transactions a body is written before its message: the restart may have taken it
         insert_ignoring_duplicates(ctx.bodies, [d.body for d in same])
+    if unique:
+        # the mailbox's extent, widened before the insert (outside any transaction: every
+        # writer of the mailbox touches this one document): it holds every stored message's ts
+        extents.widen(ctx, [int(d.message["ts"]) for d in unique])
     if not unique:
         created: set[str] = set()
     elif capabilities.transactions(ctx):

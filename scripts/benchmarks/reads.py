@@ -7,6 +7,15 @@ page must cost a page); search for a word only in the newest and one only in the
 And the same reads on archives (``--archive-sizes``, default 1,500): a mailbox whose newest mail
 is three years old (an imported archive), where a first page must cost its plain query too
 (``mailbox`` = ``archive``; the others are ``recent``: their newest mail is months old).
+
+Then ``with_participant``'s first page on such an archive of ``--participant-size`` messages
+(1,500) for correspondents in ``--participant-shares`` percent of them (1, 6, 60), stored once as
+AECS-1 objects and once as raw bytes (both through ``store_many``), against its hand-written
+query, with the statements it sent (``statements``: with the mailbox's sample kept, as every
+read but the first in a minute finds it; ``cold``: a new store's first read, the sample and the
+mailbox's newest included). Each share twice: spread evenly over the mailbox (``spread``), and
+only in messages the mailbox's sample cannot hold (``unseen``: their keys lie past the sampled
+part of the key space, so the read steers by no match of its own).
 """
 
 from __future__ import annotations
@@ -20,13 +29,16 @@ from pymongo import MongoClient
 from pymongo.database import Database
 
 from aecs_mongo import MessageStore
-from aecs_mongo.pure.keys import address_key, thread_key
+from aecs_mongo.pure import windows
+from aecs_mongo.pure.keys import address_key, message_key, thread_key
 from aecs_mongo.pure.queries import LIST_PROJECTION, THREAD_CONTEXT_PROJECTION
 from benchmarks.common import (
     BASE_TS,
     INBOX,
     Context,
     Doc,
+    StatementCounter,
+    mail,
     median_time,
     paired_medians,
     populate,
@@ -184,6 +196,117 @@ READ_COLUMNS = [
 ]
 
 
+PARTICIPANT_COLUMNS = [
+    *("stored", "share", "placement", "matches"),
+    *("ours_ms", "plain_ms", "ours/plain", "statements", "cold"),
+]
+
+
+def _correspondents(n: int, mid: str, shares: Sequence[int]) -> list[str]:
+    """The correspondents message ``n`` (its Message-ID ``mid``) is copied to: per share, a spread
+    one (every message whose number falls in the share) and an unseen one (the same share of the
+    messages whose key lies past the sampled part of the key space)."""
+    unseen = message_key(mid) >= windows.key_between("", windows.SAMPLE_FRACTIONS[-2])
+    out = []
+    for share in shares:
+        if n * share % 100 < share:
+            out.append(f"spread{share}@corr.example")
+        if unseen and (n * 7919) * share % 100 < share:
+            out.append(f"unseen{share}@corr.example")
+    return out
+
+
+def _archive_mail(size: int, newest: int, shares: Sequence[int]) -> list[Doc]:
+    """The bench mail, newest ``newest``, with the correspondents of ``_correspondents`` in Cc."""
+    out = []
+    for n in range(size):
+        m = mail(n, base_ts=newest - (size - 1) * 37)
+        m["metadata"]["cc"] = [{"name": None, "email": a} for a in _correspondents(n, m["messageId"], shares)]
+        out.append(m)
+    return out
+
+
+def _raw(m: Doc) -> bytes:
+    """An AECS-1 bench message as RFC 5322 bytes (the same addresses, date and references)."""
+    meta = m["metadata"]
+    lines = [
+        f"From: {meta['from']['name']} <{meta['from']['email']}>",
+        "To: " + ", ".join(a["email"] for a in meta["to"]),
+    ]
+    if meta["cc"]:
+        lines.append("Cc: " + ", ".join(a["email"] for a in meta["cc"]))
+    lines += [
+        f"Subject: {meta['subject']}",
+        "Date: " + time.strftime("%a, %d %b %Y %H:%M:%S +0000", time.gmtime(meta["timestamp"])),
+        f"Message-ID: <{m['messageId']}>",
+    ]
+    if m["thread"]["inReplyTo"]:
+        lines.append(f"In-Reply-To: <{m['thread']['inReplyTo']}>")
+    lines.append("References: " + " ".join(f"<{r}>" for r in m["thread"]["references"]))
+    lines += ["MIME-Version: 1.0", "Content-Type: text/plain; charset=utf-8", "", m["content"]["text"], ""]
+    return "\r\n".join(lines).encode()
+
+
+def bench_participant(uri: str, size: int, shares: Sequence[int], rounds: int) -> list[Doc]:
+    """``with_participant``'s first page on an archive (newest mail ``ARCHIVE_AGE`` old) of
+    ``size`` messages, stored as AECS-1 objects and as raw bytes: ours against the hand-written
+    query, and the statements ours sent (see the module's docstring)."""
+    counter = StatementCounter()
+    client: MongoClient[Doc] = MongoClient(uri, event_listeners=[counter])
+    db = client["aecs_bench_participant"]
+    newest = int(time.time()) // 86_400 * 86_400 - ARCHIVE_AGE
+    mailbox = _archive_mail(size, newest, shares)
+    rows: list[Doc] = []
+    desc = [("ts", -1), ("messageKey", -1)]
+    try:
+        for stored, batch in (("AECS-1", mailbox), ("raw", [_raw(m) for m in mailbox])):
+            box = f"p{size}-{stored}"
+            if db.messages.count_documents({"mailboxId": box}) != size:
+                for collection in ("messages", "bodies", "threads", "mailbox_extents"):
+                    db[collection].delete_many({"mailboxId": box})
+                setup = MessageStore(db, mailbox_id=box)
+                setup.ensure_indexes()
+                setup.store_many(batch, batch_size=500)
+            store = MessageStore(db, mailbox_id=box)
+            for share in shares:
+                for placement in ("spread", "unseen"):
+                    peer = f"{placement}{share}@corr.example"
+                    selector = {"mailboxId": box, "participants": address_key(peer)}
+
+                    def ours(peer: str = peer, store: MessageStore = store) -> object:
+                        return store.with_participant(peer, limit=50)
+
+                    def hand(selector: Doc = selector) -> object:
+                        return list(db.messages.find(selector, LIST_PROJECTION).sort(desc).limit(51))
+
+                    cold_store = MessageStore(db, mailbox_id=box)
+                    counter.count = 0
+                    cold_store.with_participant(peer, limit=50)
+                    cold = counter.count
+                    ours()
+                    counter.count = 0
+                    ours()
+                    statements = counter.count
+                    t_ours, t_hand = paired_medians(ours, hand, rounds)
+                    rows.append(
+                        {
+                            "stored": stored,
+                            "share": f"{share}%",
+                            "placement": placement,
+                            "matches": db.messages.count_documents(selector),
+                            "ours_ms": t_ours * 1000,
+                            "plain_ms": t_hand * 1000,
+                            "ours/plain": t_ours / t_hand,
+                            "statements": statements,
+                            "cold": cold,
+                        }
+                    )
+                    print(table(rows[-1:], PARTICIPANT_COLUMNS), file=sys.stderr, flush=True)
+    finally:
+        client.close()
+    return rows
+
+
 NAME = "reads"
 DEFAULT = True
 
@@ -198,11 +321,30 @@ def add_arguments(parser: Any) -> None:
         type=lambda s: [int(x) for x in s.split(",") if x],
         help="archives (newest mail three years old): mailbox sizes ('' skips them)",
     )
+    parser.add_argument("--participant-size", default=1500, type=int, help="with_participant on an archive: its size")
+    parser.add_argument(
+        "--participant-shares",
+        default="1,6,60",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+        help="with_participant on an archive: correspondents in these percents of it ('' skips it)",
+    )
 
 
 def run(ctx: Context) -> Doc:
     rows = bench_reads(ctx.client, ctx.args.sizes, ctx.args.rounds, ctx.args.archive_sizes)
-    table_of(
-        "reads (median ms; ours / the plain query; vs_smallest = ours / ours at the smallest size)", rows, READ_COLUMNS
+    if rows:
+        title = "reads (median ms; ours / the plain query; vs_smallest = ours / ours at the smallest size)"
+        table_of(title, rows, READ_COLUMNS)
+    participant = (
+        bench_participant(ctx.uri, ctx.args.participant_size, ctx.args.participant_shares, ctx.args.rounds)
+        if ctx.args.participant_shares
+        else []
     )
-    return {"reads": rows}
+    if participant:
+        table_of(
+            f"with_participant's first page on an archive of {ctx.args.participant_size:,} messages (newest three"
+            " years old): median ms, ours / the hand-written query, statements (kept sample; cold: a new store's)",
+            participant,
+            PARTICIPANT_COLUMNS,
+        )
+    return {"reads": rows, "participant_archive": participant}

@@ -42,6 +42,26 @@ NO_CONDSTORE = (
 )
 
 
+#: Where Dovecot's service programs are (Debian: /usr/lib/dovecot), and the Debian package that
+#: has each service a test server starts (``DovecotServer``: POP3 always, IMAP with ``imap=True``)
+LIBEXEC_DIRS = ("/usr/lib/dovecot", "/usr/libexec/dovecot")
+SERVICE_PACKAGES = {"pop3": "dovecot-pop3d", "imap": "dovecot-imapd"}
+
+
+def missing_services(imap: bool) -> list[tuple[str, str]]:
+    """What a ``DovecotServer(imap=imap)`` starts that this machine lacks, as ``(what, how to get
+    it)``: the ``dovecot`` program, and each service's program (``/usr/lib/dovecot/pop3``...):
+    a machine with dovecot-imapd but not dovecot-pop3d starts no server (``service(pop3)
+    access(/usr/lib/dovecot/pop3) failed``)."""
+    lacking = []
+    if dovecot_binary() is None:
+        lacking.append(("dovecot", "install dovecot-core"))
+    for service in ("pop3", "imap") if imap else ("pop3",):
+        if not any(os.access(Path(d, service), os.X_OK) for d in LIBEXEC_DIRS):
+            lacking.append((f"{LIBEXEC_DIRS[0]}/{service}", f"install {SERVICE_PACKAGES[service]}"))
+    return lacking
+
+
 def dovecot_binary() -> str | None:
     return shutil.which("dovecot") or next(
         (p for p in ("/usr/sbin/dovecot", "/usr/local/sbin/dovecot") if os.access(p, os.X_OK)), None
