@@ -128,6 +128,7 @@ def corpus(servers: Any, backend: str, tmp_path_factory: pytest.TempPathFactory)
     client.drop_database(name)
 
 
+@pytest.mark.server  # hinted reads and bulk pipeline updates: mongomock runs neither
 @pytest.mark.ci_every_server
 def test_the_local_index_and_the_scan_agree_on_the_corpus(corpus: tuple[Any, Path]) -> None:
     db, index = corpus

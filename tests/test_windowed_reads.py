@@ -150,6 +150,7 @@ def read_all(store: Any, read: Any, limit: int) -> tuple[list[Any], list[str | N
         cursor = page.next_cursor
 
 
+@pytest.mark.server  # hinted reads and bulk pipeline updates: mongomock runs neither
 @pytest.mark.ci_every_server
 def test_windowed_pages_equal_the_plain_query(db: Any, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every paged read, page by page across window edges and the bunched second, gives the
