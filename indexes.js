@@ -15,7 +15,8 @@
 //
 // Prints one line per index: "created", "exists", "skipped" (a server that refuses text
 // indexes: the reason is printed and the run still succeeds) or "FAILED" (anything else, e.g.
-// an index of the same name with other keys or options); then a summary. The exit status is 0
+// an index of the same name with other keys or options); then a summary. The text index of an
+// earlier release (other fields or weights) is dropped and created anew ("created", saying so). The exit status is 0
 // unless an index FAILED or a setting is invalid.
 
 const AECS_INDEXES = [
@@ -25,7 +26,7 @@ const AECS_INDEXES = [
   {"collection": "messages", "name": "aecs_messages_references", "keys": [["mailboxId", 1], ["references", 1]], "options": {}},
   {"collection": "messages", "name": "aecs_messages_tags", "keys": [["mailboxId", 1], ["tags", 1], ["ts", -1], ["messageKey", -1]], "options": {}},
   {"collection": "messages", "name": "aecs_messages_folders", "keys": [["mailboxId", 1], ["folders", 1], ["ts", -1], ["messageKey", -1]], "options": {}},
-  {"collection": "bodies", "name": "aecs_bodies_search", "keys": [["mailboxId", 1], ["subject", "text"], ["clean", "text"]], "options": {}, "text": true},
+  {"collection": "bodies", "name": "aecs_bodies_search", "keys": [["mailboxId", 1], ["subject", "text"], ["clean", "text"], ["attachmentTexts.text", "text"]], "options": {"weights": {"subject": 5, "clean": 5, "attachmentTexts.text": 1}}, "text": true},
   {"collection": "threads", "name": "aecs_threads_recent", "keys": [["mailboxId", 1], ["lastTs", -1], ["_id", -1]], "options": {}},
   {"collection": "messages", "name": "aecs_messages_lookups", "keys": [["mailboxId", 1], ["lookups", 1], ["ts", 1], ["messageKey", 1]], "options": {}},
   {"collection": "messages", "name": "aecs_messages_spec_version", "keys": [["mailboxId", 1], ["specVersion", 1], ["messageKey", 1]], "options": {}},
@@ -43,7 +44,7 @@ const AECS_INDEXES = [
   {"bucketSuffix": "files", "name": "aecs_files_message", "keys": [["metadata.mailboxId", 1], ["metadata.messageKey", 1]], "options": {}},
 ];
 const AECS_ATLAS_INDEXES = [
-  {"collection": "bodies", "model": {"name": "aecs_bodies_atlas", "definition": {"mappings": {"dynamic": false, "fields": {"subject": {"type": "string", "analyzer": "lucene.standard"}, "clean": {"type": "string", "analyzer": "lucene.standard"}, "mailboxId": {"type": "token"}}}}}},
+  {"collection": "bodies", "model": {"name": "aecs_bodies_atlas", "definition": {"mappings": {"dynamic": false, "fields": {"subject": {"type": "string", "analyzer": "lucene.standard"}, "clean": {"type": "string", "analyzer": "lucene.standard"}, "attachmentTexts": {"type": "document", "fields": {"text": {"type": "string", "analyzer": "lucene.standard"}}}, "mailboxId": {"type": "token"}}}}}},
   {"collection": "vectors", "model": {"name": "aecs_vectors_atlas", "type": "vectorSearch", "definition": {"fields": [{"type": "vector", "path": "embedding", "numDimensions": 1536, "similarity": "cosine"}, {"type": "filter", "path": "mailboxId"}, {"type": "filter", "path": "threadKey"}]}}},
 ];
 const AECS_BARRIER_COLLECTION = "journal_barrier";
@@ -117,6 +118,32 @@ function aecsError(e) {
   return String(e && e.message ? e.message : e);
 }
 
+// A text index's fields and weights: as the server lists them (weights), else its "text" keys.
+function aecsTextWeights(found) {
+  const out = {};
+  if (found.weights && Object.keys(found.weights).length > 0) {
+    for (const field of Object.keys(found.weights).sort()) out[field] = aecsNumber(found.weights[field]);
+  } else {
+    for (const [field, direction] of Object.entries(found.key)) if (direction === "text") out[field] = 1;
+  }
+  return out;
+}
+
+function aecsWantedWeights(spec) {
+  const given = (spec.options && spec.options.weights) || {};
+  const out = {};
+  for (const field of spec.keys.filter(([, d]) => d === "text").map(([f]) => f).sort()) {
+    out[field] = given[field] !== undefined ? given[field] : 1;
+  }
+  return out;
+}
+
+// Whether an existing text index of the wanted name has other fields or weights (an earlier
+// release's): it is dropped and created anew, as a text index's keys cannot change in place.
+function aecsTextDiffers(spec, found) {
+  return JSON.stringify(aecsTextWeights(found)) !== JSON.stringify(aecsWantedWeights(spec));
+}
+
 // Why an existing index of the wanted name is not the wanted index, or null when it is.
 function aecsMismatch(spec, found) {
   const wantKey = aecsStoredKey(spec.keys);
@@ -125,15 +152,13 @@ function aecsMismatch(spec, found) {
     return "an index of that name exists with keys " + JSON.stringify(aecsKeyObject(haveKey)) +
       ", wanted " + JSON.stringify(aecsKeyObject(spec.keys));
   }
-  if (spec.text) {
-    const want = spec.keys.filter(([, d]) => d === "text").map(([f]) => f).sort();
-    const have = Object.keys(found.weights || {}).sort();
-    if (JSON.stringify(have) !== JSON.stringify(want)) {
-      return "a text index of that name exists on fields " + JSON.stringify(have) + ", wanted " + JSON.stringify(want);
-    }
+  if (spec.text && aecsTextDiffers(spec, found)) {
+    return "a text index of that name exists on fields " + JSON.stringify(aecsTextWeights(found)) +
+      ", wanted " + JSON.stringify(aecsWantedWeights(spec));
   }
   const options = Object.assign({ unique: false }, spec.options);
   for (const [option, value] of Object.entries(options)) {
+    if (option === "weights") continue; // compared with the text fields, in any order
     const have = typeof value === "boolean" ? found[option] === true : found[option];
     if (JSON.stringify(have) !== JSON.stringify(value)) {
       return "an index of that name exists with " + option + ": " + JSON.stringify(have) +
@@ -165,7 +190,14 @@ function aecsEnsureIndexes(database, settings, counts) {
     const collection = spec.collection !== undefined ? spec.collection : settings.bucketName + "." + spec.bucketSuffix;
     try {
       if (listed[collection] === undefined) listed[collection] = aecsListIndexes(database, collection);
-      const found = listed[collection].find((ix) => ix.name === spec.name);
+      let found = listed[collection].find((ix) => ix.name === spec.name);
+      let detail;
+      if (found !== undefined && spec.text && aecsTextDiffers(spec, found)) {
+        // one text index per collection: the earlier release's goes before the new one is built
+        database.getCollection(collection).dropIndex(spec.name);
+        detail = "replaced the text index on " + JSON.stringify(aecsTextWeights(found));
+        found = undefined;
+      }
       if (found !== undefined) {
         const mismatch = aecsMismatch(spec, found);
         if (mismatch === null) aecsReport(counts, "exists", spec.name, collection);
@@ -174,7 +206,7 @@ function aecsEnsureIndexes(database, settings, counts) {
       }
       database.getCollection(collection).createIndex(
         aecsKeyObject(spec.keys), Object.assign({ name: spec.name }, spec.options));
-      aecsReport(counts, "created", spec.name, collection);
+      aecsReport(counts, "created", spec.name, collection, detail);
     } catch (e) {
       if (spec.text && e && AECS_TEXT_REFUSED_CODES.includes(e.code)) {
         aecsReport(counts, "skipped", spec.name, collection, "the server refused the text index: " + aecsError(e) +

@@ -53,7 +53,8 @@ HEADER = """\
 //
 // Prints one line per index: "created", "exists", "skipped" (a server that refuses text
 // indexes: the reason is printed and the run still succeeds) or "FAILED" (anything else, e.g.
-// an index of the same name with other keys or options); then a summary. The exit status is 0
+// an index of the same name with other keys or options); then a summary. The text index of an
+// earlier release (other fields or weights) is dropped and created anew ("created", saying so). The exit status is 0
 // unless an index FAILED or a setting is invalid.
 """
 
@@ -124,6 +125,32 @@ function aecsError(e) {
   return String(e && e.message ? e.message : e);
 }
 
+// A text index's fields and weights: as the server lists them (weights), else its "text" keys.
+function aecsTextWeights(found) {
+  const out = {};
+  if (found.weights && Object.keys(found.weights).length > 0) {
+    for (const field of Object.keys(found.weights).sort()) out[field] = aecsNumber(found.weights[field]);
+  } else {
+    for (const [field, direction] of Object.entries(found.key)) if (direction === "text") out[field] = 1;
+  }
+  return out;
+}
+
+function aecsWantedWeights(spec) {
+  const given = (spec.options && spec.options.weights) || {};
+  const out = {};
+  for (const field of spec.keys.filter(([, d]) => d === "text").map(([f]) => f).sort()) {
+    out[field] = given[field] !== undefined ? given[field] : 1;
+  }
+  return out;
+}
+
+// Whether an existing text index of the wanted name has other fields or weights (an earlier
+// release's): it is dropped and created anew, as a text index's keys cannot change in place.
+function aecsTextDiffers(spec, found) {
+  return JSON.stringify(aecsTextWeights(found)) !== JSON.stringify(aecsWantedWeights(spec));
+}
+
 // Why an existing index of the wanted name is not the wanted index, or null when it is.
 function aecsMismatch(spec, found) {
   const wantKey = aecsStoredKey(spec.keys);
@@ -132,15 +159,13 @@ function aecsMismatch(spec, found) {
     return "an index of that name exists with keys " + JSON.stringify(aecsKeyObject(haveKey)) +
       ", wanted " + JSON.stringify(aecsKeyObject(spec.keys));
   }
-  if (spec.text) {
-    const want = spec.keys.filter(([, d]) => d === "text").map(([f]) => f).sort();
-    const have = Object.keys(found.weights || {}).sort();
-    if (JSON.stringify(have) !== JSON.stringify(want)) {
-      return "a text index of that name exists on fields " + JSON.stringify(have) + ", wanted " + JSON.stringify(want);
-    }
+  if (spec.text && aecsTextDiffers(spec, found)) {
+    return "a text index of that name exists on fields " + JSON.stringify(aecsTextWeights(found)) +
+      ", wanted " + JSON.stringify(aecsWantedWeights(spec));
   }
   const options = Object.assign({ unique: false }, spec.options);
   for (const [option, value] of Object.entries(options)) {
+    if (option === "weights") continue; // compared with the text fields, in any order
     const have = typeof value === "boolean" ? found[option] === true : found[option];
     if (JSON.stringify(have) !== JSON.stringify(value)) {
       return "an index of that name exists with " + option + ": " + JSON.stringify(have) +
@@ -172,7 +197,14 @@ function aecsEnsureIndexes(database, settings, counts) {
     const collection = spec.collection !== undefined ? spec.collection : settings.bucketName + "." + spec.bucketSuffix;
     try {
       if (listed[collection] === undefined) listed[collection] = aecsListIndexes(database, collection);
-      const found = listed[collection].find((ix) => ix.name === spec.name);
+      let found = listed[collection].find((ix) => ix.name === spec.name);
+      let detail;
+      if (found !== undefined && spec.text && aecsTextDiffers(spec, found)) {
+        // one text index per collection: the earlier release's goes before the new one is built
+        database.getCollection(collection).dropIndex(spec.name);
+        detail = "replaced the text index on " + JSON.stringify(aecsTextWeights(found));
+        found = undefined;
+      }
       if (found !== undefined) {
         const mismatch = aecsMismatch(spec, found);
         if (mismatch === null) aecsReport(counts, "exists", spec.name, collection);
@@ -181,7 +213,7 @@ function aecsEnsureIndexes(database, settings, counts) {
       }
       database.getCollection(collection).createIndex(
         aecsKeyObject(spec.keys), Object.assign({ name: spec.name }, spec.options));
-      aecsReport(counts, "created", spec.name, collection);
+      aecsReport(counts, "created", spec.name, collection, detail);
     } catch (e) {
       if (spec.text && e && AECS_TEXT_REFUSED_CODES.includes(e.code)) {
         aecsReport(counts, "skipped", spec.name, collection, "the server refused the text index: " + aecsError(e) +

@@ -200,15 +200,43 @@ class MongoSearchEngine:
         stages = mongo_pipeline(first, post, sort=sort, limit=limit, after=after, score=score)
         hits = await to_list(await resolve(ctx.bodies.aggregate(stages)))
         stored = await messages_of(ctx, hits)
+        attached = await self._attachment_texts(tree, hits, stored)
         results = Hits(self.name)
         for hit in hits:
             message = stored.get(hit["_id"])
             if message is not None:
-                columns = {"clean": hit.get("clean"), "subject": hit.get("subject")}
+                columns = {
+                    "clean": hit.get("clean"),
+                    "subject": hit.get("subject"),
+                    "attachmenttext": attached.get(hit["_id"]),
+                }
                 score_value = hit.get("score")
                 score_of = None if score_value is None else float(score_value)
-                results.add(message, hit_snippet(tree, columns, True), score_of)
+                results.add(message, hit_snippet(tree, columns, True, message), score_of)
         return results
+
+    async def _attachment_texts(
+        self, tree: Node, hits: list[dict[str, Any]], stored: dict[str, dict[str, Any]]
+    ) -> dict[str, str]:
+        """The attachments' text (the ``attachmenttext`` column) of the hits whose subject and
+        clean text show none of the words but whose message has attachment text: those matched
+        in an attachment, and their snippet names it. One read, for those hits only (the
+        pipeline carries no attachment text through its sort)."""
+        words = search_query.positive_words(tree)
+        wanted = [
+            hit["_id"]
+            for hit in hits
+            if any(a.get("textChars") for a in (stored.get(hit["_id"]) or {}).get("attachments") or ())
+            and search_query.found_snippet([hit.get("subject"), hit.get("clean")], words) is None
+        ]
+        found: dict[str, str] = {}
+        if not wanted:
+            return found
+        for selector in self.ctx.dialect.split_in(self.ctx.by_ids(wanted)):
+            async for body in self.ctx.bodies.find(selector, {"attachmentTexts.text": 1}):
+                texts = [str(t.get("text") or "") for t in body.get("attachmentTexts") or ()]
+                found[body["_id"]] = search_query.ATTACHMENT_TEXT_SEPARATOR.join(texts)
+        return found
 
     async def count(self, tree: Node, now: _dt.datetime) -> int:
         ctx = self.ctx

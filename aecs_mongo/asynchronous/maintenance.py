@@ -18,7 +18,14 @@ from bson import Int64
 from pymongo.errors import BulkWriteError, CollectionInvalid, OperationFailure
 
 from ..pure.documents import derived_fields, fold_thread_summary, thread_summary_from_messages
-from ..pure.indexes import RETIRED_INDEXES, VECTORS_COLLECTION, IndexReport, atlas_search_indexes, index_specs
+from ..pure.indexes import (
+    RETIRED_INDEXES,
+    VECTORS_COLLECTION,
+    IndexReport,
+    atlas_search_indexes,
+    index_specs,
+    text_index_differs,
+)
 from ..pure.keys import check_str, doc_id
 from . import blobstore, capabilities, embeddings, extracting, indexing, lookups, search
 from .changemarks import AsyncChange
@@ -39,7 +46,9 @@ async def ensure_indexes(ctx: AsyncStoreContext, atlas: bool, num_dimensions: in
     ``messages`` document without ``lookups`` gets it (``lookups.fill_lookups``, each mailbox;
     ``upgraded`` counts them), and only then are the indexes it replaces dropped
     (``RETIRED_INDEXES``, reported in ``dropped``), so a reader of either release finds all
-    mail meanwhile."""
+    mail meanwhile. A text index of an earlier release (other fields or weights) is dropped and
+    created anew, reported in both ``dropped`` and ``created``: a text index's keys cannot
+    change in place, and a collection holds one text index, so the old one goes first."""
     report = IndexReport()
     existing: dict[str, dict[str, Any]] = {}
     for spec in index_specs(ctx.settings.bucket_name):
@@ -47,6 +56,11 @@ async def ensure_indexes(ctx: AsyncStoreContext, atlas: bool, num_dimensions: in
             cursor = await resolve(ctx.db[spec.collection].list_indexes())
             existing[spec.collection] = {ix["name"]: ix async for ix in cursor}
         found = existing[spec.collection].get(spec.name)
+        if found is not None and spec.is_text and text_index_differs(spec, found):
+            with contextlib.suppress(OperationFailure):  # dropped meanwhile by another process
+                await ctx.db[spec.collection].drop_index(spec.name)
+            report.dropped.append(spec.name)
+            found = None
         if found is not None:
             same_keys = spec.is_text or list(found["key"].items()) == list(spec.keys)
             if same_keys and bool(found.get("unique")) == bool(spec.options.get("unique")):

@@ -24,6 +24,7 @@ __all__ = [
     "INDEXES",
     "MAX_VECTOR_DIMENSIONS",
     "RETIRED_INDEXES",
+    "TEXT_WEIGHT",
     "VECTORS_COLLECTION",
     "IndexReport",
     "IndexSpec",
@@ -34,9 +35,14 @@ __all__ = [
     "blob_indexes",
     "gridfs_indexes",
     "index_specs",
+    "text_index_differs",
 ]
 
 Key = tuple[str, "int | str"]
+
+#: The ``$text`` weight of ``subject`` and ``clean`` (an attachment's text weighs 1), so a word
+#: the sender wrote ranks above the same word in an attachment.
+TEXT_WEIGHT = 5
 
 
 @dataclass(frozen=True)
@@ -52,8 +58,21 @@ class IndexSpec:
     def is_text(self) -> bool:
         return any(direction == "text" for _, direction in self.keys)
 
-    def for_bucket(self, bucket_name: str) -> IndexSpec:
-        return IndexSpec(self.collection.format(bucket=bucket_name), self.name, self.keys, dict(self.options))
+    def text_weights(self) -> dict[str, int]:
+        """Each text field's weight, as the server lists it (``weights``; 1 where not given)."""
+        given = self.options.get("weights") or {}
+        return {f: int(given.get(f, 1)) for f, direction in self.keys if direction == "text"}
+
+
+def text_index_differs(spec: IndexSpec, found: dict[str, Any]) -> bool:
+    """Whether a listed text index is not ``spec``'s: other text fields, or other weights
+    where the server lists them (mongod keeps ``_fts``/``_ftsx`` in ``key`` and the fields in
+    ``weights``; a server that lists no weights shows the text fields in ``key``)."""
+    wanted = spec.text_weights()
+    weights = found.get("weights")
+    if isinstance(weights, dict) and weights:
+        return {str(f): int(w) for f, w in weights.items()} != wanted
+    return {str(f) for f, direction in found["key"].items() if direction == "text"} != set(wanted)
 
 
 INDEXES: tuple[IndexSpec, ...] = (
@@ -70,8 +89,14 @@ INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("messages", "aecs_messages_tags", (("mailboxId", 1), ("tags", 1), ("ts", -1), ("messageKey", -1))),
     # folder: reads (and set_folders/tag by a folder) sorted like the inbox
     IndexSpec("messages", "aecs_messages_folders", (("mailboxId", 1), ("folders", 1), ("ts", -1), ("messageKey", -1))),
-    # full-text search covers subject and clean (not forAI, not html)
-    IndexSpec("bodies", "aecs_bodies_search", (("mailboxId", 1), ("subject", "text"), ("clean", "text"))),
+    # full-text search covers subject, clean and the attachments' text (not forAI, not html);
+    # the weights rank what the sender wrote above what an attachment holds
+    IndexSpec(
+        "bodies",
+        "aecs_bodies_search",
+        (("mailboxId", 1), ("subject", "text"), ("clean", "text"), ("attachmentTexts.text", "text")),
+        {"weights": {"subject": TEXT_WEIGHT, "clean": TEXT_WEIGHT, "attachmentTexts.text": 1}},
+    ),
     IndexSpec("threads", "aecs_threads_recent", (("mailboxId", 1), ("lastTs", -1), ("_id", -1))),
     # the POP3 pipeline's header lookups (find(), list_messages(sender=...), replies), one
     # multikey index over the prefixed keys of ``lookups`` (the attribute pattern): an equality
@@ -208,12 +233,17 @@ ATLAS_SEARCH_INDEX = SearchIndexSpec(
             "fields": {
                 "subject": {"type": "string", "analyzer": "lucene.standard"},
                 "clean": {"type": "string", "analyzer": "lucene.standard"},
+                "attachmentTexts": {
+                    "type": "document",
+                    "fields": {"text": {"type": "string", "analyzer": "lucene.standard"}},
+                },
                 "mailboxId": {"type": "token"},
             },
         },
     },
 )
-"""Full-text search over the cleaned body; ``mailboxId`` as a token so every query filters on it."""
+"""Full-text search over the subject, the cleaned body and the attachments' text; ``mailboxId``
+as a token so every query filters on it."""
 
 
 def atlas_vector_index(num_dimensions: int = 1536) -> SearchIndexSpec:

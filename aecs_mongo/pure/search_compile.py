@@ -3,7 +3,7 @@ MongoDB engines (``$text``, Atlas Search). Pure: no I/O.
 
 The local index (``aecs_mongo/search_index``) and the scan both match the same columns
 (:func:`search_columns`), so they agree; the MongoDB engines search what their indexes hold
-(``subject`` and ``clean`` of ``bodies``) and say what they cannot express
+(``subject``, ``clean`` and ``attachmentTexts.text`` of ``bodies``) and say what they cannot express
 (:func:`text_search`, :func:`atlas_search`): the store then answers with the next engine, or,
 where that engine was asked for by name, refuses with ``SearchQueryError``.
 
@@ -81,7 +81,12 @@ __all__ = [
 #: ``search(sort=...)``: newest first (every engine), or best first where the engine ranks.
 SEARCH_SORTS = ("date", "relevance")
 #: The ``bodies`` fields the Atlas Search index maps, per field of the language.
-ATLAS_PATHS: dict[str | None, list[str]] = {None: ["subject", "clean"], "subject": ["subject"], "body": ["clean"]}
+ATLAS_PATHS: dict[str | None, list[str]] = {
+    None: ["subject", "clean", "attachmentTexts.text"],
+    "subject": ["subject"],
+    "body": ["clean"],
+    "attachmenttext": ["attachmentTexts.text"],
+}
 
 _OMITTED = re.compile(r"^> \[\d+ quoted lines? omitted\]$")
 _HEX64 = re.compile(r"[0-9a-f]{64}", re.ASCII)
@@ -353,8 +358,13 @@ class MongoSearch:
 def _why_not(leaf: Node, engine: str) -> str:
     if isinstance(leaf, (Word, Phrase)) and leaf.prefix:
         return f"{engine} has no prefix search ({leaf.text if isinstance(leaf, Word) else leaf.words[-1]}*)"
+    if isinstance(leaf, (Word, Phrase)) and leaf.field == "attachmenttext" and engine == "$text":
+        return "$text searches its fields together: attachmenttext: (one field of its index) needs another engine"
     if isinstance(leaf, (Word, Phrase)) and leaf.field is not None:
-        return f"{engine} does not search {leaf.field}: (its index holds the subject and the clean text)"
+        return (
+            f"{engine} does not search {leaf.field}: (its index holds the subject, the clean text"
+            " and the attachments' text)"
+        )
     if isinstance(leaf, (Date, Thread, Label)):
         return (
             f"{engine} takes date:, thread:, tag:, is:, folder: and id: only beside the words,"
@@ -364,10 +374,11 @@ def _why_not(leaf: Node, engine: str) -> str:
 
 
 def text_search(node: Node) -> MongoSearch:
-    """``$text`` on ``aecs_bodies_search`` (subject and clean): words (all must match, as
-    one-word phrases), phrases and ``-word``/``NOT "phrase"`` beside at least one of them, and
-    ``date:``/``thread:`` beside those. Not: ``OR``, parentheses, prefixes, fields, a query of
-    negations only."""
+    """``$text`` on ``aecs_bodies_search`` (subject, clean and the attachments' text, weighted
+    so the first two rank first): words (all must match, as one-word phrases), phrases and
+    ``-word``/``NOT "phrase"`` beside at least one of them, and ``date:``/``thread:`` beside
+    those. Not: ``OR``, parentheses, prefixes, fields (``$text`` searches every field of its
+    index at once, so not ``attachmenttext:`` either), a query of negations only."""
     text_items, post = split_message_terms(node)
     parts, positive = [], False
     for item in text_items:
@@ -420,7 +431,8 @@ def _mailbox(mailbox_id: str) -> dict[str, Any]:
 
 
 def atlas_search(node: Node, mailbox_id: str) -> MongoSearch:
-    """``$search`` on ``aecs_bodies_atlas`` (subject and clean): everything but the fields its
+    """``$search`` on ``aecs_bodies_atlas`` (subject, clean and the attachments' text; a word
+    of no field searches all three, ``attachmenttext:`` the last): everything but the fields its
     index does not map (``from:``, ``to:``, ``attachment:``), phrase prefixes, and ``date:`` /
     ``thread:`` anywhere but beside the words. ``text`` is the ``$search`` stage's body."""
     text_items, post = split_message_terms(node)
