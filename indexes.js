@@ -138,10 +138,16 @@ function aecsWantedWeights(spec) {
   return out;
 }
 
-// Whether an existing text index of the wanted name has other fields or weights (an earlier
-// release's): it is dropped and created anew, as a text index's keys cannot change in place.
 function aecsTextDiffers(spec, found) {
   return JSON.stringify(aecsTextWeights(found)) !== JSON.stringify(aecsWantedWeights(spec));
+}
+
+// Whether an existing text index of the wanted name is an earlier release's: some of the wanted
+// text fields (no other), not all of them or with other weights. It is dropped and created anew,
+// as a text index's keys cannot change in place; one on other fields is not ours (FAILED).
+function aecsTextOlder(spec, found) {
+  const wanted = Object.keys(aecsWantedWeights(spec));
+  return aecsTextDiffers(spec, found) && Object.keys(aecsTextWeights(found)).every((f) => wanted.includes(f));
 }
 
 // Why an existing index of the wanted name is not the wanted index, or null when it is.
@@ -192,7 +198,7 @@ function aecsEnsureIndexes(database, settings, counts) {
       if (listed[collection] === undefined) listed[collection] = aecsListIndexes(database, collection);
       let found = listed[collection].find((ix) => ix.name === spec.name);
       let detail;
-      if (found !== undefined && spec.text && aecsTextDiffers(spec, found)) {
+      if (found !== undefined && spec.text && aecsTextOlder(spec, found)) {
         // one text index per collection: the earlier release's goes before the new one is built
         database.getCollection(collection).dropIndex(spec.name);
         detail = "replaced the text index on " + JSON.stringify(aecsTextWeights(found));

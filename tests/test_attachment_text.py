@@ -695,3 +695,88 @@ def test_the_calendar_reader_without_icalendar_and_image_sizes_from_headers() ->
     assert _image_size(jpeg) == (600, 300)
     assert _image_size(b"GIF89a\x10\x00\x20\x00") == (16, 32)
     assert _image_size(b"not an image") is None
+
+
+# --- the MongoDB engines ($text, Atlas Search) --------------------------------------------------
+
+
+def test_the_mongodb_engines_search_attachment_text() -> None:
+    from aecs_mongo.pure.indexes import ATLAS_SEARCH_INDEX, INDEXES, TEXT_WEIGHT
+    from aecs_mongo.pure.search_compile import atlas_search, text_search
+    from aecs_mongo.pure.search_query import parse
+
+    (spec,) = [s for s in INDEXES if s.name == "aecs_bodies_search"]
+    assert ("attachmentTexts.text", "text") in spec.keys
+    weights = spec.text_weights()
+    assert weights == {"subject": TEXT_WEIGHT, "clean": TEXT_WEIGHT, "attachmentTexts.text": 1} and TEXT_WEIGHT > 1
+    fields = ATLAS_SEARCH_INDEX.definition["mappings"]["fields"]
+    assert fields["attachmentTexts"]["fields"]["text"] == fields["clean"]
+    # $text: plain words search every field of the index; attachmenttext: is refused, clearly
+    assert text_search(parse("invoice")).text == '"invoice"'  # type: ignore[arg-type]
+    refused = text_search(parse("attachmenttext:invoice"))  # type: ignore[arg-type]
+    assert refused.text is None and refused.reason is not None and "attachmenttext:" in refused.reason
+    # Atlas Search: plain words over the three paths, attachmenttext: over the attachments' text
+    must = atlas_search(parse("invoice attachmenttext:total"), "alice").text["compound"]["must"]  # type: ignore[arg-type]
+    assert must[0] == {"text": {"query": "invoice", "path": ["subject", "clean", "attachmentTexts.text"]}}
+    assert must[1] == {"text": {"query": "total", "path": ["attachmentTexts.text"]}}
+    phrase = atlas_search(parse('attachmenttext:"net total"'), "alice").text["compound"]["must"]  # type: ignore[arg-type]
+    assert phrase == [{"phrase": {"query": "net total", "path": ["attachmentTexts.text"]}}]
+
+
+def test_an_older_text_index_is_told_apart() -> None:
+    from aecs_mongo.pure.indexes import INDEXES, text_index_is_older
+
+    (spec,) = [s for s in INDEXES if s.name == "aecs_bodies_search"]
+    # as mongod lists text indexes: _fts/_ftsx in key, the fields in weights
+    old = {"key": {"mailboxId": 1, "_fts": "text", "_ftsx": 1}, "weights": {"subject": 1, "clean": 1}}
+    assert text_index_is_older(spec, old)
+    same_fields = {**old, "weights": {"clean": 1, "subject": 1, "attachmentTexts.text": 1}}
+    assert text_index_is_older(spec, same_fields)  # the weights differ
+    assert not text_index_is_older(spec, {**old, "weights": spec.text_weights()})
+    assert not text_index_is_older(spec, {**old, "weights": {"text": 1}})  # not ours: left alone
+    # a server that lists no weights (mongomock): the text keys
+    assert text_index_is_older(spec, {"key": {"mailboxId": 1, "subject": "text", "clean": "text"}})
+    assert not text_index_is_older(spec, {"key": dict(spec.keys)})
+
+
+def test_ensure_indexes_replaces_the_older_text_index(make_store: Any, db: Any, backend: str) -> None:
+    """The drop and re-creation, where the server takes text indexes (mongomock creates them;
+    the test servers refuse them, and then there is nothing to upgrade)."""
+    store = make_store("textupgrade")
+    if "aecs_bodies_search" not in {ix["name"] for ix in db.bodies.list_indexes()}:
+        pytest.skip(f"{backend} refuses text indexes")
+    db.bodies.drop_index("aecs_bodies_search")
+    db.bodies.create_index([("mailboxId", 1), ("subject", "text"), ("clean", "text")], name="aecs_bodies_search")
+    report = store.ensure_indexes()
+    assert report.dropped == ["aecs_bodies_search"] and report.created == ["aecs_bodies_search"] and report.ok
+    (listed,) = [ix for ix in db.bodies.list_indexes() if ix["name"] == "aecs_bodies_search"]
+    assert "attachmentTexts.text" in (listed.get("weights") or listed["key"])
+    again = store.ensure_indexes()
+    assert again.dropped == [] and again.created == [] and "aecs_bodies_search" in again.existing
+
+
+@pytest.mark.server
+def test_a_mongodb_engine_hit_in_an_attachment_names_it(make_store: Any, store_flavor: str) -> None:
+    """The snippet of a ``$text``/Atlas hit whose subject and clean text lack the word comes
+    from the attachment that holds it (no test server runs ``$text``: the hits are given; the
+    synchronous engine is the asynchronous one generated)."""
+    if store_flavor != "sync":
+        pytest.skip("the synchronous engine is read directly")
+    from aecs_mongo.pure.search_query import parse
+    from aecs_mongo.synchronous.indexed_search import MongoSearchEngine
+    from aecs_mongo.synchronous.search_engine import hit_snippet, messages_of
+
+    store = make_store("engsnippet")
+    store.store(message_with([("a.txt", "text/plain", b"first part"), ("inv.txt", "text/plain", b"total zorblax due")]))
+    ctx = store._context
+    (body,) = ctx.bodies.find({}, {"subject": 1, "clean": 1})
+    hits = [{"_id": body["_id"], "subject": body.get("subject"), "clean": body.get("clean")}]
+    stored = messages_of(ctx, hits)
+    tree = parse("zorblax")
+    for name in ("text", "atlas"):
+        engine = MongoSearchEngine(ctx, name)
+        texts = engine._attachment_texts(tree, hits, stored)
+        columns = {"clean": body.get("clean"), "subject": body.get("subject"), "attachmenttext": texts.get(body["_id"])}
+        assert hit_snippet(tree, columns, True, stored[body["_id"]]).startswith("[inv.txt] ")
+    # a word of the subject needs no read of the attachments
+    assert MongoSearchEngine(ctx, "text")._attachment_texts(parse("files"), hits, stored) == {}

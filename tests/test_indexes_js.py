@@ -133,6 +133,7 @@ for (const list of Object.values(state.indexes)) {
 const collection = (name) => ({
   getIndexes: () => state.indexes[name] || [{ v: 2, key: { _id: 1 }, name: "_id_" }],
   createIndex: (key, options) => { calls.push(["createIndex", name, key, options]); return options.name; },
+  dropIndex: (n) => { calls.push(["dropIndex", name, n]); },
   getSearchIndexes: (n) => (state.search[name] || []).filter((ix) => ix.name === n),
   createSearchIndex: (model) => { calls.push(["createSearchIndex", name, model]); return model.name; },
 });
@@ -175,7 +176,7 @@ def test_stubbed_existing_text_index_and_long_keys(tmp_path: Path) -> None:
     # how the server lists the text index: _fts/_ftsx in the key, the text fields as weights
     [text_spec] = [s for s in index_specs() if s.name == TEXT_INDEX]
     assert [f for f, d in text_spec.keys if d != "text"] == ["mailboxId"]
-    weights = {f: 1 for f, d in text_spec.keys if d == "text"}
+    weights = text_spec.text_weights()
     out, calls = run_stubbed(
         tmp_path,
         {
@@ -198,6 +199,18 @@ def test_stubbed_existing_text_index_and_long_keys(tmp_path: Path) -> None:
     ):
         assert list(call[2].items()) == list(spec.keys)
         assert call[3] == {"name": spec.name, **spec.options}
+
+
+def test_stubbed_older_text_index_is_dropped_and_created(tmp_path: Path) -> None:
+    # an earlier release's text index (subject and clean, weighing 1): one text index per
+    # collection, keys unchangeable in place, so indexes.js drops it before creating the new one
+    old = {"key": {"mailboxId": 1, "_fts": "text", "_ftsx": 1}, "name": TEXT_INDEX}
+    old["weights"] = {"subject": 1, "clean": 1}
+    out, calls = run_stubbed(tmp_path, {"bodies": [old]})
+    assert not any(line.startswith("QUIT") for line in out), out
+    assert any(line.startswith(f"created  {TEXT_INDEX} (bodies): replaced the text index on") for line in out), out
+    order = [[*c[:2], c[3]["name"] if c[0] == "createIndex" else c[2]] for c in calls if c[1:2] == ["bodies"]]
+    assert order == [["dropIndex", "bodies", TEXT_INDEX], ["createIndex", "bodies", TEXT_INDEX]]
 
 
 def test_stubbed_text_index_on_other_fields_fails(tmp_path: Path) -> None:
@@ -254,13 +267,27 @@ def test_atlas_search_index_shape() -> None:
     assert mappings["fields"] == {
         "subject": {"type": "string", "analyzer": "lucene.standard"},
         "clean": {"type": "string", "analyzer": "lucene.standard"},
+        "attachmentTexts": {
+            "type": "document",
+            "fields": {"text": {"type": "string", "analyzer": "lucene.standard"}},
+        },
         "mailboxId": {"type": "token"},
     }
+
+    def mapped(path: str) -> dict[str, Any]:  # a dotted path through "document" fields
+        *outer, last = path.split(".")
+        fields = mappings["fields"]
+        for name in outer:
+            assert fields[name]["type"] == "document"
+            fields = fields[name]["fields"]
+        return dict(fields[last])
+
     # every path the $search pipeline queries or filters on is mapped, with the right type
     stage = atlas_search(Word("q"), "alice").text
     assert stage["index"] == spec.name
-    for path in stage["compound"]["must"][0]["text"]["path"]:
-        assert mappings["fields"][path]["type"] == "string"
+    assert stage["compound"]["must"][0]["text"]["path"] == ["subject", "clean", "attachmentTexts.text"]
+    for path in [*stage["compound"]["must"][0]["text"]["path"], "attachmentTexts.text"]:
+        assert mapped(path)["type"] == "string"
     assert mappings["fields"][stage["compound"]["filter"][0]["equals"]["path"]]["type"] == "token"
 
 

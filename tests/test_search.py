@@ -160,10 +160,14 @@ def test_atlas_and_vector_pipelines_have_the_documented_shape() -> None:
     assert stage["index"] == "aecs_bodies_atlas"
     assert stage["compound"]["filter"] == [{"equals": {"path": "mailboxId", "value": "alice"}}]
     must = stage["compound"]["must"]
-    assert must[0] == {"text": {"query": "budget", "path": ["subject", "clean"]}}
-    assert must[1] == {"phrase": {"query": "draft plan", "path": ["subject", "clean"]}}
-    assert must[2]["compound"]["mustNot"] == [{"text": {"query": "köln", "path": ["subject", "clean"]}}]
-    assert must[3] == {"wildcard": {"query": "budg*", "path": ["subject", "clean"], "allowAnalyzedField": True}}
+    assert must[0] == {"text": {"query": "budget", "path": ["subject", "clean", "attachmentTexts.text"]}}
+    assert must[1] == {"phrase": {"query": "draft plan", "path": ["subject", "clean", "attachmentTexts.text"]}}
+    assert must[2]["compound"]["mustNot"] == [
+        {"text": {"query": "köln", "path": ["subject", "clean", "attachmentTexts.text"]}}
+    ]
+    assert must[3] == {
+        "wildcard": {"query": "budg*", "path": ["subject", "clean", "attachmentTexts.text"], "allowAnalyzedField": True}
+    }
     assert compiled.post == [Date("2024", None)]  # checked on the message after the $lookup
     vector = vector_search_pipeline("alice", [0.1, 0.2], 3, thread_key="k")[0]["$vectorSearch"]
     assert vector["filter"] == {"mailboxId": {"$eq": "alice"}, "threadKey": {"$eq": "k"}}

@@ -24,7 +24,7 @@ from ..pure.indexes import (
     IndexReport,
     atlas_search_indexes,
     index_specs,
-    text_index_differs,
+    text_index_is_older,
 )
 from ..pure.keys import check_str, doc_id
 from . import blobstore, capabilities, embeddings, extracting, indexing, lookups, search
@@ -56,7 +56,7 @@ async def ensure_indexes(ctx: AsyncStoreContext, atlas: bool, num_dimensions: in
             cursor = await resolve(ctx.db[spec.collection].list_indexes())
             existing[spec.collection] = {ix["name"]: ix async for ix in cursor}
         found = existing[spec.collection].get(spec.name)
-        if found is not None and spec.is_text and text_index_differs(spec, found):
+        if found is not None and spec.is_text and text_index_is_older(spec, found):
             with contextlib.suppress(OperationFailure):  # dropped meanwhile by another process
                 await ctx.db[spec.collection].drop_index(spec.name)
             report.dropped.append(spec.name)

@@ -35,7 +35,7 @@ __all__ = [
     "blob_indexes",
     "gridfs_indexes",
     "index_specs",
-    "text_index_differs",
+    "text_index_is_older",
 ]
 
 Key = tuple[str, "int | str"]
@@ -64,15 +64,18 @@ class IndexSpec:
         return {f: int(given.get(f, 1)) for f, direction in self.keys if direction == "text"}
 
 
-def text_index_differs(spec: IndexSpec, found: dict[str, Any]) -> bool:
-    """Whether a listed text index is not ``spec``'s: other text fields, or other weights
-    where the server lists them (mongod keeps ``_fts``/``_ftsx`` in ``key`` and the fields in
-    ``weights``; a server that lists no weights shows the text fields in ``key``)."""
+def text_index_is_older(spec: IndexSpec, found: dict[str, Any]) -> bool:
+    """Whether a listed text index is an earlier release's of ``spec``: some of its text fields
+    (no other), not all of them or with other weights. mongod keeps ``_fts``/``_ftsx`` in
+    ``key`` and lists the fields in ``weights``; a server that lists no weights (mongomock)
+    shows the text fields in ``key``. An index on fields ``spec`` lacks is not ours to drop."""
     wanted = spec.text_weights()
     weights = found.get("weights")
     if isinstance(weights, dict) and weights:
-        return {str(f): int(w) for f, w in weights.items()} != wanted
-    return {str(f) for f, direction in found["key"].items() if direction == "text"} != set(wanted)
+        have = {str(f): int(w) for f, w in weights.items()}
+        return set(have) <= set(wanted) and have != wanted
+    fields = {str(f) for f, direction in found["key"].items() if direction == "text"}
+    return fields < set(wanted)
 
 
 INDEXES: tuple[IndexSpec, ...] = (
