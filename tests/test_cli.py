@@ -136,7 +136,20 @@ def test_the_command_table() -> None:
         "tag",
         "folder",
     }
-    warm = {"mailboxes", "inbox", "threads", "thread", "show", "with", "replies", "find", "search", "count", "tags"}
+    warm = {
+        "mailboxes",
+        "inbox",
+        "threads",
+        "thread",
+        "show",
+        "with",
+        "replies",
+        "find",
+        "search",
+        "count",
+        "tags",
+        "stats",
+    }
     assert {c.name for c in table.COMMANDS if c.warm} == warm
     assert warm == client.WARM
 
