@@ -67,7 +67,7 @@ class IndexSpec:
 def text_index_is_older(spec: IndexSpec, found: dict[str, Any]) -> bool:
     """Whether a listed text index is an earlier release's of ``spec``: some of its text fields
     (no other), not all of them or with other weights. mongod keeps ``_fts``/``_ftsx`` in
-    ``key`` and lists the fields in ``weights``; a server that lists no weights (mongomock)
+    ``key`` and lists the fields in ``weights``; a server that lists no weights (a test double)
     shows the text fields in ``key``. An index on fields ``spec`` lacks is not ours to drop."""
     wanted = spec.text_weights()
     weights = found.get("weights")
