@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aecs_mongo.normalizer.charsets import decode_bytes
-from aecs_mongo.normalizer.parse import decode_base64_lenient
+from aecs_mongo.pure.transfer_encoding import decode_base64_lenient
 
 from .helpers.normalize import parse
 

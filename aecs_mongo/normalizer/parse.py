@@ -46,7 +46,6 @@ latin-1 case is ambiguous as text, so keep the original bytes when you need them
 
 from __future__ import annotations
 
-import binascii
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ from typing import Any
 from ..errors import InputTooLargeError
 from ..pure.documents import raw_full_from_bytes, raw_full_to_bytes
 from ..pure.settings import SPEC_VERSION
+from ..pure.transfer_encoding import decode_body, encoding_token
 from .charsets import decode_bytes
 from .content import clean_text, make_for_ai, normalize_text
 from .dates import format_utc, parse_date
@@ -171,10 +171,6 @@ _MAX_INLINE_MESSAGE_DEPTH = 10
 #: evidence, kept as attachments (postal-mime's ``forceRfc822Attachments``).
 _REPORT_TYPES = frozenset({"message/delivery-status", "message/feedback-report"})
 _FORWARD_MARKER = "---------- Forwarded message ----------"
-_BASE64_JUNK = bytes(set(range(256)) - set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="))
-_PADDING_RUN_RE = re.compile(rb"=+")
-_COMMENT_RE = re.compile(r"\([^()]*\)")
-_UUENCODINGS = frozenset({"x-uuencode", "uuencode", "uue", "x-uue"})
 
 
 @dataclass(frozen=True)
@@ -190,6 +186,9 @@ class ParsedEmail:
 
     email: dict[str, Any]
     attachment_data: list[bytes] = field(default_factory=list)
+    #: ``(encoded body, transfer encoding)`` of each attachment: the octets the raw message
+    #: holds it as (``pure/raw_parts.py`` takes them out to keep them once)
+    attachment_encoded: list[tuple[bytes, str]] = field(default_factory=list)
     defects: list[str] = field(default_factory=list)
     list_id: str | None = None
 
@@ -249,69 +248,27 @@ def _defect_names(part: Message, where: str) -> Iterator[str]:
 
 def _transfer_encoding(part: Message) -> str:
     """The Content-Transfer-Encoding's first token, lowercased, comments removed (``"base64 "`` is base64)."""
-    value = part.get("content-transfer-encoding")
-    if not isinstance(value, str):
-        return ""
-    if "(" in value:
-        value = _COMMENT_RE.sub(" ", value)
-    tokens = value.strip().lower().split(None, 1)
-    return tokens[0].strip("\"';") if tokens else ""
+    return encoding_token(part.get("content-transfer-encoding"))
 
 
-def decode_base64_lenient(data: bytes) -> tuple[bytes, bool]:
-    """Base64 as RFC 2045 §6.8 reads it: ``(decoded, clean)``.
-
-    Characters outside the alphabet are skipped; ``=`` ends a unit (some mailers pad every
-    line); a unit's last character that cannot form an octet is dropped. ``clean`` is False
-    when something had to be skipped or dropped beyond line breaks and blanks.
-    """
-    padding = data.find(b"=")
-    if padding < 0 or not data[padding:].strip(b"= \t\r\n"):
-        try:
-            return binascii.a2b_base64(data), True
-        except (binascii.Error, ValueError):
-            pass
-    alphabet_only = data.translate(None, _BASE64_JUNK)
-    out: list[bytes] = []
-    clean = True
-    for unit in _PADDING_RUN_RE.split(alphabet_only):
-        leftover = len(unit) % 4
-        if leftover == 1:
-            unit = unit[:-1]
-            clean = False
-        elif leftover:
-            unit += b"=" * (4 - leftover)
-        if unit:
-            out.append(binascii.a2b_base64(unit))
-    return b"".join(out), clean
-
-
-def _payload_bytes(part: Message, where: str, defects: list[str]) -> bytes:
-    """A leaf part's body with its Content-Transfer-Encoding decoded; never raises."""
-    # The stored payload: ``get_payload()`` would decode 8-bit octets with the charset.
+def encoded_body(part: Message) -> bytes:
+    """A leaf part's body as the message holds it (still in its transfer encoding): the
+    stored payload, since ``get_payload()`` would decode 8-bit octets with the charset."""
     payload = getattr(part, "_payload", None)
     if not isinstance(payload, str):
         return b""
     try:
-        raw = payload.encode("ascii", errors="surrogateescape")
+        return payload.encode("ascii", errors="surrogateescape")
     except UnicodeEncodeError:
-        raw = payload.encode("utf-8", errors="surrogateescape")
-    encoding = _transfer_encoding(part)
-    if encoding == "base64":
-        data, clean = decode_base64_lenient(raw)
-        if not clean:
-            defects.append(f"{where}: malformed base64 read leniently")
-        return data
-    if encoding == "quoted-printable":
-        return binascii.a2b_qp(raw)
-    if encoding in _UUENCODINGS:
-        try:
-            decoded = part.get_payload(decode=True)
-        except Exception as exc:
-            defects.append(f"{where}: payload not decodable ({type(exc).__name__})")
-            return raw
-        return decoded if isinstance(decoded, bytes) else raw
-    return raw
+        return payload.encode("utf-8", errors="surrogateescape")
+
+
+def _payload_bytes(part: Message, where: str, defects: list[str]) -> bytes:
+    """A leaf part's body with its Content-Transfer-Encoding decoded; never raises."""
+    data, defect = decode_body(encoded_body(part), _transfer_encoding(part))
+    if defect is not None:
+        defects.append(f"{where}: {defect}")
+    return data
 
 
 def _declared_type(part: Message) -> str:
@@ -422,6 +379,9 @@ class _Attachment:
     content_type: str
     disposition: str | None
     data: bytes
+    #: the body as the message holds it, and its transfer encoding (``decode_body`` reads it)
+    encoded: bytes
+    encoding: str
 
 
 _Groups = dict[int, dict[str, list[str]]]
@@ -490,7 +450,11 @@ def _walk_mime(message: Message, defects: list[str]) -> tuple[_Groups, list[_Att
             slot = groups.setdefault(key, {"plain": [], "html": []})
             slot["html" if ctype == "text/html" else "plain"].append(part_text)
             continue
-        found.append(_Attachment(part, ctype, disposition, _payload_bytes(part, where, defects)))
+        encoded, encoding = encoded_body(part), _transfer_encoding(part)
+        data, defect = decode_body(encoded, encoding)
+        if defect is not None:
+            defects.append(f"{where}: {defect}")
+        found.append(_Attachment(part, ctype, disposition, data, encoded, encoding))
     return groups, found, first_charset
 
 
@@ -659,6 +623,7 @@ def parse_email(
     html_lower = html.lower() if html else ""
     attachments: list[dict[str, Any]] = []
     attachment_data: list[bytes] = []
+    attachment_encoded: list[tuple[bytes, str]] = []
     for index, item in enumerate(found):
         cid_header = _raw_header(item.part, "content-id")
         cid = normalize_message_id(unfold(cid_header)) if cid_header is not None else None
@@ -675,6 +640,7 @@ def parse_email(
             }
         )
         attachment_data.append(item.data)
+        attachment_encoded.append((item.encoded, item.encoding))
 
     email: dict[str, Any] = {
         "messageId": message_id,
@@ -695,6 +661,7 @@ def parse_email(
     return ParsedEmail(
         email=email,
         attachment_data=attachment_data,
+        attachment_encoded=attachment_encoded,
         defects=[_safe_text(defect) for defect in defects],
         list_id=normalize_list_id(headers.first("list-id")),
     )
