@@ -46,6 +46,8 @@ class RawSpec:
     owner_addresses: frozenset[str]
     for_ai_max_chars: int
     max_document_bytes: int = MAX_DOCUMENT_BYTES
+    #: keep ``raw.eml`` whole (the store's ``whole_raw``)
+    whole_raw: bool = False
 
 
 def build_raw(
@@ -64,6 +66,8 @@ def build_raw(
         owner_addresses=spec.owner_addresses,
         raw_bytes=raw,
         attachment_data=attachments if attachments is not None else parsed.attachment_data,
+        attachment_encoded=None if attachments is not None else parsed.attachment_encoded,
+        whole_raw=spec.whole_raw,
         list_id=parsed.list_id,
         uidl=uidl,
         raw_from_full=True,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import BlobLocationError
+from .keys import PARTS_FOLDER
 
 try:  # Python 3.14+: the standard library's; before, its backport (PSF licence, a dependency)
     from compression import zstd  # type: ignore[import-not-found,unused-ignore]
@@ -216,5 +217,7 @@ def sweep_candidates(listed: Iterable[tuple[str, float]], root: str, cutoff: flo
     newest: dict[str, float] = {}
     for key, modified in listed:
         message_key = key[len(root) :].split("/", 1)[0]
+        if message_key == PARTS_FOLDER:  # the mailbox's parts: their records decide (part_records.py)
+            continue
         newest[message_key] = max(newest.get(message_key, modified), modified)
     return {mkey: f"{root}{mkey}/" for mkey, modified in newest.items() if mkey and modified < cutoff}

@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "LOOKUP_HEADERS",
+    "PARTS_FOLDER",
     "SUBJECT_KEY_CHARS",
     "address_key",
     "address_query_key",
@@ -27,6 +28,7 @@ __all__ = [
     "lookup_key",
     "lookup_keys",
     "message_key",
+    "part_key",
     "strip_message_id",
     "subject_key",
     "thread_key",
@@ -79,6 +81,15 @@ def doc_id(mailbox_id: str, key: str) -> str:
 def blob_prefix(mailbox_id: str, message_key_: str) -> str:
     """GridFS prefix of one message's blobs; hashing the mailbox keeps the path safe."""
     return f"aecs/{_sha256_hex(mailbox_id)}/{message_key_}/"
+
+
+#: the folder of a mailbox's blob root that holds its parts (no message key is this word)
+PARTS_FOLDER = "parts"
+
+
+def part_key(mailbox_id: str, sha256: str) -> str:
+    """The blob key of a part kept once per mailbox (``raw_parts.py``): ``aecs/<mailbox>/parts/<sha256>``."""
+    return blob_prefix(mailbox_id, PARTS_FOLDER) + sha256
 
 
 _REPLY_PREFIX = re.compile(

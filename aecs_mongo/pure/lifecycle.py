@@ -38,7 +38,8 @@ from .change_marks import MARKS_COLLECTION
 from .extents import EXTENTS_COLLECTION
 from .feed import CHECKPOINTS_COLLECTION
 from .indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
-from .keys import blob_prefix
+from .keys import blob_prefix, part_key
+from .part_records import PARTS_COLLECTION
 from .variants import variant_blob_key
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "EXTERNAL_BLOBS",
     "MAX_ERASE_PASSES",
     "MESSAGE_FIELDS",
+    "RAW_NAMES",
     "DataCollection",
     "EraseReport",
     "ExpireReport",
@@ -63,7 +65,9 @@ __all__ = [
     "expire_filter",
     "export_filter",
     "mailbox_blob_root",
+    "part_keys",
     "raw_copy_keys",
+    "raw_name",
     "recorded_size",
     "summary_writes",
     "sweep_selector",
@@ -91,7 +95,12 @@ MESSAGE_FIELDS: dict[str, int] = {
     "blobPrefix": 1,
     "blobs": 1,
     "variantHashes": 1,
+    "rawParts": 1,
 }
+
+#: the names a message's first raw copy is stored under: whole, or as a pack of its parts
+#: (``raw_parts.py``)
+RAW_NAMES = ("raw.eml", "raw.pack")
 
 T = TypeVar("T")
 Scope = Literal["message", "mailbox", "blob"]
@@ -146,6 +155,9 @@ DATA_COLLECTIONS: tuple[DataCollection, ...] = (
     # the ingest record of file sources: kept by delete and expire, so that a removed
     # message is not ingested again from a file that is still there
     DataCollection("file_sources", "mailbox", "mailboxId"),
+    # who holds each part kept once per mailbox (part_records.py); the parts' blobs are under
+    # the mailbox's blob root
+    DataCollection(PARTS_COLLECTION, "mailbox", "id_range", _ID_INDEX),
     DataCollection("{bucket}.files", "blob", "blob_files", "filename_1_uploadDate_1", by="blob", range_key="filename"),
     DataCollection("{bucket}.chunks", "blob", "blob_chunks", "files_id_1_n_1", by="blob", range_key="files_id"),
 )
@@ -191,11 +203,25 @@ def blob_metadata_filter(mailbox_id: str, message_keys: list[str]) -> dict[str, 
     return {"metadata.mailboxId": mailbox_id, "metadata.messageKey": {"$in": message_keys}}
 
 
+def raw_name(message: Mapping[str, Any]) -> str | None:
+    """The name a message's first raw copy is stored under (``raw.eml`` or ``raw.pack``), or
+    None: stored without raw bytes (from a NormalizedEmail without ``rawFull``)."""
+    names = message.get("blobs") or ()
+    return next((name for name in RAW_NAMES if name in names), None)
+
+
+def part_keys(message: Mapping[str, Any], mailbox_id: str) -> list[str]:
+    """The keys of the parts a message's pack holds (kept once per mailbox, ``raw_parts.py``)."""
+    return [part_key(mailbox_id, sha) for sha in message.get("rawParts") or ()]
+
+
 def raw_copy_keys(message: Mapping[str, Any], variants: bool) -> list[tuple[int, str]]:
-    """``(copy number, blob key)`` of a message's raw copies: 0 the first (``raw.eml``, when
-    stored), then with ``variants`` each other copy in the order it came (``get_raw_variants``)."""
+    """``(copy number, blob key)`` of a message's raw copies: 0 the first (``raw.eml`` or
+    ``raw.pack``, when stored), then with ``variants`` each other copy in the order it came
+    (``get_raw_variants``)."""
     prefix = message["blobPrefix"]
-    keys = [(0, prefix + "raw.eml")] if "raw.eml" in (message.get("blobs") or ()) else []
+    name = raw_name(message)
+    keys = [(0, prefix + name)] if name is not None else []
     if variants:
         keys += [(n, variant_blob_key(prefix, sha)) for n, sha in enumerate(message.get("variantHashes") or (), 1)]
     return keys

@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import AecsMongoError
 from .blob_location import check_key
 from .documents import MessageDocuments
+from .keys import PARTS_FOLDER
 
 __all__ = ["NamingOrder", "Refusal", "blob_items", "is_raw_message", "own_labels"]
 
@@ -38,16 +39,18 @@ def own_labels(item: Any, every: Iterable[str]) -> tuple[tuple[str, ...], Sequen
 def blob_items(batch: Sequence[MessageDocuments]) -> list[tuple[str, bytes]]:
     """``(key, bytes)`` of the blobs of the first copy of each message in a batch (the copy the
     write inserts; a later one with other parts would name blobs no row holds), of messages
-    with raw bytes (``raw.eml``: the stager skips a message whose raw blob is there)."""
+    with raw bytes (``raw.eml`` or ``raw.pack``: the stager skips a message whose raw blob is
+    there), but the parts kept once per mailbox, which are held before they are put."""
     items: dict[str, bytes] = {}
     seen: set[str] = set()
     for docs in batch:
         if docs.message["_id"] in seen:
             continue
         seen.add(docs.message["_id"])
-        if any(blob.key.endswith("/raw.eml") for blob in docs.blobs):
+        if any(blob.key.endswith(("/raw.eml", "/raw.pack")) for blob in docs.blobs):
             for blob in docs.blobs:
-                items.setdefault(check_key(blob.key), blob.data)
+                if f"/{PARTS_FOLDER}/" not in blob.key:  # a part is put after its hold (parts.py)
+                    items.setdefault(check_key(blob.key), blob.data)
     return list(items.items())
 
 

@@ -87,6 +87,9 @@ class StoreSettings:
     processors: tuple[Any, ...] = ()
     #: append the attachments' text to ``forAI`` (the AECS SDK's ``attachmentsInForAI``)
     attachments_in_for_ai: bool = False
+    #: keep each raw message whole as ``raw.eml`` (for readers of the blob store itself), not
+    #: as a pack with its large encoded bodies kept once per mailbox (``raw_parts.py``)
+    whole_raw: bool = False
 
     @classmethod
     def checked(cls, mailbox_id: object, owner_addresses: Iterable[str] = (), **options: Any) -> StoreSettings:
@@ -108,6 +111,8 @@ class StoreSettings:
             raise ValueError("retry_seconds must be a number of seconds, 0 or more")
         settings.retry_seconds = float(seconds)
         settings.shared_view = bool(settings.shared_view)
+        if not isinstance(settings.whole_raw, bool):
+            raise TypeError(f"whole_raw must be a bool, not {type(settings.whole_raw).__name__}")
         settings.sharded = bool(settings.sharded)
         settings.durable = bool(settings.durable)
         settings.attachment_text = bool(settings.attachment_text)

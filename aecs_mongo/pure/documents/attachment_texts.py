@@ -20,6 +20,7 @@ from typing import Any
 import bson
 
 from ..attachment_text import attachments_for_ai
+from ..transfer_encoding import decode_body
 from .building import BODY_SPILL_BYTES, HOT_TEXT_CHARS, Blob, MessageDocuments
 
 __all__ = ["attachment_items", "texts_by_idx", "with_attachment_texts"]
@@ -29,12 +30,22 @@ SPILL_BLOB = "body.json"
 
 
 def attachment_items(docs: MessageDocuments) -> list[tuple[dict[str, Any], bytes]]:
-    """Each attachment of ``docs`` that has bytes, with them (what extraction reads)."""
+    """Each attachment of ``docs`` that has bytes, with them decoded (what extraction reads):
+    from its encoded body in the raw message (a part among the blobs, or a span of
+    ``docs.raw``), else its own blob."""
     data = {blob.key: blob.data for blob in docs.blobs}
     items = []
     for att in docs.message.get("attachments") or ():
         key = att.get("blobKey")
-        if key and key in data:
+        span = att.get("raw")
+        if span:
+            if span.get("part"):
+                encoded = data.get(key)
+            else:
+                encoded = None if docs.raw is None else docs.raw[span["start"] : span["end"]]
+            if encoded is not None:
+                items.append((att, decode_body(encoded, span["encoding"])[0]))
+        elif key and key in data:
             items.append((att, data[key]))
     return items
 

@@ -2,9 +2,11 @@
 
 The three tiers: ``messages`` (the hot row every list and search touches: display strings cut
 to ``HOT_TEXT_CHARS``), ``bodies`` (the whole text and the address lists with names) and the
-blobs (``raw.eml``, ``body.html``, ``att/<idx>``, and ``body.json`` for a body too large for one
-document). Only a ``messages`` document over MongoDB's 16 MiB is refused. ``derived_fields``
-recomputes the lookup fields from what a stored message holds, for ``reindex``.
+blobs (``raw.eml``, or ``raw.pack`` and its parts: the message with its large encoded bodies
+kept once per mailbox, ``raw_parts.py``; ``body.html``; ``att/<idx>`` where an attachment's
+bytes are not in the raw message; and ``body.json`` for a body too large for one document).
+Only a ``messages`` document over MongoDB's 16 MiB is refused. ``derived_fields`` recomputes
+the lookup fields from what a stored message holds, for ``reindex``.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from ..keys import (
     list_id_key,
     lookup_keys,
     message_key,
+    part_key,
     subject_key,
     thread_key,
 )
+from ..raw_parts import PACK_CONTENT_TYPE, RawLayout, split_raw
 from .validation import (
     ATTACHMENT_FIELDS,
     CONTENT_FIELDS,
@@ -88,6 +92,8 @@ class MessageDocuments:
     message: dict[str, Any]
     #: unknown non-``x_`` fields that were ignored (AECS-1 §10.6), as ``path.name``
     ignored: tuple[str, ...] = ()
+    #: the whole raw message (its blob may be a pack): what keeping a copy as a variant stores
+    raw: bytes | None = None
 
 
 def _first_bad_string(value: Any, path: str) -> str | None:
@@ -151,6 +157,8 @@ def build_documents(
     owner_addresses: frozenset[str] = frozenset(),
     raw_bytes: bytes | None = None,
     attachment_data: Sequence[bytes | None] | None = None,
+    attachment_encoded: Sequence[tuple[bytes, str]] | None = None,
+    whole_raw: bool = False,
     list_id: str | None = None,
     uidl: str | None = None,
     raw_from_full: bool = False,
@@ -164,7 +172,11 @@ def build_documents(
     docstring), before ``processedAt``.
 
     ``raw_bytes`` are the original octets (kept byte-exact as ``raw.eml``); without them a
-    ``content.rawFull`` string is stored as its UTF-8 encoding. ``raw_from_full`` says that
+    ``content.rawFull`` string is stored as its UTF-8 encoding. ``attachment_encoded``: each
+    attachment's encoded body and transfer encoding as the raw message holds it (the
+    normalizer's); its decoded bytes are then derived from the raw message, not stored again,
+    and the large encoded bodies go to parts kept once per mailbox (``raw.pack``), unless
+    ``whole_raw`` keeps ``raw.eml`` whole (for readers of the blob store itself). ``raw_from_full`` says that
     ``content.raw`` is what the normalizer derives from those bytes, so it is not stored.
     bcc is kept only when the sender is one of ``owner_addresses`` (a Bcc list is its sender's own).
 
@@ -192,9 +204,19 @@ def build_documents(
     blob_names: list[str] = []
     if raw_bytes is None and content["rawFull"] is not None:
         raw_bytes = raw_full_to_bytes(content["rawFull"])
+    layout = RawLayout(None)
     if raw_bytes is not None:
-        blobs.append(Blob(prefix + "raw.eml", bytes(raw_bytes), "message/rfc822"))
-        blob_names.append("raw.eml")
+        raw_bytes = bytes(raw_bytes)
+        if attachment_encoded:
+            layout = split_raw(raw_bytes, attachment_encoded, take_out=not whole_raw)
+        if layout.pack is None:
+            blobs.append(Blob(prefix + "raw.eml", raw_bytes, "message/rfc822"))
+            blob_names.append("raw.eml")
+        else:
+            blobs.append(Blob(prefix + "raw.pack", layout.pack, PACK_CONTENT_TYPE))
+            blob_names.append("raw.pack")
+            for sha, part in layout.parts.items():
+                blobs.append(Blob(part_key(mailbox_id, sha), part, "application/octet-stream"))
     if content["html"] is not None:
         try:
             html_bytes = content["html"].encode("utf-8")
@@ -218,8 +240,13 @@ def build_documents(
             "cid": att["cid"],
             "blobKey": None,
         }
+        span = layout.spans[idx] if idx < len(layout.spans) else None
         data = attachment_data[idx] if attachment_data is not None and idx < len(attachment_data) else None
-        if data is not None:
+        if span is not None:  # derived from the raw message's encoded body
+            item["raw"] = span.as_document()
+            if span.sha256 is not None:
+                item["blobKey"] = part_key(mailbox_id, span.sha256)
+        elif data is not None:
             if not isinstance(data, (bytes, bytearray, memoryview)):
                 raise TypeError(f"attachment {idx} data must be bytes, not {type(data).__name__}")
             item["blobKey"] = f"{prefix}att/{idx}"
@@ -280,6 +307,8 @@ def build_documents(
             "uidl": uidl,
         }
     )
+    if layout.parts:
+        message["rawParts"] = list(layout.parts)
     message["lookups"] = lookup_keys(message)
     if raw_from_full:
         message["rawFromFull"] = True
@@ -325,7 +354,7 @@ def build_documents(
         body["spill"] = prefix + "body.json"
         blobs.append(Blob(body["spill"], data, "application/json"))
         message["blobs"].append("body.json")
-    return MessageDocuments(mid, mkey, tid, tkey, tuple(blobs), body, message, tuple(ignored))
+    return MessageDocuments(mid, mkey, tid, tkey, tuple(blobs), body, message, tuple(ignored), raw_bytes)
 
 
 def _cut(value: str | None, kind: str) -> str | None:
