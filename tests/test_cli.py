@@ -478,6 +478,7 @@ def test_stats_counts_every_registry_collection(make_store: Callable[..., Any], 
     from aecs_mongo.pure.change_marks import mark_id
     from aecs_mongo.pure.feed import checkpoint_document
     from aecs_mongo.pure.imap_records import folder_document, source_document
+    from aecs_mongo.pure.part_records import part_id
     from aecs_mongo.pure.vectors import block_id
 
     alice, bob = make_store("alice"), make_store("bob")
@@ -491,6 +492,7 @@ def test_stats_counts_every_registry_collection(make_store: Callable[..., Any], 
         db.imap_sources.insert_one(source_document(mailbox, "a@host", "INBOX", 7, 1, "m@x", "k"))
         db.imap_folders.insert_one(folder_document(mailbox, "a@host", "INBOX", 7))
         db.vector_blocks.insert_one({"_id": block_id(mailbox, 0), "mailboxId": mailbox})
+        db.blob_parts.insert_one({"_id": part_id(mailbox, "0" * 64), "mailboxId": mailbox, "refs": []})
         listed = file_records.Listed("file", "a.eml", "a.eml", "", 7, 10, 1_700_000_000_000_000_000)
         db.file_sources.insert_one(file_records.file_document(mailbox, "/mail", listed))
         # the change mark: written by the stores where there are no change streams, so here on

@@ -89,7 +89,7 @@ def pending_filter(mailbox_id: str) -> dict[str, Any]:
     return {
         "mailboxId": mailbox_id,
         "rawFromFull": True,
-        "attachments.blobKey": {"$type": "string"},
+        "attachments.0": {"$exists": True},
         "attachmentsRead": {"$exists": False},
     }
 
@@ -132,6 +132,8 @@ async def _fill_one(ctx: AsyncStoreContext, extractor: Extractor, message: dict[
     extra = [prefix + name for name in ("body.html", "body.json") if name in names]
     data = await store.get_many(keys + extra)
     blobs = tuple(Blob(k, data[k], "application/octet-stream") for k in keys if k in data)
+    # an attachment kept in the raw message's pack itself is read from the raw message
+    inline = any((a.get("raw") or {}).get("part") is None for a in message.get("attachments") or () if a.get("raw"))
     docs = MessageDocuments(
         str(message["messageId"]),
         str(message["messageKey"]),
@@ -140,6 +142,7 @@ async def _fill_one(ctx: AsyncStoreContext, extractor: Extractor, message: dict[
         blobs,
         dict(body),
         dict(message),
+        raw=await blobstore.raw_of(ctx, message) if inline else None,
     )
     future = _CALLS.submit(extractor.extract_each, attachment_items(docs))
     found = [r for r in await wrap_future(future) if r is not None]

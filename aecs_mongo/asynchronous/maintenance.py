@@ -17,6 +17,7 @@ from typing import Any
 from bson import Int64
 from pymongo.errors import BulkWriteError, CollectionInvalid, OperationFailure
 
+from ..pure import lifecycle
 from ..pure.documents import derived_fields, fold_thread_summary, thread_summary_from_messages
 from ..pure.indexes import (
     RETIRED_INDEXES,
@@ -27,7 +28,7 @@ from ..pure.indexes import (
     text_index_is_older,
 )
 from ..pure.keys import check_str, doc_id
-from . import blobstore, capabilities, embeddings, extracting, indexing, lookups, search
+from . import blobstore, capabilities, embeddings, extracting, indexing, lookups, parts, search
 from .changemarks import AsyncChange
 from .context import AsyncStoreContext, errmsg, only_duplicates, resolve, to_list
 from .writing import build
@@ -162,9 +163,9 @@ async def reparse_stale(ctx: AsyncStoreContext, spec_version: str | None) -> dic
 async def _reparse(ctx: AsyncStoreContext, message_id: str) -> bool:
     _id = ctx.id_for(message_id)
     old = await ctx.messages.find_one(ctx.by_id(_id))
-    if old is None or "raw.eml" not in (old.get("blobs") or ()):
+    if old is None or lifecycle.raw_name(old) is None:
         return False
-    raw = await ctx.get_blob(old["blobPrefix"] + "raw.eml")
+    raw = await blobstore.raw_of(ctx, old)
     if raw is None:
         return False
     # the tags and folders are the user's and the sources', not the parse's: kept as stored
@@ -174,15 +175,41 @@ async def _reparse(ctx: AsyncStoreContext, message_id: str) -> bool:
         docs.message["variants"] = old["variants"]  # only the first copy is re-parsed
     if old.get("variantHashes"):
         docs.message["variantHashes"] = old["variantHashes"]
-    await blobstore.put_blobs(ctx, [(blob, docs.message_key) for blob in docs.blobs])
+    # the parts of the new layout held and put before the row names them (parts.py)
+    await blobstore.put_blobs(ctx, await parts.hold(ctx, [docs]))
+    await blobstore.put_blobs(ctx, [(blob, docs.message_key) for blob in parts.own_blobs(docs)])
     async with AsyncChange(ctx, followed=True):  # where there is no change stream (changemarks.py)
         await ctx.bodies.replace_one(ctx.upsert_key(_id), docs.body, upsert=True)
         await ctx.messages.replace_one(ctx.by_id(_id), docs.message)
         await indexing.after_reparse(ctx, docs, old["messageKey"])
+    await _drop_replaced(ctx, old, docs.message)
     await recompute_thread(ctx, old["threadKey"])
     if docs.thread_key != old["threadKey"]:
         await recompute_thread(ctx, docs.thread_key)
     return True
+
+
+def _kept_twice(message: Mapping[str, Any]) -> bool:
+    """A message stored whole with its attachments' decoded bytes beside it (``att/<idx>``)
+    where those bytes are in its raw copy: what ``reindex`` stores again as a pack."""
+    if "raw.eml" not in (message.get("blobs") or ()):
+        return False
+    return any(
+        str(a.get("blobKey") or "").endswith(f"/att/{a.get('idx')}") and not a.get("raw")
+        for a in message.get("attachments") or ()
+    )
+
+
+async def _drop_replaced(ctx: AsyncStoreContext, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """After a message's row was replaced: the blobs only the old row named (a raw message kept
+    whole before, now a pack; its ``att/<idx>`` copies) and its hold on parts it no longer has."""
+    kept = set(lifecycle.blob_keys(new))
+    gone = [key for key in lifecycle.blob_keys(old) if key not in kept]
+    if gone:
+        await (await ctx.blob_store()).delete(gone)
+    dropped = set(old.get("rawParts") or ()) - set(new.get("rawParts") or ())
+    if dropped:
+        await parts.release(ctx, [{"messageKey": old["messageKey"], "rawParts": sorted(dropped)}])
 
 
 # --- reindex: every derived document rebuilt from messages -----------------------------------
@@ -201,7 +228,10 @@ async def reindex(ctx: AsyncStoreContext) -> dict[str, int]:
     keys: set[str] = set()
     batch: list[dict[str, Any]] = []
     redated: list[tuple[Any, dict[str, Any]]] = []  # written after the pass: ts is in the index it reads
+    repack: list[str] = []  # kept whole with attachment copies beside it (stored before packs)
     async for message in ctx.messages.find({"mailboxId": ctx.mailbox_id}):
+        if not ctx.settings.whole_raw and _kept_twice(message):
+            repack.append(message["messageId"])
         better = await _undated_ts(ctx, message)
         if better is not None:
             message["ts"] = Int64(better)
@@ -218,6 +248,7 @@ async def reindex(ctx: AsyncStoreContext) -> dict[str, int]:
         async with AsyncChange(ctx, followed=False):  # the local index learns ts by its rebuild
             await ctx.write_each(ctx.messages, redated[start : start + _REPAIR_BATCH])
     report["undatedRedated"] = len(redated)
+    report["rawRepacked"] = sum([await _reparse(ctx, message_id) for message_id in repack])
     dangling = [
         r["_id"]
         async for r in ctx.uidls.find({"mailboxId": ctx.mailbox_id}, {"messageKey": 1})
@@ -263,7 +294,7 @@ async def _undated_ts(ctx: AsyncStoreContext, message: Mapping[str, Any]) -> int
         at = int(_dt.datetime.fromisoformat(processed.replace("Z", "+00:00")).timestamp())
     except ValueError:
         return None
-    if int(message.get("ts") or 0) != at or "raw.eml" not in (message.get("blobs") or ()):
+    if int(message.get("ts") or 0) != at or lifecycle.raw_name(message) is None:
         return None
     raw = await blobstore.get_raw(ctx, message["messageId"])
     if raw is None:

@@ -23,7 +23,7 @@ from ..pure.settings import check_limit
 from ..results import MessagePage, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, ThreadSummary
 from . import capabilities, lookups, paging
-from .blobstore import named_blob
+from .blobstore import named_blob, raw_of
 from .context import AsyncStoreContext, log, to_list
 from .writing import parse_raw
 
@@ -69,8 +69,7 @@ async def assemble(
     if include_raw:
         names = message.get("blobs") or ()
         prefix = message["blobPrefix"]
-        if "raw.eml" in names:
-            raw_full = await named_blob(ctx, message, prefix + "raw.eml")
+        raw_full = await raw_of(ctx, message)
         if "body.html" in names:
             html = (await named_blob(ctx, message, prefix + "body.html")).decode("utf-8")
         if message.get("rawFromFull") and raw_full is not None:

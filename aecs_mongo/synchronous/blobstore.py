@@ -3,8 +3,10 @@
 """The reads and writes of blobs every store shares, whatever its blob store.
 
 The blob stores are ``blobstores.py`` (the interface, a directory, object storage) and
-``gridfsblobs.py`` (GridFS). The blob keys are ``<blobPrefix>raw.eml``, ``body.html``,
-``att/<idx>``, ``body.json`` and the raw variants (``variants/<sha256>.eml``).
+``gridfsblobs.py`` (GridFS). The blob keys are ``<blobPrefix>raw.eml`` (or ``raw.pack``, the
+message with its large encoded bodies in parts kept once per mailbox under
+``<mailbox root>parts/<sha256>``: ``pure/raw_parts.py``), ``body.html``, ``att/<idx>`` (bytes
+not in the raw message), ``body.json`` and the raw variants (``variants/<sha256>.eml``).
 """
 
 from __future__ import annotations
@@ -14,16 +16,19 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import BlobMissingError
+from ..errors import BlobMissingError, BlobStoreError
 from ..pure import lifecycle
 from ..pure.blob_location import sweep_candidates
 from ..pure.documents import Blob
-from ..pure.keys import blob_prefix, message_key
+from ..pure.keys import blob_prefix, message_key, part_key
+from ..pure.raw_parts import PackError, assemble, pack_parts
+from ..pure.transfer_encoding import decode_body
 from ..pure.variants import variant_blob_key
-from . import capabilities
+from . import capabilities, parts
 from .context import StoreContext, log
 
 __all__ = [
+    "attachment_bytes",
     "blob_key",
     "get_attachment",
     "get_html",
@@ -31,8 +36,10 @@ __all__ = [
     "get_raw_variants",
     "named_blob",
     "put_blobs",
+    "raw_of",
     "recorded_hashes",
     "sweep_blobs",
+    "unpacked",
 ]
 
 
@@ -62,7 +69,7 @@ def sweep_blobs(ctx: StoreContext, grace_seconds: float) -> int:
         removed += store.delete_prefix(prefix)
     if candidates:
         log.debug("swept the blobs of %d message(s) never stored in %r", len(candidates), ctx.mailbox_id)
-    return removed
+    return removed + parts.sweep_parts(ctx, grace_seconds)
 
 
 def named_blob(ctx: StoreContext, message: Mapping[str, Any], key: str) -> bytes:
@@ -86,7 +93,7 @@ def recorded_hashes(ctx: StoreContext, message: Mapping[str, Any]) -> set[str]:
     hashes = {v["sha256"] for v in message.get("variants") or () if v.get("sha256")}
     if message.get("rawSha256"):
         hashes.add(message["rawSha256"])
-    elif "raw.eml" in (message.get("blobs") or ()):
+    elif "raw.eml" in (message.get("blobs") or ()):  # a pack is never without its rawSha256
         raw = ctx.get_blob(message["blobPrefix"] + "raw.eml")
         if raw is not None:
             hashes.add(hashlib.sha256(raw).hexdigest())
@@ -112,20 +119,69 @@ def _get_named(ctx: StoreContext, message_id: str, name: str) -> bytes | None:
     return named_blob(ctx, message, message["blobPrefix"] + name)
 
 
+_ROW_FIELDS = {"messageId": 1, "blobPrefix": 1, "blobs": 1}
+
+
+def unpacked(
+    ctx: StoreContext, message: Mapping[str, Any], name: str, data: bytes, read: Mapping[str, bytes] | None = None
+) -> bytes:
+    """A first raw copy's bytes as stored under ``name`` made whole: a pack gets its parts put
+    back (``pure/raw_parts.py``; ``read``: parts by key read already, the rest are read here);
+    a part that is not there is a ``BlobMissingError``."""
+    if name != "raw.pack":
+        return data
+    keys = {sha: part_key(ctx.mailbox_id, sha) for sha in _pack_parts(ctx, message, data)}
+    store = ctx.blob_store()
+    found = {key: read[key] for key in keys.values() if read is not None and key in read}
+    if len(found) < len(keys):
+        found.update(store.get_many([key for key in keys.values() if key not in found]))
+    for key in keys.values():
+        if key not in found:
+            named_blob(ctx, message, key)  # raises: the message names a part that is gone
+    try:
+        return assemble(data, {sha: found[key] for sha, key in keys.items()})
+    except PackError as exc:
+        raise BlobStoreError(
+            f"message {message.get('messageId')!r}: its raw copy cannot be put back together ({exc})", url=store.url
+        ) from None
+
+
+def _pack_parts(ctx: StoreContext, message: Mapping[str, Any], data: bytes) -> list[str]:
+    try:
+        return pack_parts(data)
+    except PackError as exc:
+        raise BlobStoreError(f"message {message.get('messageId')!r}: {exc}", url=ctx.blobs.url) from None
+
+
+def raw_of(ctx: StoreContext, message: Mapping[str, Any]) -> bytes | None:
+    """The first raw copy of a stored message (its row: ``blobPrefix``, ``blobs``), whole; None
+    where it was stored without raw bytes."""
+    name = lifecycle.raw_name(message)
+    if name is None:
+        return None
+    return unpacked(ctx, message, name, named_blob(ctx, message, message["blobPrefix"] + name))
+
+
 def get_raw(ctx: StoreContext, message_id: str) -> bytes | None:
-    return _get_named(ctx, message_id, "raw.eml")
+    data = ctx.get_blob(blob_key(ctx, message_id, "raw.eml"))  # whole: no row to read
+    if data is not None:
+        return data
+    message = ctx.messages.find_one(ctx.by_id(ctx.id_for(message_id)), _ROW_FIELDS)
+    return None if message is None else raw_of(ctx, message)
 
 
 def get_raw_variants(ctx: StoreContext, message_id: str) -> list[bytes]:
-    message = ctx.messages.find_one(
-        ctx.by_id(ctx.id_for(message_id)), {"blobPrefix": 1, "blobs": 1, "variantHashes": 1}
-    )
+    message = ctx.messages.find_one(ctx.by_id(ctx.id_for(message_id)), {**_ROW_FIELDS, "variantHashes": 1})
     if message is None:
         return []
-    keys = [message["blobPrefix"] + "raw.eml"] if "raw.eml" in (message.get("blobs") or ()) else []
-    keys += [variant_blob_key(message["blobPrefix"], sha) for sha in message.get("variantHashes") or ()]
-    copies = [ctx.get_blob(key) for key in keys]
-    return [c for c in copies if c is not None]
+    first = None
+    name = lifecycle.raw_name(message)
+    if name is not None:
+        data = ctx.get_blob(message["blobPrefix"] + name)
+        first = None if data is None else unpacked(ctx, message, name, data)
+    prefix = message["blobPrefix"]
+    others = [ctx.get_blob(variant_blob_key(prefix, sha)) for sha in message.get("variantHashes") or ()]
+    return [c for c in [first, *others] if c is not None]
 
 
 def get_html(ctx: StoreContext, message_id: str) -> str | None:
@@ -134,6 +190,27 @@ def get_html(ctx: StoreContext, message_id: str) -> str | None:
 
 
 def get_attachment(ctx: StoreContext, message_id: str, idx: int) -> bytes | None:
+    """Attachment ``idx``'s decoded bytes: derived from its encoded body in the raw message (a
+    part, or a span of the pack), or an ``att/<idx>`` blob where they are not in it."""
     if isinstance(idx, bool) or not isinstance(idx, int):
         raise TypeError(f"idx must be an int, not {type(idx).__name__}")
-    return _get_named(ctx, message_id, f"att/{idx}")
+    message = ctx.messages.find_one(ctx.by_id(ctx.id_for(message_id)), {**_ROW_FIELDS, "attachments": 1})
+    item = next((a for a in (message or {}).get("attachments") or () if a.get("idx") == idx), None)
+    if message is None or item is None:
+        return None
+    return attachment_bytes(ctx, message, item)
+
+
+def attachment_bytes(ctx: StoreContext, message: Mapping[str, Any], item: Mapping[str, Any]) -> bytes | None:
+    """The decoded bytes of one attachment of a stored message (its row and its item)."""
+    span = item.get("raw")
+    if span:
+        if span.get("part"):
+            encoded = named_blob(ctx, message, part_key(ctx.mailbox_id, span["part"]))
+        else:
+            raw = raw_of(ctx, message)
+            encoded = b"" if raw is None else raw[span["start"] : span["end"]]
+        return decode_body(encoded, span["encoding"])[0]
+    if item.get("blobKey"):
+        return named_blob(ctx, message, item["blobKey"])
+    return None

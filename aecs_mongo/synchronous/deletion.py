@@ -19,7 +19,8 @@ from ..pure.documents import fold_thread_summary
 from ..pure.indexes import BLOCKS_COLLECTION, VECTORS_COLLECTION
 from ..pure.keys import blob_prefix, doc_id, message_key
 from ..pure.lifecycle import DataCollection, EraseReport, ExpireReport
-from . import capabilities, embeddings, indexing
+from ..pure.part_records import PARTS_COLLECTION
+from . import capabilities, embeddings, indexing, parts
 from .changemarks import Change
 from .context import StoreContext, log
 
@@ -132,6 +133,10 @@ class Deleter:
         self._remove("messages", self.ctx.by_ids(ids), completes=True)
         if not self.dry_run:  # the local search index (search_index=), after the commit point
             indexing.after_delete(self.ctx, mkeys)
+            # the parts these messages held, where nothing else holds them (parts.py)
+            released = parts.release(self.ctx, messages)
+            if released:
+                self.removed[PARTS_COLLECTION] = self.removed.get(PARTS_COLLECTION, 0) + released
 
     def _remove_blobs(self, messages: Sequence[Mapping[str, Any]], by_prefix: bool) -> None:
         if not self.gridfs:  # each message's prefix: what it names and what an upload left

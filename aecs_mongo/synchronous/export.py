@@ -13,7 +13,7 @@ from typing import Any
 
 from ..pure import blobs, lifecycle
 from ..pure.lifecycle import ExportedCopy
-from . import capabilities
+from . import blobstore, capabilities
 from .blobstores import BlobStore
 from .context import StoreContext
 
@@ -25,6 +25,7 @@ _EXPORT_FIELDS = {
     "blobPrefix": 1,
     "blobs": 1,
     "variantHashes": 1,
+    "rawParts": 1,
     "from.email": 1,
     "sizeBytes": 1,
     "tags": 1,
@@ -74,7 +75,7 @@ def _export_page(
     wanted = [(m, number, key) for m in page for number, key in lifecycle.raw_copy_keys(m, variants)]
     store = ctx.blob_store()
     if not store.gridfs:
-        for copy in _export_external(store, page, wanted, on_missing):
+        for copy in _export_external(ctx, store, page, wanted, on_missing):
             yield copy
         return
     lengths = {key: size for m, number, key in wanted if number == 0 and (size := lifecycle.recorded_size(m))}
@@ -98,6 +99,7 @@ def _export_page(
         joined = {key: blobs.join_chunks(chunks.get(key, ()), lengths[key]) for key in keys if key not in files}
         # chunks that do not add up to the recorded size: the files document decides, as for get_raw
         files.update(_files(ctx, [key for key, data in joined.items() if data is None]))
+        packed = _parts_of(ctx, group)
         for message, number, key in group:
             raw = blobs.assemble(files[key], chunks.get(key, ())) if key in files else joined.pop(key)
             chunks.pop(key, None)  # what is yielded is the caller's to keep or drop
@@ -105,12 +107,34 @@ def _export_page(
                 if number == 0:
                     missing(message)
                 continue
+            raw = _whole(ctx, message, key, raw, packed)
             sender = (message.get("from") or {}).get("email")
             tags = tuple(message.get("tags") or ())
             yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender, tags)
 
 
+def _parts_of(ctx: StoreContext, group: Sequence[tuple[Mapping[str, Any], int, str]]) -> dict[str, bytes]:
+    """The parts of the packs among a group of raw copies, read at once (one ``get_many``)."""
+    keys = {
+        part
+        for message, _, key in group
+        if key.endswith("/raw.pack")
+        for part in lifecycle.part_keys(message, ctx.mailbox_id)
+    }
+    return (ctx.blob_store()).get_many(sorted(keys)) if keys else {}
+
+
+def _whole(
+    ctx: StoreContext, message: Mapping[str, Any], key: str, data: bytes, parts: Mapping[str, bytes]
+) -> bytes:
+    """A raw copy as read, made whole where it is a pack (its ``parts``, read with its group)."""
+    if not key.endswith("/raw.pack"):
+        return data
+    return blobstore.unpacked(ctx, message, "raw.pack", data, parts)
+
+
 def _export_external(
+    ctx: StoreContext,
     store: BlobStore,
     page: Sequence[Mapping[str, Any]],
     wanted: Sequence[tuple[Mapping[str, Any], int, str]],
@@ -119,16 +143,18 @@ def _export_external(
     """A page from a file or object store: the blobs of ``lifecycle.EXPORT_EXTERNAL`` copies a call
     (read at once), in order; a first copy that is not there goes to ``on_missing``."""
     for message in page:  # stored without raw bytes (from a NormalizedEmail without rawFull)
-        if "raw.eml" not in (message.get("blobs") or ()) and on_missing is not None:
+        if lifecycle.raw_name(message) is None and on_missing is not None:
             on_missing(message["messageId"])
     for group in lifecycle.batches(wanted, lifecycle.EXPORT_EXTERNAL):
         data = store.get_many([key for _, _, key in group])
+        packed = _parts_of(ctx, group)
         for message, number, key in group:
             raw = data.pop(key, None)
             if raw is None:
                 if number == 0 and on_missing is not None:
                     on_missing(message["messageId"])
                 continue
+            raw = _whole(ctx, message, key, raw, packed)
             sender = (message.get("from") or {}).get("email")
             tags = tuple(message.get("tags") or ())
             yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender, tags)

@@ -90,7 +90,7 @@ def pending_filter(mailbox_id: str) -> dict[str, Any]:
     return {
         "mailboxId": mailbox_id,
         "rawFromFull": True,
-        "attachments.blobKey": {"$type": "string"},
+        "attachments.0": {"$exists": True},
         "attachmentsRead": {"$exists": False},
     }
 
@@ -133,6 +133,8 @@ def _fill_one(ctx: StoreContext, extractor: Extractor, message: dict[str, Any]) 
     extra = [prefix + name for name in ("body.html", "body.json") if name in names]
     data = store.get_many(keys + extra)
     blobs = tuple(Blob(k, data[k], "application/octet-stream") for k in keys if k in data)
+    # an attachment kept in the raw message's pack itself is read from the raw message
+    inline = any((a.get("raw") or {}).get("part") is None for a in message.get("attachments") or () if a.get("raw"))
     docs = MessageDocuments(
         str(message["messageId"]),
         str(message["messageKey"]),
@@ -141,6 +143,7 @@ def _fill_one(ctx: StoreContext, extractor: Extractor, message: dict[str, Any]) 
         blobs,
         dict(body),
         dict(message),
+        raw=blobstore.raw_of(ctx, message) if inline else None,
     )
     future = _CALLS.submit(extractor.extract_each, attachment_items(docs))
     found = [r for r in future.result() if r is not None]

@@ -46,6 +46,7 @@ from typing import TypeVar
 
 from ..errors import BlobStoreError
 from ..pure.blob_location import BlobLocation, compress, decompress
+from ..pure.keys import PARTS_FOLDER
 
 __all__ = ["FileBackend"]
 
@@ -102,11 +103,16 @@ class FileBackend:
         if len(parts) < 4:  # a prefix's directory: aecs/, aecs/<mailbox>/
             return os.path.join(self.root, *parts)
         top, mailbox, mkey, name = parts[0], parts[1], parts[2], ".".join(parts[3:])
+        if mkey == PARTS_FOLDER:  # aecs/<mailbox>/parts/<sha256>: a folder of its own
+            return os.path.join(self.root, top, mailbox, PARTS_FOLDER, name[:2], name)
         return os.path.join(self.root, top, mailbox, mkey[:2], f"{mkey}.{name}")
 
     def _key(self, path: str) -> str:
         """The blob key of a file's path (``_path`` reversed)."""
-        top, mailbox, _, filename = os.path.relpath(path, self.root).split(os.sep)
+        names = os.path.relpath(path, self.root).split(os.sep)
+        if len(names) == 5 and names[2] == PARTS_FOLDER:
+            return f"{names[0]}/{names[1]}/{PARTS_FOLDER}/{names[4]}"
+        top, mailbox, _, filename = names
         mkey, _, name = filename.partition(".")
         kind, _, rest = name.partition(".")
         if kind in ("att", "variants"):
@@ -160,8 +166,9 @@ class FileBackend:
             fresh = {key: data for key, data in items if key not in self._staged}
         # a message whose raw blob is there is stored (or a crash left it): its copy here may
         # have other parts, which would name blobs its row does not hold; ``put`` decides
-        prefixes = {key.rsplit("/", 1)[0] for key in fresh if key.endswith("/raw.eml")}
-        taken = {p for p in prefixes if os.path.exists(self._path(p + "/raw.eml"))}
+        raw_names = ("/raw.eml", "/raw.pack")
+        prefixes = {key.rsplit("/", 1)[0] for key in fresh if key.endswith(raw_names)}
+        taken = {p for p in prefixes if any(os.path.exists(self._path(p + name)) for name in raw_names)}
         fresh = {key: data for key, data in fresh.items() if _message_prefix(key) in prefixes - taken}
         if not fresh:
             return
@@ -257,8 +264,13 @@ class FileBackend:
             removed += 1
         return removed
 
+    def _is_message_prefix(self, prefix: str) -> bool:
+        """``aecs/<mailbox>/<messageKey>/``: one message's files, in its mailbox's directory
+        (the parts folder, ``aecs/<mailbox>/parts/``, is a directory of its own)."""
+        return prefix.count("/") == 3 and prefix.split("/")[2] != PARTS_FOLDER
+
     def delete_prefix(self, prefix: str, dry_run: bool) -> int:
-        if prefix.count("/") == 3:  # one message's files, in its mailbox's directory
+        if self._is_message_prefix(prefix):
             files = self._message_files(prefix)
             count = sum(1 for f in files if not _is_temporary(os.path.basename(f)))
             if not dry_run:
@@ -296,7 +308,7 @@ class FileBackend:
                 yield path, modified
 
     def list_keys(self, prefix: str) -> list[tuple[str, float]]:
-        if prefix.count("/") == 3:
+        if self._is_message_prefix(prefix):
             paths = [p for p in self._message_files(prefix) if not _is_temporary(os.path.basename(p))]
             found = [(self._key(p), os.stat(p).st_mtime) for p in paths if os.path.exists(p)]
         else:

@@ -19,6 +19,7 @@ from typing import Any
 from bson import Int64
 from pymongo.errors import BulkWriteError, CollectionInvalid, OperationFailure
 
+from ..pure import lifecycle
 from ..pure.documents import derived_fields, fold_thread_summary, thread_summary_from_messages
 from ..pure.indexes import (
     RETIRED_INDEXES,
@@ -29,7 +30,7 @@ from ..pure.indexes import (
     text_index_is_older,
 )
 from ..pure.keys import check_str, doc_id
-from . import blobstore, capabilities, embeddings, extracting, indexing, lookups, search
+from . import blobstore, capabilities, embeddings, extracting, indexing, lookups, parts, search
 from .changemarks import Change
 from .context import StoreContext, errmsg, only_duplicates, resolve, to_list
 from .writing import build
@@ -164,9 +165,9 @@ def reparse_stale(ctx: StoreContext, spec_version: str | None) -> dict[str, int]
 def _reparse(ctx: StoreContext, message_id: str) -> bool:
     _id = ctx.id_for(message_id)
     old = ctx.messages.find_one(ctx.by_id(_id))
-    if old is None or "raw.eml" not in (old.get("blobs") or ()):
+    if old is None or lifecycle.raw_name(old) is None:
         return False
-    raw = ctx.get_blob(old["blobPrefix"] + "raw.eml")
+    raw = blobstore.raw_of(ctx, old)
     if raw is None:
         return False
     # the tags and folders are the user's and the sources', not the parse's: kept as stored
@@ -176,15 +177,41 @@ def _reparse(ctx: StoreContext, message_id: str) -> bool:
         docs.message["variants"] = old["variants"]  # only the first copy is re-parsed
     if old.get("variantHashes"):
         docs.message["variantHashes"] = old["variantHashes"]
-    blobstore.put_blobs(ctx, [(blob, docs.message_key) for blob in docs.blobs])
+    # the parts of the new layout held and put before the row names them (parts.py)
+    blobstore.put_blobs(ctx, parts.hold(ctx, [docs]))
+    blobstore.put_blobs(ctx, [(blob, docs.message_key) for blob in parts.own_blobs(docs)])
     with Change(ctx, followed=True):  # where there is no change stream (changemarks.py)
         ctx.bodies.replace_one(ctx.upsert_key(_id), docs.body, upsert=True)
         ctx.messages.replace_one(ctx.by_id(_id), docs.message)
         indexing.after_reparse(ctx, docs, old["messageKey"])
+    _drop_replaced(ctx, old, docs.message)
     recompute_thread(ctx, old["threadKey"])
     if docs.thread_key != old["threadKey"]:
         recompute_thread(ctx, docs.thread_key)
     return True
+
+
+def _kept_twice(message: Mapping[str, Any]) -> bool:
+    """A message stored whole with its attachments' decoded bytes beside it (``att/<idx>``)
+    where those bytes are in its raw copy: what ``reindex`` stores again as a pack."""
+    if "raw.eml" not in (message.get("blobs") or ()):
+        return False
+    return any(
+        str(a.get("blobKey") or "").endswith(f"/att/{a.get('idx')}") and not a.get("raw")
+        for a in message.get("attachments") or ()
+    )
+
+
+def _drop_replaced(ctx: StoreContext, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """After a message's row was replaced: the blobs only the old row named (a raw message kept
+    whole before, now a pack; its ``att/<idx>`` copies) and its hold on parts it no longer has."""
+    kept = set(lifecycle.blob_keys(new))
+    gone = [key for key in lifecycle.blob_keys(old) if key not in kept]
+    if gone:
+        (ctx.blob_store()).delete(gone)
+    dropped = set(old.get("rawParts") or ()) - set(new.get("rawParts") or ())
+    if dropped:
+        parts.release(ctx, [{"messageKey": old["messageKey"], "rawParts": sorted(dropped)}])
 
 
 # --- reindex: every derived document rebuilt from messages -----------------------------------
@@ -203,7 +230,10 @@ def reindex(ctx: StoreContext) -> dict[str, int]:
     keys: set[str] = set()
     batch: list[dict[str, Any]] = []
     redated: list[tuple[Any, dict[str, Any]]] = []  # written after the pass: ts is in the index it reads
+    repack: list[str] = []  # kept whole with attachment copies beside it (stored before packs)
     for message in ctx.messages.find({"mailboxId": ctx.mailbox_id}):
+        if not ctx.settings.whole_raw and _kept_twice(message):
+            repack.append(message["messageId"])
         better = _undated_ts(ctx, message)
         if better is not None:
             message["ts"] = Int64(better)
@@ -220,6 +250,7 @@ def reindex(ctx: StoreContext) -> dict[str, int]:
         with Change(ctx, followed=False):  # the local index learns ts by its rebuild
             ctx.write_each(ctx.messages, redated[start : start + _REPAIR_BATCH])
     report["undatedRedated"] = len(redated)
+    report["rawRepacked"] = sum([_reparse(ctx, message_id) for message_id in repack])
     dangling = [
         r["_id"]
         for r in ctx.uidls.find({"mailboxId": ctx.mailbox_id}, {"messageKey": 1})
@@ -265,7 +296,7 @@ def _undated_ts(ctx: StoreContext, message: Mapping[str, Any]) -> int | None:
         at = int(_dt.datetime.fromisoformat(processed.replace("Z", "+00:00")).timestamp())
     except ValueError:
         return None
-    if int(message.get("ts") or 0) != at or "raw.eml" not in (message.get("blobs") or ()):
+    if int(message.get("ts") or 0) != at or lifecycle.raw_name(message) is None:
         return None
     raw = blobstore.get_raw(ctx, message["messageId"])
     if raw is None:

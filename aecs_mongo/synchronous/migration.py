@@ -33,6 +33,8 @@ from ..errors import BlobLocationError, BlobStoreError
 from ..pure import lifecycle
 from ..pure.blob_location import BLOBS_SETTING, SETTINGS_COLLECTION, BlobLocation, parse_blob_url, settings_document
 from ..pure.documents import Blob
+from ..pure.keys import PARTS_FOLDER
+from ..pure.raw_parts import PACK_CONTENT_TYPE
 from ..pure.settings import Capabilities, StoreSettings
 from .blobstores import BlobStore, open_external
 from .context import REFUSED, StoreContext
@@ -43,7 +45,7 @@ __all__ = ["MigrationReport", "migrate_blobs"]
 #: messages read per batch (their blobs are read, written and verified together)
 BATCH = 200
 _FIELDS = {"_id": 1, "mailboxId": 1, "messageKey": 1, "messageId": 1, "blobPrefix": 1, "blobs": 1}
-_FIELDS.update({"variantHashes": 1, "attachments.idx": 1, "attachments.contentType": 1})
+_FIELDS.update({"variantHashes": 1, "rawParts": 1, "attachments.idx": 1, "attachments.contentType": 1})
 
 
 @dataclass
@@ -72,6 +74,8 @@ def _content_type(message: Mapping[str, Any], name: str) -> str:
             if att.get("idx") == idx:
                 return str(att.get("contentType") or "application/octet-stream")
         return "application/octet-stream"
+    if name == "raw.pack":
+        return PACK_CONTENT_TYPE
     return "message/rfc822"
 
 
@@ -173,22 +177,23 @@ def _copy_batch(
         by_mailbox.setdefault(message["mailboxId"], []).append(message)
     for mailbox_id, messages in by_mailbox.items():
         source, target = sources.of(mailbox_id), targets.of(mailbox_id)
-        wanted = {key: message for message in messages for key in lifecycle.blob_keys(message)}
+        # key -> (the message naming it, its content type, the key it is put under)
+        wanted: dict[str, tuple[Mapping[str, Any], str, str]] = {}
+        for message in messages:
+            for key in lifecycle.blob_keys(message):
+                name = key[len(message["blobPrefix"]) :]
+                wanted[key] = (message, _content_type(message, name), message["messageKey"])
+            for key in lifecycle.part_keys(message, mailbox_id):  # kept once per mailbox
+                wanted.setdefault(key, (message, "application/octet-stream", PARTS_FOLDER))
         data = source.get_many(list(wanted))
-        report.missing += sorted(f"{wanted[key].get('messageId')}: {key}" for key in wanted if key not in data)
+        report.missing += sorted(f"{wanted[key][0].get('messageId')}: {key}" for key in wanted if key not in data)
         copied = target.get_many(list(data))
         todo = [key for key in data if key not in copied or _sha(copied[key]) != _sha(data[key])]
         report.already += len(data) - len(todo)
         stale = [key for key in todo if key in copied]  # a different copy under the key: replaced
         if stale:
             target.delete(stale)
-        items = [
-            (
-                Blob(key, data[key], _content_type(wanted[key], key[len(wanted[key]["blobPrefix"]) :])),
-                wanted[key]["messageKey"],
-            )
-            for key in todo
-        ]
+        items = [(Blob(key, data[key], wanted[key][1]), wanted[key][2]) for key in todo]
         target.put(items)
         check = target.get_many(todo)
         bad = [key for key in todo if key not in check or _sha(check[key]) != _sha(data[key])]

@@ -25,7 +25,7 @@ from ..pure.settings import check_limit
 from ..results import MessagePage, ThreadPage
 from ..types import ContextEntry, MessageSummary, NormalizedEmail, ThreadSummary
 from . import capabilities, lookups, paging
-from .blobstore import named_blob
+from .blobstore import named_blob, raw_of
 from .context import StoreContext, log, to_list
 from .writing import parse_raw
 
@@ -71,8 +71,7 @@ def assemble(
     if include_raw:
         names = message.get("blobs") or ()
         prefix = message["blobPrefix"]
-        if "raw.eml" in names:
-            raw_full = named_blob(ctx, message, prefix + "raw.eml")
+        raw_full = raw_of(ctx, message)
         if "body.html" in names:
             html = (named_blob(ctx, message, prefix + "body.html")).decode("utf-8")
         if message.get("rawFromFull") and raw_full is not None:

@@ -82,6 +82,11 @@ class MessageStore:
     ``BlobStore``. The database records its blob location on first use and refuses a store
     opened with another one (``BlobLocationError``); ``aecs-mongo blobs migrate`` moves them.
     ``attachment_text``, ``ocr``, ``processors``, ``attachments_in_for_ai``, ``extract_later``: extracting.py.
+    ``whole_raw`` (default False): raw mail is kept as a pack, each large encoded attachment
+    body taken out into a part kept once per mailbox and put back on every read
+    (``pure/raw_parts.py``); True keeps every message whole as ``raw.eml``, for a deployment
+    that reads the blob store itself (a CDN, another service). Each message is read back
+    byte-exact either way, whichever layout wrote it.
     """
 
     mailbox_id = Setting[str]()
@@ -95,6 +100,7 @@ class MessageStore:
     scan_limit = Setting["int | None"](writable=True)
     retry_seconds = Setting[float](writable=True)
     durable = Setting[bool](writable=True)
+    whole_raw = Setting[bool](writable=True)
     search_index = Setting["str | None"]()
 
     @property
@@ -125,6 +131,7 @@ class MessageStore:
         processors: Sequence[Any] = (),
         attachments_in_for_ai: bool = False,
         extract_later: bool = False,
+        whole_raw: bool = False,
     ) -> None:
         if isinstance(blobs, str):
             location = parse_blob_url(blobs, bucket_name)
@@ -158,6 +165,7 @@ class MessageStore:
             processors=processors,
             attachments_in_for_ai=attachments_in_for_ai,
             extract_later=extract_later,
+            whole_raw=whole_raw,
         )
         self._context = StoreContext(db, settings, Capabilities(), blobs=blobs)
         self.db = db

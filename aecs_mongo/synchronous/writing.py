@@ -36,7 +36,7 @@ from ..pure.keys import check_str
 from ..pure.tags import check_folders, check_tags, needs_change
 from ..pure.variants import variant_blob_key, variant_record_update, variants_in_batch_order
 from ..results import StoreResult
-from . import blobstore, capabilities, extents, indexing
+from . import blobstore, capabilities, extents, indexing, parts
 from .changemarks import Change
 from .context import StoreContext, insert_ignoring_duplicates, log, only_duplicates, resolve
 
@@ -68,7 +68,7 @@ def raw_spec(ctx: StoreContext) -> Any:
     from ..normalizer.build import RawSpec
 
     settings = ctx.settings
-    return RawSpec(ctx.mailbox_id, settings.owner_addresses, settings.for_ai_max_chars)
+    return RawSpec(ctx.mailbox_id, settings.owner_addresses, settings.for_ai_max_chars, whole_raw=settings.whole_raw)
 
 
 def build(
@@ -191,9 +191,13 @@ def write_once(
     ahead = _variants_ahead(batch, stored)
     started = (ctx.blob_store()).put_started(ahead, durable=ctx.settings.durable) if ahead else None
     put_ahead = {blob.key for blob, _ in ahead} if started is not None else set()
+    # parts kept once per mailbox: held before anything relies on them (a remover may be taking
+    # one away), then put where they are missing (most are there already: no absent hint)
+    blobstore.put_blobs(ctx, parts.hold(ctx, unique))
     blobstore.put_blobs(
         ctx,
-        [(blob, d.message_key) for d in unique for blob in d.blobs] + [(b, k) for _, b, k in folded.values()],
+        [(blob, d.message_key) for d in unique for blob in parts.own_blobs(d)]
+        + [(b, k) for _, b, k in folded.values()],
         absent=True,
     )
     # the same bytes again (a re-delivery): their blobs are made whole where a crash cut them
@@ -203,7 +207,7 @@ def write_once(
         for d in first.values()
         if d.message.get("rawSha256") and stored.get(d.message["_id"], {}).get("rawSha256") == d.message["rawSha256"]
     ]
-    blobstore.put_blobs(ctx, [(blob, d.message_key) for d in same for blob in d.blobs])
+    blobstore.put_blobs(ctx, [item for d in same for item in parts.blob_owners(d)])
     if repair and same and not capabilities.transactions(ctx):
         # without transactions a body is written before its message: the restart may have taken it
         insert_ignoring_duplicates(ctx.bodies, [d.body for d in same])
@@ -264,8 +268,8 @@ def _variant_record(docs: MessageDocuments, blob: Blob, now: _dt.datetime) -> di
 
 def _raw_blob(docs: MessageDocuments, blob_prefix: str) -> Blob:
     """A copy's raw bytes as the variant blob of the stored message (of ``blob_prefix``)."""
-    raw = next(b.data for b in docs.blobs if b.key.endswith("/raw.eml"))
-    return Blob(variant_blob_key(blob_prefix, docs.message["rawSha256"]), raw, "message/rfc822")
+    assert docs.raw is not None  # a copy with a rawSha256 was built from raw bytes
+    return Blob(variant_blob_key(blob_prefix, docs.message["rawSha256"]), docs.raw, "message/rfc822")
 
 
 def _variants_ahead(
