@@ -51,6 +51,9 @@ from .helpers.cli import Cli, in_process
 from .helpers.monitoring import Recorder
 from .helpers.normalize import load_validator
 
+#: fixtures kept in helpers: moto's S3-compatible server and a bucket on it
+pytest_plugins = ["tests.helpers.s3"]
+
 ALL_BACKENDS = ("mongomock", "rs", "standalone", "uri")
 FLAVORS = ("sync", "pymongo_async", "motor")
 #: Motor runs the same async source as PyMongo's async client through ``resolve()``: CI

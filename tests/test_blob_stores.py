@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +25,10 @@ from aecs_mongo.pure.keys import blob_prefix, message_key
 from aecs_mongo.pure.lifecycle import mailbox_blob_root
 from aecs_mongo.synchronous.migration import migrate_blobs
 
-from .helpers.children import free_port, serving
+from .helpers.children import free_port
 from .helpers.factories import recomputed_threads, stored_threads
 from .helpers.lifecycle import START, exported, fill, mailbox_mail, object_store_life
-
-SECRET = "s3cr3t-never-shown"
+from .helpers.s3 import SECRET
 
 
 def files_under(root: Path) -> list[str]:
@@ -115,11 +112,14 @@ def test_file_store_keeps_a_mailbox_whole_life(make_store: Callable[..., Any], d
         return sorted((alice_root / key[:2]).glob(f"{key}.*"))
 
     key0 = message_key("n0@example.com")
-    assert [p.name for p in files_of(0)] == [f"{key0}.att.0", f"{key0}.body.html", f"{key0}.raw.eml"]
-    raw0 = alice_root / key0[:2] / f"{key0}.raw.eml"
+    # n0's attachment is large: the message is a pack, the attachment's body a part of the mailbox
+    assert [p.name for p in files_of(0)] == [f"{key0}.body.html", f"{key0}.raw.pack"]
+    (part,) = [p for p in (alice_root / "parts").rglob("*") if p.is_file()]
+    assert part.name == db.messages.find_one({"messageId": "n0@example.com"})["rawParts"][0]
+    raw0 = alice_root / key0[:2] / f"{key0}.raw.pack"
     assert raw0.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"  # a zstd frame
-    assert raw0.stat().st_size < len(mailbox_mail(1)[0])
-    assert len(BlobStore.from_url(url).list_keys(blob_prefix("alice", key0))) == 3
+    assert raw0.stat().st_size < len(mailbox_mail(1)[0]) // 10
+    assert len(BlobStore.from_url(url).list_keys(blob_prefix("alice", key0))) == 2
     assert oct(root.stat().st_mode & 0o777) == "0o700"
     assert store.get_raw("n0@example.com") == mailbox_mail(1)[0]
     assert store.get_html("n0@example.com") == "<p>html 0</p>"
@@ -178,11 +178,18 @@ def test_a_blob_gone_from_under_its_row_is_a_typed_error(make_store: Callable[..
     store.store(mailbox_mail(1)[0])
     key = message_key("n0@example.com")
     directory = root / mailbox_blob_root("alice") / key[:2]
-    (directory / f"{key}.raw.eml").unlink()
+    (part,) = [p for p in (root / mailbox_blob_root("alice") / "parts").rglob("*") if p.is_file()]
+    part.unlink()  # the part of its attachment: the pack cannot be made whole
+    with pytest.raises(BlobMissingError) as missing:
+        store.get_raw("n0@example.com")
+    assert missing.value.key.endswith(f"/parts/{part.name}")
+    with pytest.raises(BlobMissingError):
+        store.get_attachment("n0@example.com", 0)
+    (directory / f"{key}.raw.pack").unlink()
     (directory / f"{key}.body.html").unlink()
     with pytest.raises(BlobMissingError) as missing:
         store.get_raw("n0@example.com")
-    assert missing.value.message_id == "n0@example.com" and missing.value.key.endswith("/raw.eml")
+    assert missing.value.message_id == "n0@example.com" and missing.value.key.endswith("/raw.pack")
     with pytest.raises(BlobMissingError):
         store.get_html("n0@example.com")
     with pytest.raises(BlobMissingError):
@@ -308,36 +315,6 @@ def test_an_unwritable_directory_is_a_typed_error_and_stores_nothing(
 
 
 # --- S3 (moto's server mode) ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def s3_server() -> Iterator[str]:
-    """moto's S3-compatible server as a subprocess (``python -m moto.server``): its endpoint."""
-    pytest.importorskip("moto", reason="moto[server] is in the test extra (scripts/test.sh installs it)")
-    pytest.importorskip("obstore", reason="obstore is in the objects extra (scripts/test.sh installs it)")
-    port = free_port()
-    server = serving([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], port, "moto's server")
-    yield f"http://127.0.0.1:{port}"
-    server.terminate()
-    server.wait(timeout=30)
-
-
-@pytest.fixture
-def bucket(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh bucket on the server; the AWS environment points obstore at it."""
-    import boto3
-
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": SECRET,
-        "AWS_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": s3_server,
-        "AWS_ALLOW_HTTP": "true",
-    }.items():
-        monkeypatch.setenv(name, value)
-    name = f"b{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1").create_bucket(Bucket=name)
-    return name
 
 
 def _objects(s3_server: str, bucket: str, prefix: str = "") -> list[str]:

@@ -151,8 +151,10 @@ def test_export_reads_whole_blobs_across_page_and_statement_boundaries(
 ) -> None:
     """Pages of 3 messages and statements of 2 blobs or 300 kB: messages of 2 and 6 chunks, each
     larger than a statement alone, and variants (one of 2 chunks) after their first copy, all
-    come back whole and in order, as they do with the default sizes."""
-    store = make_store("alice")
+    come back whole and in order, as they do with the default sizes. Raw messages are kept whole
+    here (``whole_raw``), so their blobs are the large ones (packs are exported in
+    test_stored_once.py)."""
+    store = make_store("alice", whole_raw=True)
     mail = mailbox_mail(8)  # n0, n3, n6: 2 chunks
     mail[4] = raw(4, day=4, thread=4, attachment=bytes(range(256)) * 4000)  # 1.4 MB: 6 chunks
     store.store_many(mail)
@@ -178,8 +180,9 @@ def test_export_checks_each_copy_against_what_its_message_records(make_store: Ca
     the start or the end is an error, chunks gone with their files document make a message
     without a raw copy (``on_missing``), a message recorded without a size is read through its
     files document. Chunks all there whose files document is gone (a deletion cut short between
-    the two) are exported: the message is still stored."""
-    store = make_store("alice")
+    the two) are exported: the message is still stored. Raw messages kept whole (``whole_raw``):
+    what is checked is the chunks of one blob."""
+    store = make_store("alice", whole_raw=True)
     store.store_many(mailbox_mail(7))  # n0, n3, n6: 2 chunks
 
     def key(n: int) -> str:

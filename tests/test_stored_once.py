@@ -32,7 +32,6 @@ from aecs_mongo.pure.transfer_encoding import decode_body
 
 from .helpers.lifecycle import exported
 from .helpers.paths import CORPUS
-from .test_blob_stores import bucket, s3_server  # noqa: F401  (fixtures: moto's server, a bucket)
 
 ATTACHMENT = random.Random(51).randbytes(300 * 1024)  # incompressible, as a PDF or a photo is
 
@@ -137,8 +136,8 @@ def test_twenty_copies_of_one_attachment_take_its_room_once(
 def test_twenty_copies_on_s3_take_the_attachments_room_once(
     make_store: Callable[..., Any],
     db: Any,
-    s3_server: str,  # noqa: F811
-    bucket: str,  # noqa: F811
+    s3_server: str,
+    bucket: str,
 ) -> None:
     import boto3
 

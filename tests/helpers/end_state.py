@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-COLLECTIONS = ("messages", "bodies", "threads", "uidls", "aecs.files", "aecs.chunks")
+from aecs_mongo.pure.lifecycle import part_keys
+
+COLLECTIONS = ("messages", "bodies", "threads", "uidls", "blob_parts", "aecs.files", "aecs.chunks")
 
 
 def unreferenced_blobs(db: Any) -> list[str]:
     """GridFS files no message names (in ``blobs``, or as a variant's ``blobKey``)."""
     named = set()
-    for message in db.messages.find({}, {"blobPrefix": 1, "blobs": 1, "variants": 1}):
+    for message in db.messages.find({}, {"mailboxId": 1, "blobPrefix": 1, "blobs": 1, "variants": 1, "rawParts": 1}):
         named |= {message["blobPrefix"] + name for name in message.get("blobs") or ()}
         named |= {variant["blobKey"] for variant in message.get("variants") or ()}
+        named |= set(part_keys(message, message["mailboxId"]))
     return sorted(f["_id"] for f in db["aecs.files"].find({}, {"_id": 1}) if f["_id"] not in named)
 
 
@@ -39,4 +42,7 @@ def canonical(db: Any) -> dict[str, list[dict[str, Any]]]:
                 thread.pop(field)
     for file_doc in dump["aecs.files"]:
         file_doc.pop("uploadDate")
+    for record in dump.get("blob_parts", ()):  # who holds a part: the order they came in is the write's
+        record.pop("touched")
+        record["refs"] = sorted(record["refs"])
     return dump

@@ -104,7 +104,9 @@ def object_store_life(store: Any, db: Any, objects: Callable[[], list[str]], pre
     keys = objects()
     root = prefix + mailbox_blob_root(store.mailbox_id)
     assert keys and all(k.startswith(root) for k in keys)
-    assert f"{root}{message_key('n0@example.com')}/att/0" in keys
+    # n0's large attachment: the message a pack, its encoded body a part kept once per mailbox
+    assert f"{root}{message_key('n0@example.com')}/raw.pack" in keys
+    assert sum(f"{root}parts/" in k for k in keys) == 1
     assert db["aecs.files"].count_documents({}) == 0
     assert store.get_raw("n0@example.com") == mailbox_mail(1)[0]
     assert store.get_attachment("n0@example.com", 0) == bytes(range(256)) * 1100
