@@ -11,19 +11,22 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+from pymongo import MongoClient
 
 from aecs_mongo.embedded import secantus_patches
-from aecs_mongo.embedded.launcher import MODULE
+from aecs_mongo.embedded.launcher import JOURNAL_FILE_MAX, MODULE, storage_environment
 from aecs_mongo.embedded.secantus_patches import (
     CATALOG_MEMO,
     CATALOG_STATEMENTS,
     KNOWN_VERSION,
+    TABLE_COMPRESSOR,
     Patch,
     apply,
     catalog_differences,
+    compression_differences,
 )
 from aecs_mongo.embedded.server import EmbeddedServer, embedded_available
 
@@ -96,7 +99,7 @@ def test_a_patch_whose_internals_differ_is_left_out_and_said_once() -> None:
     storage = fake_storage()
     original = storage.Storage._index_options_map
     said: list[str] = []
-    assert apply(storage, "0.7.1", said.append) is True  # runs, without the patch
+    assert apply(storage, "0.7.1", said.append, (CATALOG_MEMO,)) is True  # runs, without the patch
     assert storage.Storage._index_options_map is original
     assert said == [
         "aecs-mongo: SecantusDB 0.7.1 differs from the release this launcher knows "
@@ -131,7 +134,10 @@ def test_the_launcher_checks_the_installed_release(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert done.stdout.startswith("aecs-mongo: SecantusDB 0.9.0 differs from the release this launcher knows")
     assert "Storage._index_options_map(self, db), not (self, db, coll)" in done.stdout
-    assert done.stdout.rstrip().endswith("running without the index-catalog memo")
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith("running without the index-catalog memo")
+    assert "no wiredtiger.Session.create in storage.wt" in lines[1]
+    assert lines[1].endswith("running without the tables' compression")
 
 
 def test_a_launcher_without_secantus_says_so_and_stops(tmp_path: Path) -> None:
@@ -158,11 +164,13 @@ def test_every_patch_applies_to_the_installed_release() -> None:
         "assert patch_server()\n"
         "from secantus import storage\n"
         "print(storage.Storage._index_options_map.__qualname__, storage.Storage._insert_chunk.__qualname__)\n"
+        "print(storage.wt.Session.create.__qualname__)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert done.stdout.split() == [
         "memo_index_catalog.<locals>._index_options_map",
         "memo_index_catalog.<locals>.keeping.<locals>.run",
+        "compress_tables.<locals>.create_compressed",
     ]
 
 
@@ -187,6 +195,140 @@ def test_the_catalog_is_read_once_per_statement() -> None:
     store._index_options_map("db", "people")
     store._index_options_map("db", "people")
     assert storage.Storage.reads == len(CATALOG_STATEMENTS) + 3
+
+
+# --- the storage's fixed costs -------------------------------------------------------------------
+
+
+def test_the_journal_files_are_sized_after_what_the_server_sets() -> None:
+    """WiredTiger reads ``WIREDTIGER_CONFIG`` after the server's own settings: ours sizes the
+    journal files, and what a user already set there comes after it (and wins)."""
+    assert storage_environment({}) == {"WIREDTIGER_CONFIG": f"log=(file_max={JOURNAL_FILE_MAX})"}
+    mine = storage_environment({"WIREDTIGER_CONFIG": "log=(file_max=2MB)"})
+    assert mine == {"WIREDTIGER_CONFIG": f"log=(file_max={JOURNAL_FILE_MAX}),log=(file_max=2MB)"}
+
+
+def fake_wiredtiger() -> Any:
+    """A ``secantus.storage`` whose ``wt.Session.create`` records what it was asked."""
+
+    class Session:
+        created: ClassVar[list[tuple[Any, ...]]] = []
+
+        def create(self, name: str, config: str | None = None) -> int:
+            Session.created.append((name, config))
+            return 0
+
+    return SimpleNamespace(wt=SimpleNamespace(Session=Session), _OPLOG_TABLE="table:secantus_oplog")
+
+
+def test_the_servers_tables_are_created_compressed_and_no_other() -> None:
+    storage = fake_wiredtiger()
+    assert compression_differences(storage, KNOWN_VERSION) == []
+    secantus_patches.compress_tables(storage)
+    session = storage.wt.Session()
+    session.create("table:secantus_oplog", "key_format=q,value_format=u")
+    session.create("table:secantus_documents_sh3", "key_format=SSq,value_format=u,block_compressor=lz4")
+    session.create("table:secantus_users", "")
+    session.create("table:other", "key_format=q,value_format=u")
+    session.create("file:secantus_x.wt", "key_format=q")
+    assert storage.wt.Session.created == [
+        ("table:secantus_oplog", f"key_format=q,value_format=u,block_compressor={TABLE_COMPRESSOR}"),
+        ("table:secantus_documents_sh3", "key_format=SSq,value_format=u,block_compressor=lz4"),  # its own kept
+        ("table:secantus_users", f"block_compressor={TABLE_COMPRESSOR}"),
+        ("table:other", "key_format=q,value_format=u"),
+        ("file:secantus_x.wt", "key_format=q"),
+    ]
+    assert compression_differences(SimpleNamespace(), "0.8.0") == [
+        f"version 0.8.0, not {KNOWN_VERSION}",
+        "no wiredtiger.Session.create in storage.wt",
+        "storage._OPLOG_TABLE is None, not a name starting 'table:secantus_'",
+    ]
+
+
+def _on_disk(path: Path) -> dict[str, int]:
+    """Bytes on disk (allocated blocks) of each file under ``path``, by its path in it."""
+    return {str(f.relative_to(path)): f.lstat().st_blocks * 512 for f in path.rglob("*") if f.is_file()}
+
+
+#: The data directory of the sample mailbox, once its server stopped, stays under this: one
+#: journal file (``JOURNAL_FILE_MAX``, 1 MiB), WiredTiger's metadata and the tables' first pages
+#: (about 0.4 MB), and the eight messages with their indexes, blobs and search index (0.2 MB),
+#: with room to spare; the single journal file of 10 MB that WiredTiger kept before was more than
+#: twice the bound.
+SAMPLE_DATA_DIR_BOUND = 4_000_000
+
+
+@needs_server
+def test_the_sample_mailbox_takes_little_room_and_the_oplog_serves_its_readers(tmp_path: Path) -> None:
+    """The command line's embedded default, end to end: ``ingest`` of the sample mailbox on a
+    fresh data directory (a server of its own, stopped with the command), the directory
+    measured once it stopped; then, on that directory's server, a feed consumer reads a
+    message stored after it started, and, after a restart, resumes from its position in the
+    (compressed) oplog."""
+    from aecs_mongo import MessageStore
+
+    from .helpers.cli import aecs, command_env
+
+    samples = Path(__file__).resolve().parents[1] / "samples" / "mailbox"
+    data = tmp_path / "data"
+    env = command_env(("MONGODB_URI", "AECS_KEEP_SERVER"))
+    done = aecs(
+        "--data-dir", str(data), "--keep-server", "0", "ingest", "--no-progress", str(samples), cwd=tmp_path, env=env
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    files = _on_disk(data)
+    assert sum(files.values()) < SAMPLE_DATA_DIR_BOUND, sorted(files.items(), key=lambda kv: -kv[1])[:8]
+    journal = {name: size for name, size in files.items() if Path(name).name.startswith("WiredTigerLog.")}
+    assert journal and all(size <= 1024 * 1024 for size in journal.values()), journal
+    raws = sorted(samples.glob("*.eml"))
+    server = EmbeddedServer(data)
+    try:
+        server.start()
+        with MongoClient(server.uri) as client:
+            store = MessageStore(client["feeds"], mailbox_id="feed-test")
+            store.store(raws[0].read_bytes())
+            with store.watch("reader", since="now", max_await_ms=200) as feed:
+                assert feed.next_batch(10) == []  # the position: after what is stored
+                second = store.store(raws[1].read_bytes())
+                got = feed.next_batch(10)
+                assert [item.message_id for item in got] == [second.message_id]
+            third = store.store(raws[2].read_bytes())
+        server.stop(remove_tmp=False)
+        server.start()
+        with MongoClient(server.uri) as client:
+            store = MessageStore(client["feeds"], mailbox_id="feed-test")
+            with store.watch("reader", max_await_ms=200) as feed:
+                assert [item.message_id for item in feed.next_batch(10)] == [third.message_id]
+    finally:
+        server.stop(remove_tmp=False)
+
+
+@needs_server
+def test_a_write_larger_than_a_journal_file_survives_a_crash(tmp_path: Path) -> None:
+    """A batch whose transaction is one journal record of several megabytes (larger than
+    ``JOURNAL_FILE_MAX``): acknowledged, the server killed (SIGKILL: no checkpoint), started
+    again; recovery gives it back byte for byte."""
+    from email.message import EmailMessage
+
+    from aecs_mongo import MessageStore
+
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = "a@example.com", "b@example.com", "big"
+    message["Message-ID"] = "<big-journal-record@example.com>"
+    message.set_content("the contract attached")
+    message.add_attachment(os.urandom(3 * 1024 * 1024), maintype="application", subtype="pdf", filename="c.pdf")
+    raw = message.as_bytes()
+    server = EmbeddedServer(tmp_path / "data", auth=False)
+    try:
+        server.start()
+        with MongoClient(server.uri) as client:
+            stored = MessageStore(client["aecs"], mailbox_id="big").store_many([raw])
+        server.kill()
+        server.start()
+        with MongoClient(server.uri) as client:
+            assert MessageStore(client["aecs"], mailbox_id="big").get_raw(stored[0].message_id) == raw
+    finally:
+        server.stop(remove_tmp=False)
 
 
 # --- stopping ------------------------------------------------------------------------------------

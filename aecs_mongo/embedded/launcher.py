@@ -23,6 +23,7 @@ from typing import NoReturn
 
 __all__ = [
     "CLIENTS_LOCK",
+    "JOURNAL_FILE_MAX",
     "MODULE",
     "RECORD",
     "START_LOCK",
@@ -33,6 +34,7 @@ __all__ = [
     "patch_server",
     "relay_signals",
     "say",
+    "storage_environment",
     "wake_listener",
     "watch_idle",
     "watch_parent",
@@ -44,6 +46,13 @@ RECORD = "server.json"
 START_LOCK = "server.lock"
 CLIENTS_LOCK = "server.clients"
 USED = "server.used"
+#: The size of each of the server's journal files (WiredTiger's ``log.file_max``). WiredTiger
+#: gives a journal file its whole size when it creates it, and a stopped server keeps its last
+#: one: SecantusDB's 10 MB was the floor of every data directory, ten megabytes for a mailbox of
+#: a few messages. A record larger than this (a 16 MB document, a batch's transaction) starts a
+#: file of its own, which grows to hold it; recovery reads every file as before, so what is
+#: journaled and when is unchanged: only more, smaller files are written during an ingest.
+JOURNAL_FILE_MAX = "1MB"
 #: A server started less than this ago whose record does not name it yet is left running: its
 #: starter writes the record right after starting it.
 RECORD_GRACE_SECONDS = 5.0
@@ -205,6 +214,15 @@ def watch_idle(data_dir: str, tick: float, address: tuple[str, int] | None, grac
         os.close(lock)
 
 
+def storage_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment variables that size the server's storage: ``WIREDTIGER_CONFIG``, which
+    WiredTiger reads at every open after the server's own settings (``JOURNAL_FILE_MAX``),
+    with whatever it already held after ours (what a user set there wins)."""
+    mine = f"log=(file_max={JOURNAL_FILE_MAX})"
+    theirs = (os.environ if environ is None else environ).get("WIREDTIGER_CONFIG", "")
+    return {"WIREDTIGER_CONFIG": f"{mine},{theirs}" if theirs else mine}
+
+
 def patch_server(report: Callable[[str], None] = say) -> bool:
     """Apply :mod:`.secantus_patches` to the installed SecantusDB; False when it must not run."""
     from . import secantus_patches
@@ -258,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     import runpy
 
+    os.environ.update(storage_environment())
     sys.argv = [sys.argv[0], *server_args]
     runpy.run_module("secantus", run_name="__main__", alter_sys=True)
     return 0

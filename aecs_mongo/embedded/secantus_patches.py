@@ -18,9 +18,14 @@ __all__ = [
     "CATALOG_STATEMENTS",
     "KNOWN_VERSION",
     "PATCHES",
+    "TABLE_COMPRESSION",
+    "TABLE_COMPRESSOR",
+    "TABLE_PREFIX",
     "Patch",
     "apply",
     "catalog_differences",
+    "compress_tables",
+    "compression_differences",
     "memo_index_catalog",
 ]
 
@@ -127,7 +132,58 @@ def memo_index_catalog(storage: Any) -> None:
 
 
 CATALOG_MEMO = Patch("the index-catalog memo", catalog_differences, memo_index_catalog)
-PATCHES = (CATALOG_MEMO,)
+
+#: The tables SecantusDB creates (its documents, index entries, oplog, ...), by the start of
+#: their WiredTiger names.
+TABLE_PREFIX = "table:secantus_"
+#: WiredTiger's block compressor for them: built into the WiredTiger that SecantusDB ships
+#: (``lz4`` and ``zlib``), so any server of that release opens the tables.
+TABLE_COMPRESSOR = "zlib"
+
+
+def compression_differences(storage: Any, version: str) -> list[str]:
+    """How ``storage`` (the ``secantus.storage`` module) and ``version`` differ from what the
+    table compression knows; empty when it applies."""
+    found: list[str] = []
+    if version != KNOWN_VERSION:
+        found.append(f"version {version}, not {KNOWN_VERSION}")
+    session = getattr(getattr(storage, "wt", None), "Session", None)
+    if not isinstance(session, type) or not callable(getattr(session, "create", None)):
+        found.append("no wiredtiger.Session.create in storage.wt")
+    oplog = getattr(storage, "_OPLOG_TABLE", None)
+    if not (isinstance(oplog, str) and oplog.startswith(TABLE_PREFIX)):
+        found.append(f"storage._OPLOG_TABLE is {oplog!r}, not a name starting {TABLE_PREFIX!r}")
+    return found
+
+
+def compress_tables(storage: Any) -> None:
+    """Create SecantusDB's tables with WiredTiger's block compression.
+
+    SecantusDB creates its tables without a block compressor: its pages of mail (message rows,
+    bodies, their index entries, and the oplog's copy of each of them) were written to disk as
+    they are in memory, three times what ``zlib`` makes of them (3,000 real messages: oplog
+    14.5 MB to 3.7 MB, documents 9.8 MB to 2.6 MB, index entries 6.9 MB to 2.0 MB). Only a table's
+    creation takes the setting: the tables of a data directory made before keep theirs (a
+    ``create`` of an existing table changes nothing), and a server without this patch reads and
+    writes the compressed ones as they are. Pages are compressed where WiredTiger writes them
+    (its checkpoints and eviction), not in the statements.
+    """
+    session = storage.wt.Session
+    create = session.create
+
+    def create_compressed(self: object, name: object, *rest: Any) -> Any:
+        config = rest[0] if rest else None
+        ours = isinstance(name, str) and name.startswith(TABLE_PREFIX)
+        if ours and isinstance(config, str) and "block_compressor" not in config:
+            setting = f"block_compressor={TABLE_COMPRESSOR}"
+            rest = (f"{config},{setting}" if config else setting, *rest[1:])
+        return create(self, name, *rest)
+
+    session.create = create_compressed
+
+
+TABLE_COMPRESSION = Patch("the tables' compression", compression_differences, compress_tables)
+PATCHES = (CATALOG_MEMO, TABLE_COMPRESSION)
 
 
 def apply(storage: Any, version: str, say: Callable[[str], None], patches: tuple[Patch, ...] = PATCHES) -> bool:

@@ -58,6 +58,7 @@ import gen_mbox
 from pymongo import MongoClient, monitoring
 
 from aecs_mongo import MessageStore
+from aecs_mongo.pure.dialect import EMBEDDED
 from benchmarks.common import (
     Context,
     Doc,
@@ -127,6 +128,33 @@ def disk_usage(path: Path) -> int:
     return total
 
 
+#: the parts of the embedded data directory the tools' comparison prints, in its order
+PARTS = ("oplog", "journal", "documents", "indexes", "blobs", "search", "other")
+
+
+def data_dir_parts(path: Path) -> dict[str, int]:
+    """Bytes on disk of the embedded data directory ``path`` by what they hold: the server's
+    files by their names (the ``stats`` command's kinds: ``oplog``, ``journal``, ``documents``,
+    ``indexes``), the blob store's directory (``blobs``), the local search index (``search``),
+    and the rest (``other``: the server's metadata, its log, the credentials)."""
+    parts = dict.fromkeys(PARTS, 0)
+    for folder, _, names in os.walk(path):
+        top = Path(folder).relative_to(path).parts[:1]
+        for name in names:
+            with contextlib.suppress(OSError):
+                size = os.lstat(os.path.join(folder, name)).st_blocks * 512
+                if top in (("blobs",), ("search",)):
+                    kind = top[0]
+                else:
+                    kind = next((k for prefix, k in EMBEDDED.data_files if name.startswith(prefix)), "other")
+                parts[kind] += size
+    return parts
+
+
+def parts_line(parts: dict[str, int]) -> str:
+    return ", ".join(f"{kind} {parts[kind] / 1e6:.1f}" for kind in PARTS) + " MB"
+
+
 def write_maildir(path: Path, count: int) -> int:
     """A Maildir of ``count`` real messages in ``cur/``; returns its size in bytes."""
     source = corpus_source()
@@ -171,8 +199,9 @@ def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
 
 def run_ours(
     maildir: Path, work: Path, blobs: str | None = None, python: str | None = None
-) -> tuple[float, float, int]:
-    """(ingest seconds, server start seconds, data directory bytes once the server stopped) of
+) -> tuple[float, float, dict[str, int]]:
+    """(ingest seconds, server start seconds, data directory bytes by part once the server
+    stopped: ``data_dir_parts``) of
     ``aecs-mongo ingest`` on the embedded default; ``blobs``: a ``--blobs`` URL (default: the
     command line's own choice, a directory in the data directory); ``python``: another
     environment's interpreter (``--ingest-baseline``: an older checkout's, its own defaults)."""
@@ -187,7 +216,7 @@ def run_ours(
         start = _timed([*cli, "server", "start"], env, work)
         seconds = _timed([*cli, "ingest", "--no-progress", str(maildir)], env, work)
         subprocess.run([*cli, "server", "stop"], env=env, cwd=work, capture_output=True)
-        return seconds, start, disk_usage(data)
+        return seconds, start, data_dir_parts(data)
     finally:
         subprocess.run([*cli, "server", "stop"], env=env, cwd=work, capture_output=True)
         _set_aside(data, work)
@@ -333,25 +362,31 @@ def _tools_row(work: Path, size: int, rounds: int, installed: list[str], baselin
     _read_all(maildir)
     times: dict[str, list[float]] = {tool: [] for tool in installed}
     sizes_on_disk: dict[str, list[int]] = {tool: [] for tool in installed}
+    parts_of: dict[str, list[dict[str, int]]] = {tool: [] for tool in installed}
     starts: list[float] = []
     for r in range(rounds):
         order = installed[r % len(installed) :] + installed[: r % len(installed)]
         for tool in order:
+            parts: dict[str, int] | None = None
             if tool == "baseline":
-                seconds, _, used = run_ours(maildir, work, python=baseline)
+                seconds, _, parts = run_ours(maildir, work, python=baseline)
             elif tool.startswith("aecs-mongo"):
                 blobs = "gridfs" if tool == "aecs-mongo-gridfs" else None
-                seconds, start, used = run_ours(maildir, work, blobs)
+                seconds, start, parts = run_ours(maildir, work, blobs)
                 starts.append(start)
             elif tool == "notmuch":
                 seconds, used = run_notmuch(maildir, work)
             else:
                 seconds, used = run_mu(maildir, work)
+            if parts is not None:
+                used = sum(parts.values())
+                parts_of[tool].append(parts)
             times[tool].append(seconds)
             sizes_on_disk[tool].append(used)
             print(
                 f"  ingest {size}: {tool} round {r + 1}: {size / seconds:.0f} msgs/s,"
-                f" {used / 1e6:.0f} MB on disk ({used / nbytes:.2f}x the Maildir)",
+                f" {used / 1e6:.0f} MB on disk ({used / nbytes:.2f}x the Maildir)"
+                + (f": {parts_line(parts)}" if parts is not None else ""),
                 flush=True,
             )
     counted = count_statements(maildir) if count else {}
@@ -364,6 +399,10 @@ def _tools_row(work: Path, size: int, rounds: int, installed: list[str], baselin
             row[f"{tool}_rounds"] = [round(size / t) for t in times[tool]]
             # what the tool keeps beside the Maildir (ours: the whole data directory)
             row[f"{tool}_disk_x"] = round(statistics.median(sizes_on_disk[tool]) / nbytes, 2)
+            if parts_of[tool]:  # ours: the data directory by part, MB (the median of each)
+                row[f"{tool}_parts_MB"] = {
+                    kind: round(statistics.median(p[kind] for p in parts_of[tool]) / 1e6, 1) for kind in PARTS
+                }
         elif tool != "baseline":
             row[f"{tool}_msgs_per_s"] = "not installed"
     if "notmuch" in times:
@@ -382,6 +421,27 @@ def _tools_row(work: Path, size: int, rounds: int, installed: list[str], baselin
     row["load"] = os.getloadavg()[0]
     print("  ingest", json.dumps(row), flush=True)
     return row
+
+
+def parts_rows(rows: list[Doc]) -> list[Doc]:
+    """One row per size and variant of ours: its data directory by part (``data_dir_parts``)."""
+    out: list[Doc] = []
+    for row in rows:
+        for tool in ("aecs-mongo", "aecs-mongo-gridfs", "baseline"):
+            parts = row.get(f"{tool}_parts_MB")
+            if parts:
+                every = round(sum(parts.values()), 1)
+                out.append(
+                    {
+                        "messages": row["messages"],
+                        "MB": row["MB"],
+                        "tool": tool,
+                        **parts,
+                        "all": every,
+                        "x": round(every / row["MB"], 2) if row["MB"] else "-",
+                    }
+                )
+    return out
 
 
 COLUMNS = [
@@ -469,6 +529,11 @@ def run(ctx: Context) -> Doc:
             args.ingest_tool_sizes, rounds, args.ingest_baseline, not args.ingest_no_statements
         )
         print(table(report["ingest_tools"], COLUMNS))
+        table_of(
+            "the embedded default's data directory by part, MB (median of the rounds; x = all of it / the Maildir)",
+            parts_rows(report["ingest_tools"]),
+            ["messages", "MB", "tool", *PARTS, "all", "x"],
+        )
     if args.ingest_rerun_size:
         rounds = args.ingest_tool_rounds
         print(f"\n== ingest again: a re-run beside notmuch new and mu index, seconds (median of {rounds})")
