@@ -56,6 +56,7 @@ from benchmarks.common import (
     Context,
     Doc,
     compile_bytecode,
+    corpus_source,
     disk_usage,
     read_all,
     run_notmuch,
@@ -288,17 +289,19 @@ PARTS = ("journal", "oplog", "data", "indexes", "search", "blobs", "other")
 
 
 def data_breakdown(data: Path) -> dict[str, int]:
-    """Bytes on disk of each part of a data directory (``PARTS``)."""
-    parts = dict.fromkeys(PARTS, 0)
+    """Bytes on disk of each part of a data directory (``PARTS``: allocated blocks, as ``du``
+    counts them), and the blob directory's files and their own bytes (``blob_files``,
+    ``blob_bytes``: what its blocks round up)."""
+    parts = dict.fromkeys((*PARTS, "blob_files", "blob_bytes"), 0)
     for path in data.rglob("*"):
         if path.is_file() and not path.is_symlink():
-            parts[data_part(path.relative_to(data))] += disk_usage_of(path)
+            stat = path.lstat()
+            part = data_part(path.relative_to(data))
+            parts[part] += stat.st_blocks * 512
+            if part == "blobs":
+                parts["blob_files"] += 1
+                parts["blob_bytes"] += stat.st_size
     return parts
-
-
-def disk_usage_of(path: Path) -> int:
-    """Bytes on disk of one file (allocated blocks, as ``du`` counts them)."""
-    return os.lstat(path).st_blocks * 512
 
 
 def file_hashes(folder: Path) -> set[bytes]:
@@ -389,13 +392,15 @@ def tool_rounds(maildir: Path, work: Path, files: int, rounds: int) -> tuple[lis
 def summary_row(files: int, nbytes: int, ours: list[OursRun], notmuch: list[tuple[float, int]]) -> Doc:
     """The medians and multiples of one Maildir's runs (the parts: the first run's)."""
     parts = ours[0].parts
-    whole = sum(parts.values())
+    whole = sum(parts[part] for part in PARTS)
     row: Doc = {
         "ours_MB": round(whole / MB, 1),
         "ours_x": round(whole / nbytes, 2),
     }
     row |= {f"{part}_x": round(parts[part] / nbytes, 3) for part in PARTS}
     row |= {f"{part}_MB": round(parts[part] / MB, 1) for part in PARTS}
+    row["blob_files"] = parts["blob_files"]
+    row["blob_bytes_MB"] = round(parts["blob_bytes"] / MB, 1)
     row["ours_msgs_per_s"] = round(files / statistics.median(r.seconds for r in ours))
     row["ours_rounds"] = [round(files / r.seconds) for r in ours]
     if notmuch:
@@ -558,7 +563,7 @@ def run(ctx: Context) -> Doc:
     report: Doc = {}
     if args.storedonce_sizes:
         rounds = args.storedonce_rounds
-        print(f"\n== stored once: Maildirs of real mail and a deal thread (ingest median of {rounds})")
+        print(f"\n== stored once: Maildirs of {corpus_source()} and a deal thread (ingest median of {rounds})")
         report["storedonce_maildirs"] = bench_maildirs(args.storedonce_sizes, args.storedonce_deal_messages, rounds)
         table_of(
             "stored once: the embedded default's data directory and notmuch, x the Maildir's bytes",
