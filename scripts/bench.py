@@ -7,8 +7,8 @@ by ``--sections`` in the order of ``SECTIONS``. Each prints its tables; everythi
 a JSON file (``--json``).
 
 Sections: ingest, durability, floor, reads, reindex, scaling, lifecycle, export, cli, memory,
-search, scan, imap, normalize, vectors, agents, workers, tags, warm, attachments (``--help`` lists each one's
-options; the default list is those marked default in their module).
+search, scan, imap, normalize, vectors, agents, workers, tags, warm, attachments, storedonce (``--help`` lists
+each one's options; the default list is those marked default in their module).
 
 Usage: ``python scripts/bench.py [--sections reads,floor] [--sizes 1000,10000] [--rounds 15]
 [--json out.json]``. Uses ``MONGODB_URI`` (or ``--uri``) if set, else starts the embedded server
@@ -49,6 +49,7 @@ from benchmarks import (
     scaling,
     scan,
     search,
+    storedonce,
     tags,
     vectors,
     warm,
@@ -82,6 +83,7 @@ SECTIONS: list[ModuleType] = [
     hotcollection,
     warm,
     attachments,
+    storedonce,
 ]
 
 

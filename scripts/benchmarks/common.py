@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import itertools
+import os
 import statistics
 import subprocess
 import sys
@@ -255,3 +256,91 @@ Content-Type: text/plain; charset=utf-8
 
 Only this message mentions the xylophonist from the orchestra.
 """
+
+
+# --- the command-line tools: a Maildir of real mail, each tool run as a user runs it ----------------
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes on disk under ``path`` (allocated blocks, as ``du`` counts them)."""
+    total = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+    return total
+
+
+def write_maildir(path: Path, count: int) -> int:
+    """A Maildir of ``count`` real messages in ``cur/``; returns its size in bytes."""
+    source = corpus_source()
+    for sub in ("cur", "new", "tmp"):
+        (path / sub).mkdir(parents=True, exist_ok=True)
+    size = 0
+    for i, raw in enumerate(itertools.islice(gen_mbox.messages(64, source=source), count)):
+        (path / "cur" / f"{1_700_000_000 + i}.{i}.bench:2,S").write_bytes(raw)
+        size += len(raw)
+    return size
+
+
+def read_all(path: Path) -> None:
+    """Read every file once: each tool then finds the Maildir in the page cache."""
+    for file in sorted((path / "cur").iterdir()):
+        file.read_bytes()
+
+
+def set_aside(path: Path, work: Path) -> None:
+    """Move a tool's finished data out of the way; it is removed with the whole comparison at its
+    end, not between rounds. On an ext4 without a journal (this project's test machines), the
+    allocator skips every inode freed in the last minute (five while its block is unwritten)
+    and pays a look-up for each: a file store's ingest right after the removal of the last
+    round's 13,000 files spent 4 s more of system time on 3,000 messages (perf: ``ext4_create``
+    in ``recently_deleted``), which only the tool that creates a file per blob pays."""
+    trash = work / "set-aside"
+    trash.mkdir(exist_ok=True)
+    if path.exists():
+        path.rename(trash / f"{path.name}-{len(list(trash.iterdir()))}")
+
+
+def tool_env() -> dict[str, str]:
+    """This process's environment for a command-line tool: no server URI, no kept server, bytecode written."""
+    leave_out = ("MONGODB_URI", "AECS_KEEP_SERVER", "PYTHONDONTWRITEBYTECODE")
+    return {k: v for k, v in os.environ.items() if k not in leave_out}
+
+
+def timed_command(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Wall seconds of one command (its output dropped; a failure raises)."""
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def run_notmuch(maildir: Path, work: Path) -> tuple[float, int]:
+    """(seconds, bytes of its database) of ``notmuch new`` of ``maildir`` into a fresh database
+    under ``work`` (set aside once measured)."""
+    database = work / "notmuch-db"
+    config = work / "notmuch-config"
+    config.write_text(
+        f"[database]\npath={database}\nmail_root={maildir}\n[user]\nname=Bench\nprimary_email=bench@example.com\n"
+        "[new]\ntags=unread;inbox;\n[maildir]\nsynchronize_flags=false\n"
+    )
+    env = {**tool_env(), "NOTMUCH_CONFIG": str(config)}
+    database.mkdir()
+    try:
+        return timed_command(["notmuch", "new", "--quiet"], env, work), disk_usage(database)
+    finally:
+        set_aside(database, work)
+
+
+def compile_bytecode() -> None:
+    """Compile the package and what its command and server import, as ``pip install`` does (a
+    venv made with ``--no-compile`` under ``PYTHONDONTWRITEBYTECODE=1``, as scripts/test.sh
+    makes, would otherwise time the compilation of every module in every command)."""
+    import compileall
+    import importlib.util
+
+    for name in ("aecs_mongo", "pymongo", "bson", "gridfs", "secantus"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            for folder in spec.submodule_search_locations:
+                compileall.compile_dir(folder, quiet=1, workers=0)

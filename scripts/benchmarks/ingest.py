@@ -64,12 +64,20 @@ from benchmarks.common import (
     Doc,
     baseline_batch,
     baseline_one,
+    compile_bytecode,
     corpus_source,
+    disk_usage,
+    read_all,
     real_mail,
+    run_notmuch,
+    set_aside,
     storable,
     table,
     table_of,
     timed,
+    timed_command,
+    tool_env,
+    write_maildir,
 )
 
 
@@ -118,16 +126,6 @@ def bench_ingest(client: MongoClient[Doc], count: int, rounds: int, transactions
 TOOLS = ("aecs-mongo", "aecs-mongo-gridfs", "notmuch", "mu")
 
 
-def disk_usage(path: Path) -> int:
-    """Bytes on disk under ``path`` (allocated blocks, as ``du`` counts them)."""
-    total = 0
-    for folder, _, names in os.walk(path):
-        for name in names:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
-    return total
-
-
 #: the parts of the embedded data directory the tools' comparison prints, in its order
 PARTS = ("oplog", "journal", "documents", "indexes", "blobs", "search", "other")
 
@@ -155,48 +153,6 @@ def parts_line(parts: dict[str, int]) -> str:
     return ", ".join(f"{kind} {parts[kind] / 1e6:.1f}" for kind in PARTS) + " MB"
 
 
-def write_maildir(path: Path, count: int) -> int:
-    """A Maildir of ``count`` real messages in ``cur/``; returns its size in bytes."""
-    source = corpus_source()
-    for sub in ("cur", "new", "tmp"):
-        (path / sub).mkdir(parents=True, exist_ok=True)
-    size = 0
-    for i, raw in enumerate(itertools.islice(gen_mbox.messages(64, source=source), count)):
-        (path / "cur" / f"{1_700_000_000 + i}.{i}.bench:2,S").write_bytes(raw)
-        size += len(raw)
-    return size
-
-
-def _read_all(path: Path) -> None:
-    """Read every file once: each tool then finds the Maildir in the page cache."""
-    for file in sorted((path / "cur").iterdir()):
-        file.read_bytes()
-
-
-def _set_aside(path: Path, work: Path) -> None:
-    """Move a tool's finished data out of the way; it is removed with the whole comparison at its
-    end, not between rounds. On an ext4 without a journal (this project's test machines), the
-    allocator skips every inode freed in the last minute (five while its block is unwritten)
-    and pays a look-up for each: a file store's ingest right after the removal of the last
-    round's 13,000 files spent 4 s more of system time on 3,000 messages (perf: ``ext4_create``
-    in ``recently_deleted``), which only the tool that creates a file per blob pays."""
-    trash = work / "set-aside"
-    trash.mkdir(exist_ok=True)
-    if path.exists():
-        path.rename(trash / f"{path.name}-{len(list(trash.iterdir()))}")
-
-
-def _env() -> dict[str, str]:
-    leave_out = ("MONGODB_URI", "AECS_KEEP_SERVER", "PYTHONDONTWRITEBYTECODE")
-    return {k: v for k, v in os.environ.items() if k not in leave_out}
-
-
-def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
-    started = time.perf_counter()
-    subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started
-
-
 def run_ours(
     maildir: Path, work: Path, blobs: str | None = None, python: str | None = None
 ) -> tuple[float, float, dict[str, int]]:
@@ -211,40 +167,25 @@ def run_ours(
         cli += ["--blobs", blobs]
     # another checkout's python imports its own package, never one this process was pointed at
     leave_out = ("AECS_BLOBS", "PYTHONPATH") if python else ("AECS_BLOBS",)
-    env = {k: v for k, v in _env().items() if k not in leave_out}
+    env = {k: v for k, v in tool_env().items() if k not in leave_out}
     try:
-        start = _timed([*cli, "server", "start"], env, work)
-        seconds = _timed([*cli, "ingest", "--no-progress", str(maildir)], env, work)
+        start = timed_command([*cli, "server", "start"], env, work)
+        seconds = timed_command([*cli, "ingest", "--no-progress", str(maildir)], env, work)
         subprocess.run([*cli, "server", "stop"], env=env, cwd=work, capture_output=True)
         return seconds, start, data_dir_parts(data)
     finally:
         subprocess.run([*cli, "server", "stop"], env=env, cwd=work, capture_output=True)
-        _set_aside(data, work)
-
-
-def run_notmuch(maildir: Path, work: Path) -> tuple[float, int]:
-    database = work / "notmuch-db"
-    config = work / "notmuch-config"
-    config.write_text(
-        f"[database]\npath={database}\nmail_root={maildir}\n[user]\nname=Bench\nprimary_email=bench@example.com\n"
-        "[new]\ntags=unread;inbox;\n[maildir]\nsynchronize_flags=false\n"
-    )
-    env = {**_env(), "NOTMUCH_CONFIG": str(config)}
-    database.mkdir()
-    try:
-        return _timed(["notmuch", "new", "--quiet"], env, work), disk_usage(database)
-    finally:
-        _set_aside(database, work)
+        set_aside(data, work)
 
 
 def run_mu(maildir: Path, work: Path) -> tuple[float, int]:
     home = work / "mu-home"
-    env = _env()
+    env = tool_env()
     try:
-        init = _timed(["mu", "init", "--quiet", f"--muhome={home}", f"--maildir={maildir}"], env, work)
-        return init + _timed(["mu", "index", "--quiet", f"--muhome={home}"], env, work), disk_usage(home)
+        init = timed_command(["mu", "init", "--quiet", f"--muhome={home}", f"--maildir={maildir}"], env, work)
+        return init + timed_command(["mu", "index", "--quiet", f"--muhome={home}"], env, work), disk_usage(home)
     finally:
-        _set_aside(home, work)
+        set_aside(home, work)
 
 
 class _Counts:
@@ -319,20 +260,6 @@ def count_statements(maildir: Path, batch_size: int = 100) -> Doc:
     }
 
 
-def compile_bytecode() -> None:
-    """Compile the package and what its command and server import, as ``pip install`` does (a
-    venv made with ``--no-compile`` under ``PYTHONDONTWRITEBYTECODE=1``, as scripts/test.sh
-    makes, would otherwise time the compilation of every module in every command)."""
-    import compileall
-    import importlib.util
-
-    for name in ("aecs_mongo", "pymongo", "bson", "gridfs", "secantus"):
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.submodule_search_locations:
-            for folder in spec.submodule_search_locations:
-                compileall.compile_dir(folder, quiet=1, workers=0)
-
-
 def bench_mail_tools(sizes: list[int], rounds: int, baseline: str | None = None, count: bool = True) -> list[Doc]:
     """The table's rows: one per size, every installed tool's median messages/s; ``baseline``:
     another environment's python, whose ``aecs-mongo ingest`` runs as one more tool (its rounds
@@ -344,10 +271,10 @@ def bench_mail_tools(sizes: list[int], rounds: int, baseline: str | None = None,
         compiled = (
             "import aecs_mongo, compileall, os; compileall.compile_dir(os.path.dirname(aecs_mongo.__file__), quiet=1)"
         )
-        env = {k: v for k, v in _env().items() if k != "PYTHONPATH"}
+        env = {k: v for k, v in tool_env().items() if k != "PYTHONPATH"}
         subprocess.run([baseline, "-c", compiled], check=True, env=env, cwd=tempfile.gettempdir())
     rows: list[Doc] = []
-    # one directory for every size, removed at the end (``_set_aside``: no round follows a removal)
+    # one directory for every size, removed at the end (``set_aside``: no round follows a removal)
     with tempfile.TemporaryDirectory(prefix="aecs-bench-ingest-") as top:
         for size in sizes:
             rows.append(_tools_row(Path(top) / str(size), size, rounds, installed, baseline, count))
@@ -359,7 +286,7 @@ def _tools_row(work: Path, size: int, rounds: int, installed: list[str], baselin
     work.mkdir()
     maildir = work / "Maildir"
     nbytes = write_maildir(maildir, size)
-    _read_all(maildir)
+    read_all(maildir)
     times: dict[str, list[float]] = {tool: [] for tool in installed}
     sizes_on_disk: dict[str, list[int]] = {tool: [] for tool in installed}
     parts_of: dict[str, list[dict[str, int]]] = {tool: [] for tool in installed}
@@ -571,7 +498,7 @@ def _notmuch_env(maildir: Path, work: Path) -> dict[str, str]:
         "primary_email=bench@example.com\n[new]\ntags=unread;inbox;\n[maildir]\nsynchronize_flags=true\n"
     )
     (work / "notmuch-db").mkdir(exist_ok=True)
-    return {**_env(), "NOTMUCH_CONFIG": str(config)}
+    return {**tool_env(), "NOTMUCH_CONFIG": str(config)}
 
 
 def rerun_bench(size: int, rounds: int) -> Doc:
@@ -582,25 +509,25 @@ def rerun_bench(size: int, rounds: int) -> Doc:
         work = Path(tmp)
         maildir = work / "Maildir"
         write_maildir(maildir, size)
-        _read_all(maildir)
+        read_all(maildir)
         data = work / "aecs-data"
         ours = [sys.executable, "-m", "aecs_mongo", "--data-dir", str(data)]
-        env = _env()
+        env = tool_env()
         tools: dict[str, list[str]] = {"aecs-mongo": [*ours, "ingest", "--no-progress", str(maildir)]}
-        tool_env: dict[str, dict[str, str]] = {"aecs-mongo": env}
+        envs: dict[str, dict[str, str]] = {"aecs-mongo": env}
         if shutil.which("notmuch"):
             tools["notmuch"] = ["notmuch", "new", "--quiet"]
-            tool_env["notmuch"] = _notmuch_env(maildir, work)
+            envs["notmuch"] = _notmuch_env(maildir, work)
         if shutil.which("mu"):
             home = work / "mu-home"
             subprocess.run(["mu", "init", "--quiet", f"--muhome={home}", f"--maildir={maildir}"], check=True, env=env)
             tools["mu"] = ["mu", "index", "--quiet", f"--muhome={home}"]
-            tool_env["mu"] = env
+            envs["mu"] = env
         empty = work / "empty"
         empty.mkdir()
         try:
-            _timed([*ours, "server", "start"], env, work)
-            first = {tool: _timed(argv, tool_env[tool], work) for tool, argv in tools.items()}
+            timed_command([*ours, "server", "start"], env, work)
+            first = {tool: timed_command(argv, envs[tool], work) for tool, argv in tools.items()}
             print("  first runs:", {k: round(v, 2) for k, v in first.items()}, flush=True)
             unchanged: dict[str, list[float]] = {tool: [] for tool in tools}
             changed: dict[str, list[float]] = {tool: [] for tool in tools}
@@ -610,22 +537,22 @@ def rerun_bench(size: int, rounds: int) -> Doc:
             for r in range(rounds):
                 time.sleep(1.1)  # apart from the round before: a directory changed within 50 ms is listed again
                 for tool, argv in tools.items():
-                    unchanged[tool].append(_timed(argv, tool_env[tool], work))
-                start_up.append(_timed([*ours, "ingest", "--no-progress", str(empty)], env, work))
+                    unchanged[tool].append(timed_command(argv, envs[tool], work))
+                start_up.append(timed_command([*ours, "ingest", "--no-progress", str(empty)], env, work))
                 for _ in range(PAIRS):  # more pairs of ours unchanged and our start-up, in turn
                     pairs.append(
-                        _timed(tools["aecs-mongo"], env, work)
-                        - _timed([*ours, "ingest", "--no-progress", str(empty)], env, work)
+                        timed_command(tools["aecs-mongo"], env, work)
+                        - timed_command([*ours, "ingest", "--no-progress", str(empty)], env, work)
                     )
                 rerun_changes(maildir, size, r)
                 for tool, argv in tools.items():
-                    changed[tool].append(_timed(argv, tool_env[tool], work))
+                    changed[tool].append(timed_command(argv, envs[tool], work))
                 batch = work / f"alone-{r}"
                 batch.mkdir()
                 for path in sorted((maildir / "new").iterdir())[-100:]:
                     shutil.copy(path, batch / path.name)
                 alone.append(
-                    _timed([*ours, "--mailbox", f"alone-{r}", "ingest", "--no-progress", str(batch)], env, work)
+                    timed_command([*ours, "--mailbox", f"alone-{r}", "ingest", "--no-progress", str(batch)], env, work)
                 )
                 print(
                     f"  re-run round {r + 1}: unchanged",
