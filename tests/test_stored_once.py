@@ -248,3 +248,19 @@ def test_whole_raw_keeps_raw_eml_and_reindex_packs_mail_stored_twice(make_store:
     assert legacy.get_raw("deal-0@example.com") == raws[0]
     assert legacy.get_attachment("deal-0@example.com", 0) == ATTACHMENT
     assert legacy.reindex()["rawRepacked"] == 0
+
+
+@pytest.mark.server
+def test_reparse_keeps_a_pack_and_the_parts_it_names(make_store: Callable[..., Any], db: Any) -> None:
+    store = make_store("alice")
+    raws = [carrying(n) for n in range(2)]
+    store.store_many(raws)
+    db.messages.update_many({"mailboxId": "alice"}, {"$set": {"specVersion": "0.9"}})
+    assert store.reparse_stale()["reparsed"] == 2
+    for n, raw in enumerate(raws):
+        assert store.get_raw(f"deal-{n}@example.com") == raw
+        assert store.get_attachment(f"deal-{n}@example.com", 0) == ATTACHMENT
+    (record,) = db[PARTS_COLLECTION].find({"mailboxId": "alice"})
+    assert len(record["refs"]) == 2
+    assert store.delete("deal-0@example.com") and store.delete("deal-1@example.com")
+    assert db[PARTS_COLLECTION].count_documents({}) == 0 and db["aecs.files"].count_documents({}) == 0

@@ -177,6 +177,10 @@ def _reparse(ctx: StoreContext, message_id: str) -> bool:
         docs.message["variants"] = old["variants"]  # only the first copy is re-parsed
     if old.get("variantHashes"):
         docs.message["variantHashes"] = old["variantHashes"]
+    if "raw.pack" in (old.get("blobs") or ()) and "raw.pack" in docs.message["blobs"]:
+        # the stored pack stays (blobs are create-if-absent): the parts it names stay held with
+        # the new ones, whatever the new parse would cut
+        docs.message["rawParts"] = sorted({*(old.get("rawParts") or ()), *(docs.message.get("rawParts") or ())})
     # the parts of the new layout held and put before the row names them (parts.py)
     blobstore.put_blobs(ctx, parts.hold(ctx, [docs]))
     blobstore.put_blobs(ctx, [(blob, docs.message_key) for blob in parts.own_blobs(docs)])
