@@ -8,8 +8,13 @@ from typing import Any
 import pytest
 
 from aecs_mongo import MessageStore
+from aecs_mongo.pure import queries
+from aecs_mongo.pure.explain import plan_stages
 from aecs_mongo.pure.indexes import INDEXES, RETIRED_INDEXES
 from aecs_mongo.pure.keys import lookup_keys
+
+#: the index the release before this one kept for the stale-row scan and the reads' sample
+SPEC_VERSION_INDEX = "aecs_messages_spec_version"
 
 
 def raw(
@@ -75,11 +80,9 @@ def test_lookup_keys_are_the_pipelines_key_form() -> None:
         "inReplyTo": "a@x",
         "listId": "wires.lists.example.com",
     }
-    assert lookup_keys(message) == [
+    assert lookup_keys(message) == [  # To and Cc are read on participants: no to: keys
         "subject:live wire",
         "from:joe@example.com",
-        "to:jane@example.com",
-        "to:bob@example.org",
         "in-reply-to:a@x",
         "list-id:wires.lists.example.com",
     ]
@@ -134,12 +137,59 @@ def test_stored_messages_carry_their_lookups(store: Any, db: Any) -> None:
     assert row["lookups"] == [
         "subject:live wire",
         "from:jane@example.com",
-        "to:joe@example.com",
         "in-reply-to:b@x",
         "list-id:wires.lists.example.com",
     ]
     names = [ix["name"] for ix in db.messages.list_indexes()]
     assert len(names) <= 9 and "aecs_messages_lookups" in names
+
+
+@pytest.mark.server
+def test_to_reads_the_participant_index_and_skips_sender_and_bcc(store: Any, db: Any) -> None:
+    _fill(store)
+    assert store.find("To", "JOE@example.com") == ["c@x"]  # the sender of a, b, d and e: not theirs
+    assert store.find("To", "Bob <bob@example.org>") == ["b@x"]  # a Cc
+    selector, hint = queries.find_query(store.mailbox_id, "To", "jane@example.com")
+    explained = db.command(
+        {"explain": {"find": "messages", "filter": selector, "sort": {"ts": 1, "messageKey": 1}, "hint": hint}}
+    )
+    assert "aecs_messages_participant" in {s.get("indexName") for s in plan_stages(explained)}, explained
+
+
+def _previous_release(db: Any) -> int:
+    """The release before this one: a ``to:`` key per To and Cc address in ``lookups``, and the
+    spec-version index; how many documents hold a ``to:`` key."""
+    held = 0
+    for row in db.messages.find({}, {"lookups": 1, "recipients": 1}):
+        keys = list(row["lookups"])
+        keys[2:2] = [f"to:{r}" for r in row.get("recipients") or ()]  # after subject: and from:
+        held += bool(row.get("recipients"))
+        db.messages.update_one({"_id": row["_id"]}, {"$set": {"lookups": keys}})
+    db.messages.create_index([("mailboxId", 1), ("specVersion", 1), ("messageKey", 1)], name=SPEC_VERSION_INDEX)
+    return held
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("upgrade", ["ensure_indexes", "reindex", "none"])
+def test_the_previous_release_answers_the_same_and_loses_its_to_keys(store: Any, db: Any, upgrade: str) -> None:
+    _fill(store)
+    store.add("6", raw("f@x", to="Ann <ann@example.com>, bob@example.org", cc="jane@example.com"))
+    before = {**_answers(store), "stale": store.stale("1.0")}
+    MessageStore(db, mailbox_id="bob").add("b1", raw("bob-1@x"))  # another mailbox of the database
+    held = _previous_release(db)
+    assert held == 7 and db.messages.count_documents({"lookups": {"$regex": "^to:"}}) == held
+    fresh = MessageStore(db, mailbox_id=store.mailbox_id)
+    if upgrade == "ensure_indexes":
+        report = fresh.ensure_indexes()
+        assert report.dropped == [SPEC_VERSION_INDEX] and report.upgraded == held  # every mailbox's
+        assert SPEC_VERSION_INDEX not in {ix["name"] for ix in db.messages.list_indexes()}
+        assert fresh.ensure_indexes().dropped == [] and fresh.ensure_indexes().upgraded == 0  # idempotent
+    elif upgrade == "reindex":
+        assert fresh.reindex()["messagesFixed"] == held - 1  # the other mailbox is its own store's
+    assert {**_answers(fresh), "stale": fresh.stale("1.0")} == before  # nothing reads to: keys
+    left = db.messages.count_documents({"mailboxId": store.mailbox_id, "lookups": {"$regex": "^to:"}})
+    assert left == (held - 1 if upgrade == "none" else 0)
+    assert MessageStore(db, mailbox_id="bob").find("To", "jane@example.com") == ["bob-1@x"]
 
 
 @pytest.mark.server

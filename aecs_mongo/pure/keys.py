@@ -145,8 +145,9 @@ def list_id_key(value: str | None) -> str | None:
 
 
 #: The headers of the POP3 pipeline's lookups that live in the ``lookups`` array, by their key
-#: prefix (References keep their own field and index, Date is the ``ts`` range).
-LOOKUP_HEADERS = ("subject", "from", "to", "in-reply-to", "list-id")
+#: prefix (References keep their own field and index, Date is the ``ts`` range, To and Cc are
+#: read on ``aecs_messages_participant``: ``participants`` holds every recipient already).
+LOOKUP_HEADERS = ("subject", "from", "in-reply-to", "list-id")
 
 
 def lookup_key(header: str, value: str) -> str:
@@ -161,15 +162,16 @@ def lookup_key(header: str, value: str) -> str:
 def lookup_keys(message: Mapping[str, Any]) -> list[str]:
     """The ``lookups`` array of a ``messages`` document, from its stored lookup fields:
     ``subject:<subjectKey>`` always (an empty key for no subject, as the subject lookup of ""
-    finds); ``from:<from.email>`` where there is a sender; ``to:<address>`` per To and Cc
-    address (``recipients``, lowercased, first occurrence); ``in-reply-to:<inReplyTo>`` and
+    finds); ``from:<from.email>`` where there is a sender; ``in-reply-to:<inReplyTo>`` and
     ``list-id:<listId>`` where set. Each equals what ``find()`` looked up in those fields, so a
-    lookup by ``lookups`` returns exactly the messages the field equality did."""
+    lookup by ``lookups`` returns exactly the messages the field equality did. The To and Cc
+    addresses get no key: ``participants`` (every address of the message, the same key form)
+    holds them on its own index, and ``recipients`` tells them from the sender and bcc there;
+    a key per recipient here cost every insert a second index entry per address."""
     keys = [lookup_key("subject", str(message.get("subjectKey") or ""))]
     sender = message.get("from")
     if isinstance(sender, Mapping) and isinstance(sender.get("email"), str):
         keys.append(lookup_key("from", sender["email"]))
-    keys += [lookup_key("to", r) for r in message.get("recipients") or () if isinstance(r, str)]
     for header, name in (("in-reply-to", "inReplyTo"), ("list-id", "listId")):
         value = message.get(name)
         if isinstance(value, str):

@@ -31,6 +31,7 @@ from .keys import (
     address_key,
     address_query_key,
     check_str,
+    doc_id,
     list_id_key,
     lookup_key,
     strip_message_id,
@@ -42,6 +43,7 @@ __all__ = [
     "ATLAS_SEARCH_INDEX_NAME",
     "ATLAS_VECTOR_INDEX_NAME",
     "FIND_HEADERS",
+    "ID_INDEX",
     "LIST_PROJECTION",
     "PROBE_PROJECTION",
     "SAMPLE_PROJECTION",
@@ -54,10 +56,12 @@ __all__ = [
     "flat_filter",
     "inbox_query",
     "keyset_filter",
+    "mailbox_id_range",
     "participant_query",
     "residual_match",
     "sample_filter",
     "sample_match",
+    "stale_filter",
     "thread_context_query",
     "threads_query",
     "utc_day_range",
@@ -314,11 +318,12 @@ def utc_day_range(day: str) -> tuple[int, int]:
 
 
 #: The headers ``find`` looks up (the POP3 pipeline's), case-insensitive, and the index that
-#: serves each: Subject, From, To, In-Reply-To and List-Id are keys of ``lookups``.
+#: serves each: Subject, From, In-Reply-To and List-Id are keys of ``lookups``; To (To and Cc)
+#: is ``participants`` narrowed by ``recipients``.
 FIND_HEADERS: dict[str, str] = {
     "subject": "aecs_messages_lookups",
     "from": "aecs_messages_lookups",
-    "to": "aecs_messages_lookups",
+    "to": "aecs_messages_participant",
     "date": "aecs_messages_inbox",
     "in-reply-to": "aecs_messages_lookups",
     "references": "aecs_messages_references",
@@ -328,10 +333,12 @@ FIND_HEADERS: dict[str, str] = {
 
 def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any], str | None]:
     """The POP3 pipeline's ``find(header, value)``: the filter (value normalized like the stored
-    key) and the hint (only for Date, a range whose only equality is the mailbox).
+    key) and the hint (for Date, a range whose only equality is the mailbox, and for To, whose
+    second condition on an array a planner may otherwise take for a reason to scan).
 
-    Subject: ``subject:<subject_key>``; From and To (To and Cc): ``from:`` / ``to:`` and the
-    addr-spec, lowercased; In-Reply-To: ``in-reply-to:`` and a Message-ID in either form, as
+    Subject: ``subject:<subject_key>``; From: ``from:`` and the addr-spec, lowercased; To (To
+    and Cc): the addr-spec, lowercased, in ``participants`` (its index) and in ``recipients``
+    (so the sender and bcc alone do not match); In-Reply-To: ``in-reply-to:`` and a Message-ID in either form, as
     stored (no brackets); List-Id: ``list-id:`` and the id lowercased, angle brackets stripped
     (``keys.lookup_keys`` builds the stored side). Date: a UTC day ``YYYY-MM-DD`` on ``ts``;
     References: a Message-ID on ``references``.
@@ -343,8 +350,10 @@ def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any]
     selector: dict[str, Any] = {"mailboxId": mailbox_id}
     if name == "subject":
         selector["lookups"] = lookup_key("subject", subject_key(value))
-    elif name in ("from", "to"):
+    elif name == "from":
         selector["lookups"] = lookup_key(name, address_query_key(value))
+    elif name == "to":
+        selector["participants"] = selector["recipients"] = address_query_key(value)
     elif name == "date":
         first, end = utc_day_range(value.strip())
         selector["ts"] = {"$gte": first, "$lt": end}
@@ -359,7 +368,7 @@ def find_query(mailbox_id: str, header: str, value: str) -> tuple[dict[str, Any]
             selector["listId"] = None
             return selector, "aecs_messages_inbox"
         selector["lookups"] = lookup_key(name, key)
-    return selector, (FIND_HEADERS[name] if name == "date" else None)
+    return selector, (FIND_HEADERS[name] if name in ("date", "to") else None)
 
 
 # --- search ---------------------------------------------------------------------------------
@@ -429,14 +438,32 @@ def _in_bounds(ts: int, bounds: Mapping[str, Any]) -> bool:
     return all(checks[op](bound) if op in checks else True for op, bound in bounds.items())
 
 
+#: The index the mailbox's sample and the stale-row scan read: ``_id`` is
+#: ``<mailboxId>:<messageKey>``, so a mailbox's messages are one ``_id`` range in key order.
+ID_INDEX = "_id_"
+
+
+def mailbox_id_range(mailbox_id: str, fraction: float = 1.0) -> dict[str, str]:
+    """The ``_id`` bounds of the mailbox's messages whose key lies in the first ``fraction`` of
+    the key space (1: all of them; keys are lowercase hex, below ``g``). Another mailbox's
+    ``_id`` may fall in the range (a mailbox id that extends this one past a colon), so a
+    statement adds the ``mailboxId`` equality."""
+    upper = key_between("", fraction) if fraction < 1 else "g"
+    return {"$gte": doc_id(mailbox_id, ""), "$lt": doc_id(mailbox_id, upper)}
+
+
 def sample_filter(mailbox_id: str, spec_version: str, fraction: float) -> dict[str, Any]:
     """The messages of one spec version whose key is in the first ``fraction`` of the key space:
-    a uniform sample (keys are SHA-256), an equality prefix and one range on
-    ``aecs_messages_spec_version``."""
-    selector: dict[str, Any] = {"mailboxId": mailbox_id, "specVersion": spec_version}
-    if fraction < 1:
-        selector["messageKey"] = {"$lt": key_between("", fraction)}
-    return selector
+    a uniform sample (keys are SHA-256), one bounded range of the ``_id`` index (``ID_INDEX``,
+    which every collection has: no index of its own)."""
+    return {"_id": mailbox_id_range(mailbox_id, fraction), "mailboxId": mailbox_id, "specVersion": spec_version}
+
+
+def stale_filter(mailbox_id: str, spec_version: str) -> dict[str, Any]:
+    """The mailbox's messages stored under another spec version than ``spec_version``, on the
+    ``_id`` index (``ID_INDEX``): a maintenance read that looks at each message of the mailbox
+    once, in place of an index every insert would pay for."""
+    return {"_id": mailbox_id_range(mailbox_id), "mailboxId": mailbox_id, "specVersion": {"$ne": spec_version}}
 
 
 def thread_context_query(mailbox_id: str, tkey: str) -> KeysetQuery:

@@ -3,8 +3,9 @@
 """The POP3 pipeline's surface: its message store on the same documents.
 
 UIDL bookkeeping (one ``uidls`` document per UIDL ever downloaded), the header lookups
-(``find``: Subject, From, To, In-Reply-To and List-Id as keys of the one ``lookups`` array on
-``aecs_messages_lookups``; Date on the inbox index; References on their own), every message id
+(``find``: Subject, From, In-Reply-To and List-Id as keys of the one ``lookups`` array on
+``aecs_messages_lookups``; To on the participant index; Date on the inbox index; References on
+their own), every message id
 in order, the stdlib ``EmailMessage`` from ``raw.eml``, and ``walk_thread``, the breadth-first
 walk over References / In-Reply-To that pipeline defines.
 
@@ -12,7 +13,10 @@ Mail stored by a release before ``lookups`` has no such array: ``fill_lookups`` 
 a mailbox at a time (``ensure_indexes`` fills every mailbox where it finds the per-header
 indexes, before it drops them), and the first read by ``lookups`` of a store checks its mailbox
 once (one point read of a document without the array, on the index) and fills it before
-answering, so no read misses old mail.
+answering, so no read misses old mail. The release before this one also kept a ``to:`` key per
+To and Cc address there (read now on ``participants``): ``drop_recipient_keys`` removes them
+where ``ensure_indexes`` finds that release's layout (``reindex`` rewrites them too); until then
+they only take room, as nothing reads them.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from .context import StoreContext, to_list
 __all__ = [
     "add",
     "contains_uidl",
+    "drop_recipient_keys",
     "ensure_lookups",
     "fill_lookups",
     "find",
@@ -70,6 +75,19 @@ def fill_lookups(ctx: StoreContext, mailbox_id: str) -> int:
         ]
         ctx.write_each(ctx.messages, writes)
         filled += len(rows)
+
+
+#: the ``to:`` keys of ``lookups`` an earlier release wrote: every key from ``to:`` up to ``to;``
+_RECIPIENT_KEYS = {"$gte": "to:", "$lt": "to;"}
+
+
+def drop_recipient_keys(ctx: StoreContext, mailbox_id: str) -> int:
+    """Remove from ``lookups`` the ``to:`` keys an earlier release wrote for each To and Cc
+    address, in the documents of ``mailbox_id`` that hold any (one ``update_many``); how many
+    documents it changed."""
+    selector = {"mailboxId": mailbox_id, "lookups": {"$elemMatch": _RECIPIENT_KEYS}}
+    outcome = ctx.messages.update_many(selector, {"$pull": {"lookups": _RECIPIENT_KEYS}})
+    return int(outcome.modified_count)
 
 
 def ensure_lookups(ctx: StoreContext) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from bson import Int64
 from pymongo.errors import BulkWriteError, CollectionInvalid, OperationFailure
 
+from ..pure import queries
 from ..pure.documents import derived_fields, fold_thread_summary, thread_summary_from_messages
 from ..pure.indexes import (
     RETIRED_INDEXES,
@@ -45,8 +46,9 @@ def ensure_indexes(ctx: StoreContext, atlas: bool, num_dimensions: int) -> Index
     """Every index of ``index_specs`` (idempotent); what the server refuses is reported.
 
     It also upgrades a database of an earlier release: once the indexes exist, every
-    ``messages`` document without ``lookups`` gets it (``lookups.fill_lookups``, each mailbox;
-    ``upgraded`` counts them), and only then are the indexes it replaces dropped
+    ``messages`` document without ``lookups`` gets it (``lookups.fill_lookups``, each mailbox),
+    a ``to:`` key an earlier release kept there is removed (``lookups.drop_recipient_keys``;
+    ``upgraded`` counts the documents), and only then are the indexes it replaces dropped
     (``RETIRED_INDEXES``, reported in ``dropped``), so a reader of either release finds all
     mail meanwhile. A text index of an earlier release (other fields or weights) is dropped and
     created anew, reported in both ``dropped`` and ``created``: a text index's keys cannot
@@ -86,6 +88,8 @@ def ensure_indexes(ctx: StoreContext, atlas: bool, num_dimensions: int) -> Index
     mailboxes = ctx.messages.distinct("mailboxId") if retired else [ctx.mailbox_id]
     for mailbox_id in sorted(mailboxes):
         report.upgraded += lookups.fill_lookups(ctx, mailbox_id)
+        if retired:
+            report.upgraded += lookups.drop_recipient_keys(ctx, mailbox_id)  # none of those filled
     ctx.capabilities.lookups_filled = True
     for collection, name in retired:
         with contextlib.suppress(OperationFailure):  # dropped meanwhile by another process
@@ -149,9 +153,9 @@ def reparse_stale(ctx: StoreContext, spec_version: str | None) -> dict[str, int]
     target = SPEC_VERSION if spec_version is None else check_str(spec_version, "spec_version")
     report = {"reparsed": 0, "skipped": 0}
     ids = to_list(
-        ctx.messages.find(
-            {"mailboxId": ctx.mailbox_id, "specVersion": {"$ne": target}}, {"_id": 0, "messageId": 1}
-        ).hint("aecs_messages_spec_version")
+        ctx.messages.find(queries.stale_filter(ctx.mailbox_id, target), {"_id": 0, "messageId": 1}).hint(
+            queries.ID_INDEX
+        )
     )
     for row in ids:
         if _reparse(ctx, row["messageId"]):
