@@ -29,7 +29,6 @@ const AECS_INDEXES = [
   {"collection": "bodies", "name": "aecs_bodies_search", "keys": [["mailboxId", 1], ["subject", "text"], ["clean", "text"], ["attachmentTexts.text", "text"]], "options": {"weights": {"subject": 5, "clean": 5, "attachmentTexts.text": 1}}, "text": true},
   {"collection": "threads", "name": "aecs_threads_recent", "keys": [["mailboxId", 1], ["lastTs", -1], ["_id", -1]], "options": {}},
   {"collection": "messages", "name": "aecs_messages_lookups", "keys": [["mailboxId", 1], ["lookups", 1], ["ts", 1], ["messageKey", 1]], "options": {}},
-  {"collection": "messages", "name": "aecs_messages_spec_version", "keys": [["mailboxId", 1], ["specVersion", 1], ["messageKey", 1]], "options": {}},
   {"collection": "uidls", "name": "aecs_uidls_mailbox", "keys": [["mailboxId", 1], ["uidl", 1]], "options": {"unique": true}},
   {"collection": "uidls", "name": "aecs_uidls_message", "keys": [["mailboxId", 1], ["messageKey", 1]], "options": {}},
   {"collection": "vectors", "name": "aecs_vectors_unsealed", "keys": [["mailboxId", 1], ["block", 1]], "options": {}},

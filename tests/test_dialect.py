@@ -17,6 +17,9 @@ from .helpers.factories import email
 def test_the_dialect_is_chosen_from_build_info() -> None:
     assert of_server({"version": "8.0.4", "gitVersion": "abc"}) is MONGODB
     assert of_server({"version": "7.0.0", "secantusVersion": "0.7.0b3"}) is SECANTUSDB
+    # another release of it: the same workarounds, whether it stops at a limit learned
+    other = of_server({"version": "8.2.11", "secantusVersion": "0.8.0"})
+    assert other.gte_as_gt and other.in_limit == SECANTUSDB.in_limit and other.stops_at_limit is None
     unknown = of_server({})  # a server that refused buildInfo: plain statements, the rest learned
     assert (unknown.gte_as_gt, unknown.in_limit, unknown.barrier_counter) == (False, MONGODB.in_limit, False)
     assert unknown.stops_at_limit is None
@@ -74,7 +77,7 @@ def test_mongod_names_every_value_in_one_in_and_secantusdb_a_hundred() -> None:
 def test_the_journal_barrier_and_the_limit_behaviour() -> None:
     assert not MONGODB.barrier_counter and SECANTUSDB.barrier_counter
     assert MONGODB.stops_at_limit is True  # one plain query a page
-    assert SECANTUSDB.stops_at_limit is None  # learned from explain (today's releases: windows)
+    assert SECANTUSDB.stops_at_limit is False  # the release measured: windows, no explain to learn it
 
 
 def test_the_array_member_test_is_a_path_on_mongod_and_a_filter_on_secantusdb() -> None:

@@ -8,8 +8,12 @@ from typing import Any
 import pytest
 
 from aecs_mongo import MessageStore
+from aecs_mongo.pure import queries
 from aecs_mongo.pure.indexes import INDEXES, RETIRED_INDEXES
 from aecs_mongo.pure.keys import lookup_keys
+
+#: the index the release before this one kept for the stale-row scan and the reads' sample
+SPEC_VERSION_INDEX = "aecs_messages_spec_version"
 
 
 def raw(
@@ -140,6 +144,27 @@ def test_stored_messages_carry_their_lookups(store: Any, db: Any) -> None:
     ]
     names = [ix["name"] for ix in db.messages.list_indexes()]
     assert len(names) <= 9 and "aecs_messages_lookups" in names
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("upgrade", ["ensure_indexes", "none"])
+def test_the_previous_release_answers_the_same_without_its_spec_version_index(
+    store: Any, db: Any, upgrade: str
+) -> None:
+    """The release before this one kept an index for the stale-row scan and the reads' sample;
+    ``ensure_indexes`` drops it, and every read answers the same with or without it."""
+    _fill(store)
+    before = {**_answers(store), "stale": store.stale("1.0")}
+    db.messages.create_index([("mailboxId", 1), ("specVersion", 1), ("messageKey", 1)], name=SPEC_VERSION_INDEX)
+    fresh = MessageStore(db, mailbox_id=store.mailbox_id)
+    if upgrade == "ensure_indexes":
+        report = fresh.ensure_indexes()
+        assert report.dropped == [SPEC_VERSION_INDEX]
+        assert SPEC_VERSION_INDEX not in {ix["name"] for ix in db.messages.list_indexes()}
+        assert fresh.ensure_indexes().dropped == []  # idempotent
+    assert {**_answers(fresh), "stale": fresh.stale("1.0")} == before
+    selector, hint = queries.find_query(store.mailbox_id, "To", "jane@example.com")
+    assert hint is None and selector["lookups"] == "to:jane@example.com"
 
 
 @pytest.mark.server

@@ -9,6 +9,9 @@ with ``executionStats``; the documents it examined and returned must not grow wi
 from __future__ import annotations
 
 import hashlib
+import json
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -209,7 +212,7 @@ def test_a_selective_read_or_a_small_one_is_one_query(recorded: tuple[MessageSto
     store.with_participant("p3@x", limit=5)  # takes the sample
     assert store.stats()["windowedReads"] is True
     sampled = [f for f in recorder.finds if "specVersion" in f["filter"]]
-    assert sampled[-1]["filter"]["messageKey"] == {"$lt": windows.key_between("", 1 / 16)}
+    assert sampled[-1]["filter"]["_id"] == {"$gte": "alice:", "$lt": "alice:" + windows.key_between("", 1 / 16)}
     for read in (lambda: store.with_participant("rare@x", limit=50), lambda: store.list_threads(limit=20)):
         recorder.finds.clear()
         page = read()
@@ -374,18 +377,7 @@ def test_a_first_page_sends_at_most_four_statements(
         monkeypatch.setattr(windows, "PLAIN_MAX", 0)
     sent = Statements()
     store = monitored(sent)
-    size = 1500
-    newest = int(time.time()) // 86_400 * 86_400 - 3 * 365 * 86_400
-    sampled = windows.key_between("", windows.SAMPLE_FRACTIONS[-2])
-    mail = []
-    for n in range(size):
-        m = message(n, ts=newest - n * 37)
-        key = hashlib.sha256(m["messageId"].strip("<>").encode()).hexdigest()
-        cc = [f"spread{s}@x" for s in (1, 6, 60) if n * s % 100 < s]
-        cc += [f"unseen{s}@x" for s in (1, 6, 60) if key >= sampled and n * 7919 * s % 100 < s]
-        m["metadata"]["cc"] = [{"name": None, "email": a} for a in cc]
-        mail.append(m)
-    store.store_many(mail, batch_size=500)
+    store.store_many(archive_of_correspondents(), batch_size=500)
     store.list_messages(limit=1)  # takes the sample
     assert store.stats()["windowedReads"] is True
     reads: dict[str, Any] = {
@@ -407,6 +399,70 @@ def test_a_first_page_sends_at_most_four_statements(
             assert read() == windowed, name
         finally:
             store.capabilities.stops_at_limit = False
+
+
+def archive_of_correspondents(size: int = 1500) -> list[dict[str, Any]]:
+    """An archive whose newest mail is three years old, with correspondents in 1%, 6% and 60%
+    of it, spread over it (``spread<share>@x``) or only in messages whose keys lie past the
+    sampled part of the key space (``unseen<share>@x``)."""
+    newest = int(time.time()) // 86_400 * 86_400 - 3 * 365 * 86_400
+    sampled = windows.key_between("", windows.SAMPLE_FRACTIONS[-2])
+    mail = []
+    for n in range(size):
+        m = message(n, ts=newest - n * 37)
+        key = hashlib.sha256(m["messageId"].strip("<>").encode()).hexdigest()
+        cc = [f"spread{s}@x" for s in (1, 6, 60) if n * s % 100 < s]
+        cc += [f"unseen{s}@x" for s in (1, 6, 60) if key >= sampled and n * 7919 * s % 100 < s]
+        m["metadata"]["cc"] = [{"name": None, "email": a} for a in cc]
+        mail.append(m)
+    return mail
+
+
+#: a new process's first page of ``with_participant`` (or the inbox, for ``-``): the names of
+#: the commands its client sent, the driver's authentication and session ends left out
+_FIRST_READ = """
+import json, sys
+from pymongo import MongoClient, monitoring
+from aecs_mongo import MessageStore
+
+class Names(monitoring.CommandListener):
+    def __init__(self):
+        self.names = []
+    def started(self, event):
+        if event.command_name not in ("saslStart", "saslContinue", "authenticate", "endSessions"):
+            self.names.append(event.command_name)
+    def succeeded(self, event):
+        pass
+    def failed(self, event):
+        pass
+
+uri, database, peer = sys.argv[1:]
+names = Names()
+client = MongoClient(uri, event_listeners=[names])
+store = MessageStore(client[database], mailbox_id="alice")
+page = store.list_messages(limit=50) if peer == "-" else store.with_participant(peer, limit=50)
+print(json.dumps({"names": names.names, "ids": [m["messageId"] for m in page.messages]}))
+client.close()
+"""
+
+
+@pytest.mark.server
+def test_the_first_read_of_a_new_process_sends_at_most_four_statements(servers: Any, backend: str, db: Any) -> None:
+    """The very first page of a new process, client and store (nothing learned of the server
+    yet: its dialect, the mailbox's extent and sample) on the archive of
+    ``archive_of_correspondents``: at most four statements in every case (what the server is,
+    where the mailbox's mail is, its sample, the page), no ``explain``, and the plain query's rows."""
+    store = MessageStore(db, mailbox_id="alice")
+    store.ensure_indexes()
+    store.store_many(archive_of_correspondents(), batch_size=500)
+    peers = ["-", *(f"{placement}{share}@x" for share in (1, 6, 60) for placement in ("spread", "unseen"))]
+    for peer in peers:
+        argv = [sys.executable, "-c", _FIRST_READ, servers.uri(backend), db.name, peer]
+        first = json.loads(subprocess.run(argv, capture_output=True, check=True, text=True).stdout)
+        assert len(first["names"]) <= 4 and "explain" not in first["names"], (peer, first["names"])
+        store.capabilities.stops_at_limit = True  # the plain query
+        page = store.list_messages(limit=50) if peer == "-" else store.with_participant(peer, limit=50)
+        assert first["ids"] == [m["messageId"] for m in page.messages], peer
 
 
 class Statements(monitoring.CommandListener):

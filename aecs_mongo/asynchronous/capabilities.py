@@ -9,6 +9,8 @@ every server, only slower.
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,25 +49,43 @@ async def change_streams(ctx: AsyncStoreContext) -> bool:
     return await replica_set(ctx)
 
 
+#: the dialect each client's server speaks, learned by the first store on that client: a new
+#: store of the same client asks no ``buildInfo`` again (a client whose type cannot be weakly
+#: referenced is asked once per store)
+_SPOKEN: weakref.WeakKeyDictionary[Any, Dialect] = weakref.WeakKeyDictionary()
+
+
 async def dialect(ctx: AsyncStoreContext) -> Dialect:
     """How the server is spoken to (``pure/dialect.py``), chosen from its ``buildInfo`` (a
-    server that refuses it gets the plain statements) on first need and kept. What the dialect
-    knows of the server (whether it stops at a limit, the journal barrier) fills the
-    capabilities not learned yet."""
+    server that refuses it gets the plain statements) on first need and kept, for every store
+    of the same client. What the dialect knows of the server (whether it stops at a limit, the
+    journal barrier) fills the capabilities not learned yet."""
     caps = ctx.capabilities
     if caps.dialect is None:
-        try:
-            info = await ctx.db.client.admin.command("buildInfo")
-        except REFUSED:
-            info = {}
-        chosen = of_server(info)
-        log.debug("the server speaks the %s dialect", chosen.name)
+        client = ctx.db.client
+        chosen = _known(client)
+        if chosen is None:
+            try:
+                info = await client.admin.command("buildInfo")
+            except REFUSED:
+                info = {}
+            chosen = of_server(info)
+            log.debug("the server speaks the %s dialect", chosen.name)
+            with contextlib.suppress(TypeError):  # a client that cannot be weakly referenced
+                _SPOKEN[client] = chosen
         if caps.stops_at_limit is None:
             caps.stops_at_limit = chosen.stops_at_limit
         if caps.barrier_counter is None:
             caps.barrier_counter = chosen.barrier_counter
         caps.dialect = chosen
     return caps.dialect
+
+
+def _known(client: Any) -> Dialect | None:
+    try:
+        return _SPOKEN.get(client)
+    except TypeError:  # a client that cannot be weakly referenced
+        return None
 
 
 async def transactions(ctx: AsyncStoreContext) -> bool:

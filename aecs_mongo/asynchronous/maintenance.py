@@ -17,7 +17,7 @@ from typing import Any
 from bson import Int64
 from pymongo.errors import BulkWriteError, CollectionInvalid, OperationFailure
 
-from ..pure import lifecycle
+from ..pure import lifecycle, queries
 from ..pure.documents import derived_fields, fold_thread_summary, thread_summary_from_messages
 from ..pure.indexes import (
     RETIRED_INDEXES,
@@ -148,9 +148,9 @@ async def reparse_stale(ctx: AsyncStoreContext, spec_version: str | None) -> dic
     target = SPEC_VERSION if spec_version is None else check_str(spec_version, "spec_version")
     report = {"reparsed": 0, "skipped": 0}
     ids = await to_list(
-        ctx.messages.find(
-            {"mailboxId": ctx.mailbox_id, "specVersion": {"$ne": target}}, {"_id": 0, "messageId": 1}
-        ).hint("aecs_messages_spec_version")
+        ctx.messages.find(queries.stale_filter(ctx.mailbox_id, target), {"_id": 0, "messageId": 1}).hint(
+            queries.ID_INDEX
+        )
     )
     for row in ids:
         if await _reparse(ctx, row["messageId"]):

@@ -20,7 +20,9 @@ The embedded SecantusDB (``buildInfo`` says ``secantusVersion``):
   changes a counter (``indexes.BARRIER_COLLECTION``); mongod journals up to its latest write
   for a write that matches nothing;
 - reads the whole matched range before it applies a limit, which its ``explain`` shows: the
-  reads then walk bounded windows (``windows.py``);
+  reads then walk bounded windows (``windows.py``). The releases in ``RANGE_READING_RELEASES``
+  were seen to, so their dialect says it at once (a store's first read sends no ``explain``);
+  another release's behaviour is learned from ``explain`` on the first read that can tell;
 - refuses a regular expression over 1,000 characters (mongod: 32,764 bytes);
 - resolves a path through an array (``"$variants.sha256"``) to [] in an expression, so an
   array's members are tested with ``$filter``.
@@ -33,7 +35,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CAUTIOUS", "EMBEDDED", "MONGODB", "SECANTUSDB", "SORT_TIMES", "Dialect", "of_server"]
+__all__ = [
+    "CAUTIOUS",
+    "EMBEDDED",
+    "MONGODB",
+    "RANGE_READING_RELEASES",
+    "SECANTUSDB",
+    "SORT_TIMES",
+    "Dialect",
+    "of_server",
+]
 
 #: The integer sort-time fields whose lower bounds a dialect may restate.
 SORT_TIMES = ("ts", "lastTs")
@@ -121,7 +132,12 @@ def _int(value: object) -> bool:
 #: mongod and Atlas: the plain statements.
 MONGODB = Dialect("mongodb")
 
-#: The embedded SecantusDB (see the module's docstring for each difference).
+#: The SecantusDB releases whose sorted queries were seen (``explain``) to read the whole matched
+#: range before the limit: the release the ``embedded`` extra pins.
+RANGE_READING_RELEASES = ("0.7.0b3",)
+
+#: The embedded SecantusDB (see the module's docstring for each difference), as the releases of
+#: ``RANGE_READING_RELEASES`` behave: a big read walks windows from the first.
 SECANTUSDB = Dialect(
     "secantusdb",
     server="SecantusDB",
@@ -130,7 +146,7 @@ SECANTUSDB = Dialect(
     scan_in=50,
     export_blobs=32,
     barrier_counter=True,
-    stops_at_limit=None,
+    stops_at_limit=False,
     pattern_chars=900,
     filter_for_array_paths=True,
     data_files=(
@@ -155,7 +171,9 @@ def of_server(build_info: Mapping[str, Any] | None) -> Dialect:
     """The dialect of the server whose ``buildInfo`` this is (None or {}: it did not say, and
     the plain statements are sent; whether it stops at a limit is then learned)."""
     if build_info and "secantusVersion" in build_info:
-        return SECANTUSDB
+        if str(build_info["secantusVersion"]) in RANGE_READING_RELEASES:
+            return SECANTUSDB
+        return dataclasses.replace(SECANTUSDB, stops_at_limit=None)  # another release: learned
     if not build_info:
         return Dialect("unknown", stops_at_limit=None)
     return MONGODB

@@ -4,8 +4,9 @@ The six indexes of AECS-1's MongoDB layout keep their names; where one ends befo
 tie-breaker (participant, threads) the tie-breaker is appended under the same name, so the index
 provides the whole sort of the read it serves. The other ``aecs_*`` indexes back tags and
 folders, the POP3 pipeline's header lookups (one multikey index, ``aecs_messages_lookups``:
-``messages`` keeps at most 8 indexes besides ``_id``, as each one costs every write), the
-stale-row scan, the IMAP sync's records (``imap_sources``, ``imap_folders``) and the ingest
+``messages`` keeps at most 8 indexes besides ``_id``, as each one costs every write; the
+mailbox's sample and the stale-row scan read ``_id`` ranges, on no index of their own), the IMAP
+sync's records (``imap_sources``, ``imap_folders``) and the ingest
 record of file sources (``file_sources``). The GridFS indexes are the ones drivers create only
 on an empty bucket; creating them up front makes a bootstrap complete.
 """
@@ -105,8 +106,6 @@ INDEXES: tuple[IndexSpec, ...] = (
     # multikey index over the prefixed keys of ``lookups`` (the attribute pattern): an equality
     # on one key, then the (ts, messageKey) order, walked backwards for newest first
     IndexSpec("messages", "aecs_messages_lookups", (("mailboxId", 1), ("lookups", 1), ("ts", 1), ("messageKey", 1))),
-    # the stale-row scan (reparse_stale) and the reads' uniform sample
-    IndexSpec("messages", "aecs_messages_spec_version", (("mailboxId", 1), ("specVersion", 1), ("messageKey", 1))),
     IndexSpec("uidls", "aecs_uidls_mailbox", (("mailboxId", 1), ("uidl", 1)), {"unique": True}),
     IndexSpec("uidls", "aecs_uidls_message", (("mailboxId", 1), ("messageKey", 1))),
     # the exact vector search off Atlas (aecs_mongo.vectors): the unsealed vectors, and the blocks
@@ -130,13 +129,16 @@ INDEXES: tuple[IndexSpec, ...] = (
 
 
 #: Indexes earlier releases created that ``ensure_indexes()`` drops where it finds them, by
-#: collection: the per-header lookup indexes that ``aecs_messages_lookups`` replaces.
+#: collection: the per-header lookup indexes that ``aecs_messages_lookups`` replaces, and the
+#: spec-version index (the mailbox's sample and the stale-row scan read the ``_id`` index: a
+#: mailbox's messages are one ``_id`` range).
 RETIRED_INDEXES: tuple[tuple[str, str], ...] = (
     ("messages", "aecs_messages_from"),
     ("messages", "aecs_messages_in_reply_to"),
     ("messages", "aecs_messages_subject"),
     ("messages", "aecs_messages_list_id"),
     ("messages", "aecs_messages_recipients"),
+    ("messages", "aecs_messages_spec_version"),
 )
 
 
@@ -172,7 +174,7 @@ class IndexReport:
     skipped: dict[str, str] = field(default_factory=dict)
     #: indexes of earlier releases found and dropped (``RETIRED_INDEXES``)
     dropped: list[str] = field(default_factory=list)
-    #: ``messages`` documents of earlier releases given their ``lookups``
+    #: ``messages`` documents of earlier releases given their ``lookups`` (or rid of its ``to:`` keys)
     upgraded: int = 0
 
     @property

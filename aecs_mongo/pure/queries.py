@@ -31,6 +31,7 @@ from .keys import (
     address_key,
     address_query_key,
     check_str,
+    doc_id,
     list_id_key,
     lookup_key,
     strip_message_id,
@@ -42,6 +43,7 @@ __all__ = [
     "ATLAS_SEARCH_INDEX_NAME",
     "ATLAS_VECTOR_INDEX_NAME",
     "FIND_HEADERS",
+    "ID_INDEX",
     "LIST_PROJECTION",
     "PROBE_PROJECTION",
     "SAMPLE_PROJECTION",
@@ -54,10 +56,12 @@ __all__ = [
     "flat_filter",
     "inbox_query",
     "keyset_filter",
+    "mailbox_id_range",
     "participant_query",
     "residual_match",
     "sample_filter",
     "sample_match",
+    "stale_filter",
     "thread_context_query",
     "threads_query",
     "utc_day_range",
@@ -429,14 +433,32 @@ def _in_bounds(ts: int, bounds: Mapping[str, Any]) -> bool:
     return all(checks[op](bound) if op in checks else True for op, bound in bounds.items())
 
 
+#: The index the mailbox's sample and the stale-row scan read: ``_id`` is
+#: ``<mailboxId>:<messageKey>``, so a mailbox's messages are one ``_id`` range in key order.
+ID_INDEX = "_id_"
+
+
+def mailbox_id_range(mailbox_id: str, fraction: float = 1.0) -> dict[str, str]:
+    """The ``_id`` bounds of the mailbox's messages whose key lies in the first ``fraction`` of
+    the key space (1: all of them; keys are lowercase hex, below ``g``). Another mailbox's
+    ``_id`` may fall in the range (a mailbox id that extends this one past a colon), so a
+    statement adds the ``mailboxId`` equality."""
+    upper = key_between("", fraction) if fraction < 1 else "g"
+    return {"$gte": doc_id(mailbox_id, ""), "$lt": doc_id(mailbox_id, upper)}
+
+
 def sample_filter(mailbox_id: str, spec_version: str, fraction: float) -> dict[str, Any]:
     """The messages of one spec version whose key is in the first ``fraction`` of the key space:
-    a uniform sample (keys are SHA-256), an equality prefix and one range on
-    ``aecs_messages_spec_version``."""
-    selector: dict[str, Any] = {"mailboxId": mailbox_id, "specVersion": spec_version}
-    if fraction < 1:
-        selector["messageKey"] = {"$lt": key_between("", fraction)}
-    return selector
+    a uniform sample (keys are SHA-256), one bounded range of the ``_id`` index (``ID_INDEX``,
+    which every collection has: no index of its own)."""
+    return {"_id": mailbox_id_range(mailbox_id, fraction), "mailboxId": mailbox_id, "specVersion": spec_version}
+
+
+def stale_filter(mailbox_id: str, spec_version: str) -> dict[str, Any]:
+    """The mailbox's messages stored under another spec version than ``spec_version``, on the
+    ``_id`` index (``ID_INDEX``): a maintenance read that looks at each message of the mailbox
+    once, in place of an index every insert would pay for."""
+    return {"_id": mailbox_id_range(mailbox_id), "mailboxId": mailbox_id, "specVersion": {"$ne": spec_version}}
 
 
 def thread_context_query(mailbox_id: str, tkey: str) -> KeysetQuery:

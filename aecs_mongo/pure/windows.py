@@ -443,7 +443,7 @@ def _start(state: _Walk) -> Generator[Window, int, int | None]:
     else (that unknown) the oldest mail probes find (``_locate_oldest``)."""
     read = state.read
     if read.descending:
-        top = _top(read)
+        top = _top(read, state.wanted())
         if top is None and read.newest is not None:
             yield from _unseen(state, read.newest)
             return None
@@ -514,7 +514,7 @@ def _bottom(read: WindowedRead) -> int | None:
     return reach
 
 
-def _top(read: WindowedRead) -> int | None:
+def _top(read: WindowedRead, wanted: int) -> int | None:
     """Where a descending first page starts when the sample shows the read's mail (None: it
     shows none, and the walk starts from the mailbox's newest, or where that is unknown from the
     clock): an archive's newest mail may be years old,
@@ -522,7 +522,8 @@ def _top(read: WindowedRead) -> int | None:
 
     The read's mail above its newest sampled match is about ``1 / hint_fraction`` rows (each
     is sampled with that probability): where that is few (``_OPEN_TOP_ROWS``), the first window
-    starts at that match (one statement reads them all); else at the distance the sample's
+    starts low enough to hold the page (``_covering``: one statement reads it all); else at the
+    distance the sample's
     density there puts ``_TOP_REACH`` times that many rows (more mail above is improbable, and
     the open window above the top still reads it), and the walk bisects the span below."""
     if not read.hint or read.hint_fraction <= 0:
@@ -532,7 +533,7 @@ def _top(read: WindowedRead) -> int | None:
         return None
     newest, density = found
     if 1 / read.hint_fraction <= _OPEN_TOP_ROWS:
-        return newest
+        return _covering(read, wanted, newest)
     if _sampled_in(read, newest) and newest >= read.now - 86_400:
         # a bunch at the clock: Date-less mail stamped by a recent ingest, which little mail
         # stands above (what is dated later than it came in); the walk splits the bunch
@@ -546,6 +547,20 @@ def _top(read: WindowedRead) -> int | None:
     if cap > newest:
         reach = min(reach, cap)
     return reach if read.hi is None else min(reach, read.hi)
+
+
+def _covering(read: WindowedRead, wanted: int, newest: int) -> int:
+    """Where a first window that starts at the read's newest sampled match (``newest``) and
+    reads all mail above it ends so that it holds about ``wanted`` rows with ``_SLACK`` to
+    spare: at the sampled match that many rows down (each sampled match stands for
+    ``1 / hint_fraction`` of them), or at ``newest`` where the sample shows fewer. A window that
+    holds the page answers it in one statement, where one that ended at ``newest`` left the
+    rest of the page to a second."""
+    below = [h for h in read.hint if h <= newest and _clip(read, h, h + 1) is not None]
+    count = math.ceil(wanted * _SLACK * read.hint_fraction)
+    if count <= 1 or len(below) < count:
+        return newest
+    return below[-count]
 
 
 def _rest_of_second(

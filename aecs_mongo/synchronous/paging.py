@@ -250,8 +250,8 @@ def mailbox_sample(
     ctx: StoreContext, enough: int = windows.SAMPLE_ENOUGH, start: float = windows.SAMPLE_FRACTIONS[0]
 ) -> tuple[list[dict[str, Any]], float]:
     """A uniform sample of the mailbox's messages (``queries.SAMPLE_PROJECTION``) and the fraction
-    of the mailbox it is: the messages whose key falls in the first fraction of the key space, on
-    ``aecs_messages_spec_version`` (a bounded key range there), the fraction growing from
+    of the mailbox it is: the messages whose key falls in the first fraction of the key space (a
+    bounded range of the ``_id`` index, ``queries.sample_filter``), the fraction growing from
     ``start`` until the sample holds ``enough`` (mail under another spec version is left out: a
     hint only). Kept by the store for ``windows.SAMPLE_TTL`` seconds, so a run of reads samples
     once; a read that asks for more than the kept sample holds takes a bigger one, which the
@@ -269,7 +269,7 @@ def mailbox_sample(
     fraction = start
     for fraction in (start, *(f for f in windows.SAMPLE_FRACTIONS if f > start)):
         selector = queries.sample_filter(ctx.mailbox_id, SPEC_VERSION, fraction)
-        found = to_list(ctx.messages.find(selector, queries.SAMPLE_PROJECTION))
+        found = to_list(ctx.messages.find(selector, queries.SAMPLE_PROJECTION).hint(queries.ID_INDEX))
         if len(found) >= enough:
             break
     ctx.samples[_SAMPLE_KEY] = (now, found, fraction)

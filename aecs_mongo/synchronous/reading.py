@@ -311,11 +311,9 @@ def stale(ctx: StoreContext, spec_version: str, limit: int = 100) -> list[str]:
     check_str(spec_version, "spec_version")
     check_limit(limit)
     rows = to_list(
-        ctx.messages.find(
-            {"mailboxId": ctx.mailbox_id, "specVersion": {"$ne": spec_version}}, {"_id": 0, "messageId": 1}
-        )
-        .sort([("specVersion", 1), ("messageKey", 1)])
-        .hint("aecs_messages_spec_version")
+        ctx.messages.find(queries.stale_filter(ctx.mailbox_id, spec_version), {"_id": 0, "messageId": 1})
+        .sort([("specVersion", 1), ("_id", 1)])  # the _id order is the message keys' order
+        .hint(queries.ID_INDEX)
         .limit(limit)
     )
     return [r["messageId"] for r in rows]

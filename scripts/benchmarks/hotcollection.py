@@ -8,7 +8,9 @@ their ``messages`` documents exactly as the store builds them. In one run it pri
   participant, references) beside them;
 - **insert**: the server's CPU per inserted document (``/proc/<server pid>/stat``: the machine is
   shared, CPU time says what a statement costs) with today's indexes against the seed's four,
-  the same documents by ``insert_many`` of 500, medians of ``--hot-rounds`` (aim: at most 1.5x);
+  the same documents by ``insert_many`` of 500, medians of ``--hot-rounds`` (aim: at most 1.5x),
+  and with the layouts of the release before (``to:`` keys in ``lookups``, the spec-version
+  index) and of the one before it (five per-header indexes);
 - **labels**: whether one index could serve tags and folders (one ``labels`` array of
   ``tag:``/``folder:`` keys under ``(mailboxId, labels, ts -1, messageKey -1)``) in place of the
   two: the insert's server CPU per document and a first page (50, newest first) of ``tag:todo``
@@ -20,9 +22,14 @@ their ``messages`` documents exactly as the store builds them. In one run it pri
   ``update_many`` by ``_id $in`` of the same documents (``$addToSet`` / ``$pull``) under the
   seed's four indexes (aim: at most 1.6x); and beside ``notmuch tag`` of the same messages (a
   Maildir that ``notmuch new`` indexed), in wall time per message, where notmuch is installed
-  (``apt-get install notmuch``).
+  (``apt-get install notmuch``);
+- **first pages**: ``with_participant``'s first page for correspondents in 1%, 6% and 60% of an
+  archive of 1,500 messages against its hand-written query, with its statements (the reads
+  section's table, ``--participant-size``, ``--participant-shares``): kept sample, a new store's,
+  and the very first read of a new process (``first``).
 
-Run it with ``--mode rs`` (the command line's embedded server is a replica set).
+Run it with ``--mode rs`` (the command line's embedded server is a replica set) and with
+``--mode standalone``.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import gen_mbox
 
 from aecs_mongo import MessageStore
 from aecs_mongo.pure.indexes import INDEXES
+from benchmarks import reads
 from benchmarks.common import Context, Doc, corpus_source, storable, table_of
 
 NAME = "hotcollection"
@@ -78,17 +86,33 @@ def _cpu_of(client: Any, fn: Callable[[], object]) -> float:
     return server_cpu(client) - before
 
 
-def _layout(collection: Any, names: tuple[str, ...] | None, earlier: bool = False) -> None:
-    """``collection`` emptied, with the ``messages`` indexes named (None: all of today's;
-    ``earlier``: the earlier layout, the five per-header indexes in place of the lookups one)."""
+#: the index of the release before: the stale-row scan and the reads' sample (the ``_id`` range now)
+SPEC_VERSION = ("aecs_messages_spec_version", (("mailboxId", 1), ("specVersion", 1), ("messageKey", 1)))
+
+
+def _layout(collection: Any, names: tuple[str, ...] | None, layout: str = "today") -> None:
+    """``collection`` emptied, with the ``messages`` indexes named (None: all of today's);
+    ``previous``: the release before (today's and the spec-version index); ``earlier``: the one
+    before it (the five per-header indexes in place of the lookups one, and the spec-version one)."""
     collection.drop()
     for spec in INDEXES:
-        if earlier and spec.name == "aecs_messages_lookups":
+        if layout == "earlier" and spec.name == "aecs_messages_lookups":
             continue
         if spec.collection == "messages" and (names is None or spec.name in names):
             collection.create_index(list(spec.keys), name=spec.name, **spec.options)
-    for name, keys in EARLIER_FIVE if earlier else ():
+    extra = [*EARLIER_FIVE, SPEC_VERSION] if layout == "earlier" else [SPEC_VERSION] if layout == "previous" else []
+    for name, keys in extra:
         collection.create_index(list(keys), name=name)
+
+
+def _with_recipient_keys(docs: list[Doc]) -> list[Doc]:
+    """The documents as the release before wrote them: a ``to:`` key per recipient in ``lookups``."""
+    out = []
+    for d in docs:
+        keys = list(d["lookups"])
+        keys[2:2] = [f"to:{r}" for r in d.get("recipients") or ()]
+        out.append({**d, "lookups": list(dict.fromkeys(keys))})
+    return out
 
 
 def _insert(collection: Any, docs: list[Doc]) -> None:
@@ -216,16 +240,20 @@ def measure(ctx: Context, size: int, tag_ids: int, rounds: int) -> Doc:
     table_of(f"hotcollection: messages indexes on {n:,} messages (collStats indexSizes / count)", rows, list(rows[0]))
 
     # the insert, in the server's CPU per document: today's indexes against the seed's four
-    cpu: dict[str, list[float]] = {"today": [], "seed": [], "earlier": []}
+    cpu: dict[str, list[float]] = {"today": [], "seed": [], "previous": [], "earlier": []}
+    previous_docs = _with_recipient_keys(docs)
     for r in range(rounds):
-        for which in ("today", "seed", "earlier") if r % 2 == 0 else ("earlier", "seed", "today"):
-            _layout(db[which], SEED_FOUR if which == "seed" else None, earlier=which == "earlier")
-            cpu[which].append(_cpu_of(ctx.client, lambda which=which: _insert(db[which], docs)) / n * 1000)
+        for which in list(cpu) if r % 2 == 0 else list(cpu)[::-1]:
+            _layout(db[which], SEED_FOUR if which == "seed" else None, which)
+            batch = previous_docs if which == "previous" else docs
+            cpu[which].append(_cpu_of(ctx.client, lambda c=db[which], b=batch: _insert(c, b)) / n * 1000)
     db["earlier"].drop()
+    db["previous"].drop()
     insert = {k: statistics.median(v) for k, v in cpu.items()}
     report["insert_cpu_ms_per_message"] = {
         **insert,
         "ratio": insert["today"] / insert["seed"],
+        "previous_ratio": insert["previous"] / insert["seed"],
         "earlier_ratio": insert["earlier"] / insert["seed"],
     }
 
@@ -310,17 +338,20 @@ def run(ctx: Context) -> Doc:
     insert = report["insert_cpu_ms_per_message"]
     table_of(
         "hotcollection: the server's CPU per inserted message (ms, median): today's indexes / the seed's four"
-        " (earlier: the five per-header indexes in place of the lookups one)",
+        " (previous: the release before, with to: keys and the spec-version index; earlier: the five"
+        " per-header indexes in place of the lookups one)",
         [
             {
                 "today_ms": round(insert["today"], 3),
                 "seed_four_ms": round(insert["seed"], 3),
                 "ratio": round(insert["ratio"], 2),
+                "previous_ms": round(insert["previous"], 3),
+                "previous_ratio": round(insert["previous_ratio"], 2),
                 "earlier_ms": round(insert["earlier"], 3),
                 "earlier_ratio": round(insert["earlier_ratio"], 2),
             }
         ],
-        ["today_ms", "seed_four_ms", "ratio", "earlier_ms", "earlier_ratio"],
+        ["today_ms", "seed_four_ms", "ratio", "previous_ms", "previous_ratio", "earlier_ms", "earlier_ratio"],
     )
     labels = report["labels"]
     table_of(
@@ -347,4 +378,18 @@ def run(ctx: Context) -> Doc:
         [row],
         list(row),
     )
+    participant = (
+        reads.bench_participant(ctx.uri, ctx.args.participant_size, ctx.args.participant_shares, ctx.args.rounds)
+        if ctx.args.participant_shares
+        else []
+    )
+    if participant:
+        table_of(
+            f"hotcollection: with_participant's first page on an archive of {ctx.args.participant_size:,} messages"
+            " (newest three years old): median ms, ours / the hand-written query, statements (kept sample;"
+            " cold: a new store's; first: a new process's)",
+            participant,
+            reads.PARTICIPANT_COLUMNS,
+        )
+    report["participant_archive"] = participant
     return {"hotcollection": report}

@@ -12,14 +12,19 @@ Then ``with_participant``'s first page on such an archive of ``--participant-siz
 (1,500) for correspondents in ``--participant-shares`` percent of them (1, 6, 60), stored once as
 AECS-1 objects and once as raw bytes (both through ``store_many``), against its hand-written
 query, with the statements it sent (``statements``: with the mailbox's sample kept, as every
-read but the first in a minute finds it; ``cold``: a new store's first read, the sample and the
-mailbox's newest included). Each share twice: spread evenly over the mailbox (``spread``), and
-only in messages the mailbox's sample cannot hold (``unseen``: their keys lie past the sampled
-part of the key space, so the read steers by no match of its own).
+read but the first in a minute finds it; ``cold``: a new store's first read on the same client,
+the sample and the mailbox's extent included; ``first``: the very first read of a new process,
+client and store, what the store learns of the server included, its statements named in the
+JSON report; the driver's own authentication and session ends are not the store's and are left
+out). Each share twice: spread evenly over the mailbox (``spread``), and only in messages the
+mailbox's sample cannot hold (``unseen``: their keys lie past the sampled part of the key space,
+so the read steers by no match of its own).
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -198,7 +203,7 @@ READ_COLUMNS = [
 
 PARTICIPANT_COLUMNS = [
     *("stored", "share", "placement", "matches"),
-    *("ours_ms", "plain_ms", "ours/plain", "statements", "cold"),
+    *("ours_ms", "plain_ms", "ours/plain", "statements", "cold", "first"),
 ]
 
 
@@ -247,6 +252,42 @@ def _raw(m: Doc) -> bytes:
     return "\r\n".join(lines).encode()
 
 
+#: a new process's first ``with_participant`` page: the names of the statements it sent
+_FIRST_READ = """
+import json, sys
+from pymongo import MongoClient, monitoring
+from aecs_mongo import MessageStore
+
+class Names(monitoring.CommandListener):
+    def __init__(self):
+        self.names = []
+    def started(self, event):
+        target = event.command.get(event.command_name)
+        self.names.append(f"{event.command_name} {target}" if isinstance(target, str) else event.command_name)
+    def succeeded(self, event):
+        pass
+    def failed(self, event):
+        pass
+
+uri, database, mailbox, peer = sys.argv[1:]
+names = Names()
+client = MongoClient(uri, event_listeners=[names])
+MessageStore(client[database], mailbox_id=mailbox).with_participant(peer, limit=50)
+print(json.dumps(names.names))
+client.close()
+"""
+#: the driver's own commands (authentication, a session's end), not the store's statements
+_DRIVER_COMMANDS = ("saslStart", "saslContinue", "authenticate", "endSessions")
+
+
+def _first_read(uri: str, database: str, mailbox: str, peer: str) -> list[str]:
+    """The statements of the very first ``with_participant`` page of a new process (nothing
+    learned of the server yet, in this or any client), by name."""
+    argv = [sys.executable, "-c", _FIRST_READ, uri, database, mailbox, peer]
+    sent = json.loads(subprocess.run(argv, capture_output=True, check=True, text=True).stdout)
+    return [name for name in sent if name not in _DRIVER_COMMANDS]
+
+
 def bench_participant(uri: str, size: int, shares: Sequence[int], rounds: int) -> list[Doc]:
     """``with_participant``'s first page on an archive (newest mail ``ARCHIVE_AGE`` old) of
     ``size`` messages, stored as AECS-1 objects and as raw bytes: ours against the hand-written
@@ -279,6 +320,7 @@ def bench_participant(uri: str, size: int, shares: Sequence[int], rounds: int) -
                     def hand(selector: Doc = selector) -> object:
                         return list(db.messages.find(selector, LIST_PROJECTION).sort(desc).limit(51))
 
+                    first = _first_read(uri, db.name, box, peer)
                     cold_store = MessageStore(db, mailbox_id=box)
                     counter.count = 0
                     cold_store.with_participant(peer, limit=50)
@@ -299,6 +341,8 @@ def bench_participant(uri: str, size: int, shares: Sequence[int], rounds: int) -
                             "ours/plain": t_ours / t_hand,
                             "statements": statements,
                             "cold": cold,
+                            "first": len(first),
+                            "first_statements": first,
                         }
                     )
                     print(table(rows[-1:], PARTICIPANT_COLUMNS), file=sys.stderr, flush=True)
@@ -343,7 +387,8 @@ def run(ctx: Context) -> Doc:
     if participant:
         table_of(
             f"with_participant's first page on an archive of {ctx.args.participant_size:,} messages (newest three"
-            " years old): median ms, ours / the hand-written query, statements (kept sample; cold: a new store's)",
+            " years old): median ms, ours / the hand-written query, statements (kept sample; cold: a new store's;"
+            " first: a new client's)",
             participant,
             PARTICIPANT_COLUMNS,
         )
