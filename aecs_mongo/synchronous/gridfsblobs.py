@@ -110,14 +110,15 @@ class GridFSBlobs(BlobStore):
 def _gridfs_put(ctx: _Context, items: Sequence[tuple[Blob, str]], absent: bool) -> None:
     """Upload the blobs that have no ``files`` document yet; the cost is per blob, never per
     blob already stored: every statement is answered by the ``_id`` or ``files_id_1_n_1`` index.
-    ``absent``: the blobs belong to messages not stored, so none is expected to be there and
+    ``absent``: the blobs belong to messages not stored, so none is expected to be complete and
     the ``files`` lookup is skipped (what an interrupted upload left is still found below).
 
-    Leftovers of an interrupted upload are looked for only where there is a reason: a chunk
-    insert refused as a duplicate (a chunk of that key is already there), or blobs with no
-    chunks at all (one ``$in`` delete per batch). Uploads insert chunks in order, so a
-    leftover that reaches past the new blob's end also holds its chunk 0, which the insert
-    then reports.
+    A re-delivery makes progress: one read of the chunks already there under the blobs' keys
+    (their ``n`` and ``sha256`` only, nothing where nothing is) tells what an interrupted upload
+    left; a chunk holding the very bytes is kept and not sent again, one holding other bytes is
+    replaced, one past the blob's end dropped. The chunks go in statements of at most
+    ``STATEMENT_BYTES`` (``pure/blobs.py``), so a cut connection loses one statement, not the
+    batch; the ``files`` documents go last, the commit of each blob.
     """
     if not items:
         return
@@ -128,26 +129,32 @@ def _gridfs_put(ctx: _Context, items: Sequence[tuple[Blob, str]], absent: bool) 
     todo = list({blob.key: (blob, mkey) for blob, mkey in items if blob.key not in done}.values())
     if not todo:
         return
-    chunks = [c for blob, _ in todo for c in blobs.chunk_documents(blob.key, blob.data)]
-    refused = insert_ignoring_duplicates(ctx.chunks, chunks)
-    empty = [blob.key for blob, _ in todo if not blob.data]
-    if absent and (refused or empty):
-        # something is there after all: a blob whose files document (written last) exists is
-        # complete (a concurrent writer's, or one a crash left before its message) and kept
-        suspects = list({chunks[i]["files_id"] for i in refused} | set(empty))
-        complete = {f["_id"]: f["length"] for f in ctx.files.find({"_id": {"$in": suspects}}, {"length": 1})}
-        for blob, _ in todo:
-            length = complete.get(blob.key)
-            if length is not None and blobs.chunk_count(len(blob.data)) > blobs.chunk_count(length):
-                # drop the chunks this upload added past the kept blob's end
-                ctx.chunks.delete_many({"files_id": blob.key, "n": {"$gte": blobs.chunk_count(length)}})
+    left = _leftovers(ctx, [blob.key for blob, _ in todo])
+    if left and absent:
+        # a blob whose files document (written last) exists is complete (a concurrent writer's,
+        # or one a crash left before its message) and kept as it is
+        complete = {f["_id"] for f in ctx.files.find({"_id": {"$in": list(left)}}, {"_id": 1})}
         todo = [(blob, mkey) for blob, mkey in todo if blob.key not in complete]
-        refused = {i for i in refused if chunks[i]["files_id"] not in complete}
-        empty = [key for key in empty if key not in complete]
-    if empty:  # no chunk insert to tell: drop any leftover of all of them in one statement
-        ctx.chunks.delete_many({"files_id": {"$in": empty}})
-    if refused:
-        _replace_leftover_chunks(ctx, [chunks[i] for i in sorted(refused)], todo)
+    fresh: list[Mapping[str, Any]] = []
+    stale: list[Mapping[str, Any]] = []
+    for blob, _ in todo:
+        there = left.get(blob.key, {})
+        chunks = blobs.chunk_documents(blob.key, blob.data)
+        for chunk in chunks:
+            if chunk["n"] not in there:
+                fresh.append(chunk)
+            elif there[chunk["n"]] != bytes(chunk["sha256"]):
+                stale.append(chunk)
+        if any(n >= len(chunks) for n in there):  # an interrupted upload of a longer blob
+            ctx.chunks.delete_many({"files_id": blob.key, "n": {"$gte": len(chunks)}})
+    if left:
+        log.debug("completing %d interrupted blob upload(s)", len(left))
+    refused: list[Mapping[str, Any]] = []
+    for group in blobs.statement_groups(fresh):
+        refused += [group[i] for i in sorted(insert_ignoring_duplicates(ctx.chunks, group))]
+    if refused:  # another upload of these keys since the read above
+        todo, refused = _settle_refused(ctx, refused, todo)
+    _replace_chunks(ctx, stale + refused)
     files = [
         blobs.file_document(
             blob.key, len(blob.data), blob.content_type, {"mailboxId": ctx.mailbox_id, "messageKey": mkey}
@@ -157,16 +164,39 @@ def _gridfs_put(ctx: _Context, items: Sequence[tuple[Blob, str]], absent: bool) 
     insert_ignoring_duplicates(ctx.files, files)
 
 
-def _replace_leftover_chunks(
+def _leftovers(ctx: _Context, keys: Sequence[str]) -> dict[str, dict[int, bytes | None]]:
+    """What earlier uploads of ``keys`` left in ``chunks``: ``{key: {n: sha256}}`` (None for a
+    chunk written without its digest). One statement per ``$in`` the dialect allows, on
+    ``files_id_1_n_1``; where nothing is there, it returns nothing."""
+    left: dict[str, dict[int, bytes | None]] = {}
+    for selector in ctx.dialect.split_in({"files_id": {"$in": list(keys)}}):
+        for chunk in ctx.chunks.find(selector, {"_id": 0, "files_id": 1, "n": 1, "sha256": 1}):
+            digest = chunk.get("sha256")
+            left.setdefault(chunk["files_id"], {})[chunk["n"]] = None if digest is None else bytes(digest)
+    return left
+
+
+def _settle_refused(
     ctx: _Context, refused: Sequence[Mapping[str, Any]], todo: Sequence[tuple[Blob, str]]
-) -> None:
-    """Overwrite the chunks an interrupted upload left (they may hold other bytes) and drop any
-    past the new end; each statement is on an index. Rare: only after an interrupted upload."""
-    suspects = {c["files_id"] for c in refused}
-    log.debug("completing %d interrupted blob upload(s)", len(suspects))
+) -> tuple[list[tuple[Blob, str]], list[Mapping[str, Any]]]:
+    """Chunks refused as duplicates: another upload of the same keys came in meanwhile. Where its
+    ``files`` document exists the blob is complete and kept (the chunks this upload added past
+    its end dropped); the others' refused chunks are the caller's to replace. Returns the blobs
+    still to commit and the chunks to replace."""
+    suspects = list({c["files_id"] for c in refused})
+    complete = {f["_id"]: f["length"] for f in ctx.files.find({"_id": {"$in": suspects}}, {"length": 1})}
+    for blob, _ in todo:
+        length = complete.get(blob.key)
+        if length is not None and blobs.chunk_count(len(blob.data)) > blobs.chunk_count(length):
+            ctx.chunks.delete_many({"files_id": blob.key, "n": {"$gte": blobs.chunk_count(length)}})
+    pending = [(blob, mkey) for blob, mkey in todo if blob.key not in complete]
+    return pending, [c for c in refused if c["files_id"] not in complete]
+
+
+def _replace_chunks(ctx: _Context, chunks: Sequence[Mapping[str, Any]]) -> None:
+    """Overwrite chunks an interrupted or concurrent upload left with other bytes (or with no
+    digest), in statements of at most ``STATEMENT_BYTES``; each write is on an index."""
     # on a sharded cluster the chunks' shard key ({files_id, n}) must be in the filter
     keys = ("_id", "files_id", "n") if ctx.sharded else ("_id",)
-    ctx.write_each(ctx.chunks, [({k: c[k] for k in keys}, c) for c in refused], replace=True)
-    for blob, _ in todo:
-        if blob.key in suspects:
-            ctx.chunks.delete_many({"files_id": blob.key, "n": {"$gte": blobs.chunk_count(len(blob.data))}})
+    for group in blobs.statement_groups(chunks):
+        ctx.write_each(ctx.chunks, [({k: c[k] for k in keys}, c) for c in group], replace=True)
