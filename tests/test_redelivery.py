@@ -203,7 +203,7 @@ def interrupted_store(store: MessageStore, raw: bytes, failpoints: Any) -> None:
 
 
 @pytest.mark.server
-def test_a_redelivery_sends_only_the_chunks_an_interrupted_upload_did_not_store(
+def test_a_redelivery_sends_again_at_most_one_statement_of_what_an_upload_stored(
     monitored: Callable[[Any], MessageStore], db: Any, failpoints: Any
 ) -> None:
     writes = ChunkWrites()
@@ -216,7 +216,9 @@ def test_a_redelivery_sends_only_the_chunks_an_interrupted_upload_did_not_store(
     assert store.store(raw).inserted
     total = db["aecs.chunks"].count_documents({})
     assert 0 < left < total  # the statements before the failed one stored their chunks
-    assert (writes.inserted, writes.replaced) == (total - left, 0)  # those are not sent again
+    # those are not sent again, but for the one statement whose refusal tells they are there
+    again = writes.inserted - (total - left)
+    assert 0 <= again <= gridfs_docs.STATEMENT_BYTES // gridfs_docs.CHUNK_SIZE and writes.replaced == 0
     assert 0 < writes.largest <= gridfs_docs.STATEMENT_BYTES
     assert store.get_raw("big@example.com") == raw
     assert store.get_attachment("big@example.com", 0) == data

@@ -110,15 +110,18 @@ class GridFSBlobs(BlobStore):
 def _gridfs_put(ctx: _Context, items: Sequence[tuple[Blob, str]], absent: bool) -> None:
     """Upload the blobs that have no ``files`` document yet; the cost is per blob, never per
     blob already stored: every statement is answered by the ``_id`` or ``files_id_1_n_1`` index.
-    ``absent``: the blobs belong to messages not stored, so none is expected to be complete and
+    ``absent``: the blobs belong to messages not stored, so none is expected to be there and
     the ``files`` lookup is skipped (what an interrupted upload left is still found below).
 
-    A re-delivery makes progress: one read of the chunks already there under the blobs' keys
-    (their ``n`` and ``sha256`` only, nothing where nothing is) tells what an interrupted upload
-    left; a chunk holding the very bytes is kept and not sent again, one holding other bytes is
-    replaced, one past the blob's end dropped. The chunks go in statements of at most
-    ``STATEMENT_BYTES`` (``pure/blobs.py``), so a cut connection loses one statement, not the
-    batch; the ``files`` documents go last, the commit of each blob.
+    The chunks go in statements of at most ``STATEMENT_BYTES`` (``pure/blobs.py``), in order, so
+    a cut connection loses one statement and what went before it stays. Leftovers of an
+    interrupted upload are looked for only where there is a reason: a chunk insert refused as a
+    duplicate (uploads insert chunks in order, so a leftover holds chunk 0 of its blob, which
+    the insert then reports), or blobs with no chunks at all (one ``$in`` delete per batch).
+    At the first refusal one read of the chunks under the blobs' keys (their ``n`` and
+    ``sha256``) tells what is there: the rest of the upload sends only the chunks missing,
+    replaces those holding other bytes and drops any past a blob's end, so a re-delivery
+    makes progress. The ``files`` documents go last, the commit of each blob.
     """
     if not items:
         return
@@ -129,37 +132,47 @@ def _gridfs_put(ctx: _Context, items: Sequence[tuple[Blob, str]], absent: bool) 
     todo = list({blob.key: (blob, mkey) for blob, mkey in items if blob.key not in done}.values())
     if not todo:
         return
-    left = _leftovers(ctx, [blob.key for blob, _ in todo])
-    if left and absent:
+    chunks = [c for blob, _ in todo for c in blobs.chunk_documents(blob.key, blob.data)]
+    left: dict[str, dict[int, bytes | None]] = {}  # read at the first refusal
+    stale: list[Mapping[str, Any]] = []  # chunks stored with other bytes than these
+    groups = blobs.statement_groups(chunks)
+    read = False
+    while groups:
+        group = groups.pop(0)
+        refused = [group[i] for i in sorted(insert_ignoring_duplicates(ctx.chunks, group))]
+        if refused and not read:
+            left, read = _leftovers(ctx, [blob.key for blob, _ in todo]), True
+            log.debug("completing %d interrupted blob upload(s)", len(left))
+            rest = [c for g in groups for c in g]
+            groups = blobs.statement_groups([c for c in rest if c["n"] not in left.get(c["files_id"], {})])
+            refused += [c for c in rest if c["n"] in left.get(c["files_id"], {})]
+        stale += [c for c in refused if left.get(c["files_id"], {}).get(c["n"]) != bytes(c["sha256"])]
+    empty = [blob.key for blob, _ in todo if not blob.data]
+    suspects = {c["files_id"] for c in stale} | set(left) | set(empty)
+    kept: dict[str, int] = {}
+    if suspects:
         # a blob whose files document (written last) exists is complete (a concurrent writer's,
         # or one a crash left before its message) and kept as it is
-        complete = {f["_id"] for f in ctx.files.find({"_id": {"$in": list(left)}}, {"_id": 1})}
-        todo = [(blob, mkey) for blob, mkey in todo if blob.key not in complete]
-    fresh: list[Mapping[str, Any]] = []
-    stale: list[Mapping[str, Any]] = []
+        found = ctx.files.find({"_id": {"$in": sorted(suspects)}}, {"length": 1})
+        kept = {f["_id"]: f["length"] for f in found}
     for blob, _ in todo:
-        there = left.get(blob.key, {})
-        chunks = blobs.chunk_documents(blob.key, blob.data)
-        for chunk in chunks:
-            if chunk["n"] not in there:
-                fresh.append(chunk)
-            elif there[chunk["n"]] != bytes(chunk["sha256"]):
-                stale.append(chunk)
-        if any(n >= len(chunks) for n in there):  # an interrupted upload of a longer blob
-            ctx.chunks.delete_many({"files_id": blob.key, "n": {"$gte": len(chunks)}})
-    if left:
-        log.debug("completing %d interrupted blob upload(s)", len(left))
-    refused: list[Mapping[str, Any]] = []
-    for group in blobs.statement_groups(fresh):
-        refused += [group[i] for i in sorted(insert_ignoring_duplicates(ctx.chunks, group))]
-    if refused:  # another upload of these keys since the read above
-        todo, refused = _settle_refused(ctx, refused, todo)
-    _replace_chunks(ctx, stale + refused)
+        count = blobs.chunk_count(len(blob.data))
+        if blob.key in kept:  # drop the chunks this upload added past the kept blob's end
+            end = blobs.chunk_count(kept[blob.key])
+            if count > end:
+                ctx.chunks.delete_many({"files_id": blob.key, "n": {"$gte": end}})
+        elif blob.data and any(n >= count for n in left.get(blob.key, {})):  # a longer blob's leftovers
+            ctx.chunks.delete_many({"files_id": blob.key, "n": {"$gte": count}})
+    empty = [key for key in empty if key not in kept]
+    if empty:  # no chunk insert to tell: drop any leftover of all of them in one statement
+        ctx.chunks.delete_many({"files_id": {"$in": empty}})
+    _replace_chunks(ctx, [c for c in stale if c["files_id"] not in kept])
     files = [
         blobs.file_document(
             blob.key, len(blob.data), blob.content_type, {"mailboxId": ctx.mailbox_id, "messageKey": mkey}
         )
         for blob, mkey in todo
+        if blob.key not in kept
     ]
     insert_ignoring_duplicates(ctx.files, files)
 
@@ -174,23 +187,6 @@ def _leftovers(ctx: _Context, keys: Sequence[str]) -> dict[str, dict[int, bytes 
             digest = chunk.get("sha256")
             left.setdefault(chunk["files_id"], {})[chunk["n"]] = None if digest is None else bytes(digest)
     return left
-
-
-def _settle_refused(
-    ctx: _Context, refused: Sequence[Mapping[str, Any]], todo: Sequence[tuple[Blob, str]]
-) -> tuple[list[tuple[Blob, str]], list[Mapping[str, Any]]]:
-    """Chunks refused as duplicates: another upload of the same keys came in meanwhile. Where its
-    ``files`` document exists the blob is complete and kept (the chunks this upload added past
-    its end dropped); the others' refused chunks are the caller's to replace. Returns the blobs
-    still to commit and the chunks to replace."""
-    suspects = list({c["files_id"] for c in refused})
-    complete = {f["_id"]: f["length"] for f in ctx.files.find({"_id": {"$in": suspects}}, {"length": 1})}
-    for blob, _ in todo:
-        length = complete.get(blob.key)
-        if length is not None and blobs.chunk_count(len(blob.data)) > blobs.chunk_count(length):
-            ctx.chunks.delete_many({"files_id": blob.key, "n": {"$gte": blobs.chunk_count(length)}})
-    pending = [(blob, mkey) for blob, mkey in todo if blob.key not in complete]
-    return pending, [c for c in refused if c["files_id"] not in complete]
 
 
 def _replace_chunks(ctx: _Context, chunks: Sequence[Mapping[str, Any]]) -> None:
