@@ -113,11 +113,15 @@ def _gridfs_put(ctx: _Context, items: Sequence[tuple[Blob, str]], absent: bool) 
     ``absent``: the blobs belong to messages not stored, so none is expected to be there and
     the ``files`` lookup is skipped (what an interrupted upload left is still found below).
 
-    Leftovers of an interrupted upload are looked for only where there is a reason: a chunk
-    insert refused as a duplicate (a chunk of that key is already there), or blobs with no
-    chunks at all (one ``$in`` delete per batch). Uploads insert chunks in order, so a
-    leftover that reaches past the new blob's end also holds its chunk 0, which the insert
-    then reports.
+    The chunks go in statements of at most ``STATEMENT_BYTES`` (``pure/blobs.py``), in order, so
+    a cut connection loses one statement and what went before it stays. Leftovers of an
+    interrupted upload are looked for only where there is a reason: a chunk insert refused as a
+    duplicate (uploads insert chunks in order, so a leftover holds chunk 0 of its blob, which
+    the insert then reports), or blobs with no chunks at all (one ``$in`` delete per batch).
+    At the first refusal one read of the chunks under the blobs' keys (their ``n`` and
+    ``sha256``) tells what is there: the rest of the upload sends only the chunks missing,
+    replaces those holding other bytes and drops any past a blob's end, so a re-delivery
+    makes progress. The ``files`` documents go last, the commit of each blob.
     """
     if not items:
         return
@@ -129,44 +133,66 @@ def _gridfs_put(ctx: _Context, items: Sequence[tuple[Blob, str]], absent: bool) 
     if not todo:
         return
     chunks = [c for blob, _ in todo for c in blobs.chunk_documents(blob.key, blob.data)]
-    refused = insert_ignoring_duplicates(ctx.chunks, chunks)
+    left: dict[str, dict[int, bytes | None]] = {}  # read at the first refusal
+    stale: list[Mapping[str, Any]] = []  # chunks stored with other bytes than these
+    groups = blobs.statement_groups(chunks)
+    read = False
+    while groups:
+        group = groups.pop(0)
+        refused = [group[i] for i in sorted(insert_ignoring_duplicates(ctx.chunks, group))]
+        if refused and not read:
+            left, read = _leftovers(ctx, [blob.key for blob, _ in todo]), True
+            log.debug("completing %d interrupted blob upload(s)", len(left))
+            rest = [c for g in groups for c in g]
+            groups = blobs.statement_groups([c for c in rest if c["n"] not in left.get(c["files_id"], {})])
+            refused += [c for c in rest if c["n"] in left.get(c["files_id"], {})]
+        stale += [c for c in refused if left.get(c["files_id"], {}).get(c["n"]) != bytes(c["sha256"])]
     empty = [blob.key for blob, _ in todo if not blob.data]
-    if absent and (refused or empty):
-        # something is there after all: a blob whose files document (written last) exists is
-        # complete (a concurrent writer's, or one a crash left before its message) and kept
-        suspects = list({chunks[i]["files_id"] for i in refused} | set(empty))
-        complete = {f["_id"]: f["length"] for f in ctx.files.find({"_id": {"$in": suspects}}, {"length": 1})}
-        for blob, _ in todo:
-            length = complete.get(blob.key)
-            if length is not None and blobs.chunk_count(len(blob.data)) > blobs.chunk_count(length):
-                # drop the chunks this upload added past the kept blob's end
-                ctx.chunks.delete_many({"files_id": blob.key, "n": {"$gte": blobs.chunk_count(length)}})
-        todo = [(blob, mkey) for blob, mkey in todo if blob.key not in complete]
-        refused = {i for i in refused if chunks[i]["files_id"] not in complete}
-        empty = [key for key in empty if key not in complete]
+    suspects = {c["files_id"] for c in stale} | set(left) | set(empty)
+    kept: dict[str, int] = {}
+    if suspects:
+        # a blob whose files document (written last) exists is complete (a concurrent writer's,
+        # or one a crash left before its message) and kept as it is
+        found = ctx.files.find({"_id": {"$in": sorted(suspects)}}, {"length": 1})
+        kept = {f["_id"]: f["length"] for f in found}
+    for blob, _ in todo:
+        count = blobs.chunk_count(len(blob.data))
+        if blob.key in kept:  # drop the chunks this upload added past the kept blob's end
+            end = blobs.chunk_count(kept[blob.key])
+            if count > end:
+                ctx.chunks.delete_many({"files_id": blob.key, "n": {"$gte": end}})
+        elif blob.data and any(n >= count for n in left.get(blob.key, {})):  # a longer blob's leftovers
+            ctx.chunks.delete_many({"files_id": blob.key, "n": {"$gte": count}})
+    empty = [key for key in empty if key not in kept]
     if empty:  # no chunk insert to tell: drop any leftover of all of them in one statement
         ctx.chunks.delete_many({"files_id": {"$in": empty}})
-    if refused:
-        _replace_leftover_chunks(ctx, [chunks[i] for i in sorted(refused)], todo)
+    _replace_chunks(ctx, [c for c in stale if c["files_id"] not in kept])
     files = [
         blobs.file_document(
             blob.key, len(blob.data), blob.content_type, {"mailboxId": ctx.mailbox_id, "messageKey": mkey}
         )
         for blob, mkey in todo
+        if blob.key not in kept
     ]
     insert_ignoring_duplicates(ctx.files, files)
 
 
-def _replace_leftover_chunks(
-    ctx: _Context, refused: Sequence[Mapping[str, Any]], todo: Sequence[tuple[Blob, str]]
-) -> None:
-    """Overwrite the chunks an interrupted upload left (they may hold other bytes) and drop any
-    past the new end; each statement is on an index. Rare: only after an interrupted upload."""
-    suspects = {c["files_id"] for c in refused}
-    log.debug("completing %d interrupted blob upload(s)", len(suspects))
+def _leftovers(ctx: _Context, keys: Sequence[str]) -> dict[str, dict[int, bytes | None]]:
+    """What earlier uploads of ``keys`` left in ``chunks``: ``{key: {n: sha256}}`` (None for a
+    chunk written without its digest). One statement per ``$in`` the dialect allows, on
+    ``files_id_1_n_1``; where nothing is there, it returns nothing."""
+    left: dict[str, dict[int, bytes | None]] = {}
+    for selector in ctx.dialect.split_in({"files_id": {"$in": list(keys)}}):
+        for chunk in ctx.chunks.find(selector, {"_id": 0, "files_id": 1, "n": 1, "sha256": 1}):
+            digest = chunk.get("sha256")
+            left.setdefault(chunk["files_id"], {})[chunk["n"]] = None if digest is None else bytes(digest)
+    return left
+
+
+def _replace_chunks(ctx: _Context, chunks: Sequence[Mapping[str, Any]]) -> None:
+    """Overwrite chunks an interrupted or concurrent upload left with other bytes (or with no
+    digest), in statements of at most ``STATEMENT_BYTES``; each write is on an index."""
     # on a sharded cluster the chunks' shard key ({files_id, n}) must be in the filter
     keys = ("_id", "files_id", "n") if ctx.sharded else ("_id",)
-    ctx.write_each(ctx.chunks, [({k: c[k] for k in keys}, c) for c in refused], replace=True)
-    for blob, _ in todo:
-        if blob.key in suspects:
-            ctx.chunks.delete_many({"files_id": blob.key, "n": {"$gte": blobs.chunk_count(len(blob.data))}})
+    for group in blobs.statement_groups(chunks):
+        ctx.write_each(ctx.chunks, [({k: c[k] for k in keys}, c) for c in group], replace=True)
