@@ -507,8 +507,9 @@ def test_a_full_disk_is_named_by_the_command_and_by_the_server(tmp_path: Path) -
 
     rng = random.Random(32)
     mbox = tmp_path / "big.mbox"
-    with open(mbox, "wb") as out:  # 40 MB that do not compress: random attachments
-        for n in range(40):
+    # 42 MB that do not compress, random attachments, each kept once: more than the 32 MB disk
+    with open(mbox, "wb") as out:
+        for n in range(60):
             blob = base64.encodebytes(rng.randbytes(700_000))
             out.write(
                 f"From x@example.com Mon Nov  2 09:00:00 2026\nFrom: a@example.com\nMessage-ID: <big{n}@example.com>\n"
@@ -529,7 +530,7 @@ def test_a_full_disk_is_named_by_the_command_and_by_the_server(tmp_path: Path) -
             assert "disk is full" in err and str(data) in err and "free of" in err, err
             assert "Traceback" not in err
             report = json.loads(ingest.stdout)
-            assert 0 < report["stored"] < 40
+            assert 0 < report["stored"] < 60
             aecs("server", "stop", cwd=tmp_path, env=env)
             filler = small / "filler"
             with contextlib.suppress(OSError), open(filler, "wb") as f:

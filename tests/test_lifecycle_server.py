@@ -221,7 +221,7 @@ def test_erase_everything_in_few_indexed_statements(servers: Any, backend: str, 
     sent = [c for c in listener.commands if next(iter(c)) not in ("endSessions",)]
     assert len(sent) <= messages / 10 + SMALL_CONSTANT, (len(sent), messages)
     # the barrier's capability, asked once per store (SecantusDB's barrier changes a counter)
-    assert len([c for c in sent if "buildInfo" in c]) == 1
+    assert len([c for c in sent if "buildInfo" in c]) <= 1  # none where a client to this server asked already
     sent = [c for c in sent if "buildInfo" not in c]
     # standalone: the erase's begin and end of the mailbox's change mark (pure/change_marks.py)
     marks = [c for c in sent if c.get("findAndModify") == "change_marks"]
@@ -272,7 +272,7 @@ def test_export_reads_each_group_of_blobs_in_one_indexed_statement(
     # the new store's one settings read (its blob location), cached for every later use, and
     # its one question of which server it speaks to
     assert count.pop(("find", "aecs_settings")) == 1
-    assert count.pop(("buildInfo", None)) == 1
+    assert count.pop(("buildInfo", None), 0) <= 1  # none where a client to this server asked already
     assert count.pop(("find", "messages")) == 1 and count.pop(("getMore", "messages"), 0) <= pages
     # the parts of a group's packs (raw messages whose large attachments are kept once) are
     # read with one more chunks and files statement for the group
