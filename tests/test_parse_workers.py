@@ -183,6 +183,9 @@ def _storing_child(uri: str, db_name: str) -> subprocess.Popen[str]:
         env=dict(os.environ, AECS_PARSE_WORKERS="2"),
         stdout=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal gives it: a run started in the background (``cmd &`` without job
+        # control) has SIGINT ignored, and a child inherits that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

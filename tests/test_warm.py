@@ -100,8 +100,17 @@ class Warm:
         )
 
     def popen(self, *argv: str, mode: str, **kw: Any) -> subprocess.Popen[bytes]:
+        """The command as a terminal starts it: Ctrl-C reaches it even where this run was
+        started in the background (``cmd &`` without job control ignores SIGINT, and a child
+        inherits that)."""
         env = {**self.env, "AECS_WARM": mode}
-        return subprocess.Popen([sys.executable, "-m", "aecs_mongo", *argv], cwd=self.work, env=env, **kw)
+        return subprocess.Popen(
+            [sys.executable, "-m", "aecs_mongo", *argv],
+            cwd=self.work,
+            env=env,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            **kw,
+        )
 
     def host_pid(self) -> int | None:
         """The host's pid from its socket's peer credentials, or None when none answers."""

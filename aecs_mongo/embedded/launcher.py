@@ -48,10 +48,9 @@ CLIENTS_LOCK = "server.clients"
 USED = "server.used"
 #: The size of each of the server's journal files (WiredTiger's ``log.file_max``). WiredTiger
 #: gives a journal file its whole size when it creates it, and a stopped server keeps its last
-#: one, so this is the floor of every data directory. 1 MB was tried: a server under sustained
-#: writes (the test suite's shared servers, 15 minutes of them) then creates a file per
-#: megabyte of journal, hundreds between two checkpoints, and its late statements and stops
-#: slowed past their limits; 10 MB (SecantusDB's own) is kept until that is understood.
+#: one, so this is the floor of every data directory. 1 MB files lowered it to 1 MB, but a
+#: server under sustained writes then creates hundreds of files between two checkpoints, and
+#: that was not measured: SecantusDB's own 10 MB is kept until it is.
 JOURNAL_FILE_MAX = "10MB"
 #: A server started less than this ago whose record does not name it yet is left running: its
 #: starter writes the record right after starting it.
