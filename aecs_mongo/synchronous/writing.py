@@ -268,8 +268,9 @@ def _variant_record(docs: MessageDocuments, blob: Blob, now: _dt.datetime) -> di
 
 def _raw_blob(docs: MessageDocuments, blob_prefix: str) -> Blob:
     """A copy's raw bytes as the variant blob of the stored message (of ``blob_prefix``)."""
-    assert docs.raw is not None  # a copy with a rawSha256 was built from raw bytes
-    return Blob(variant_blob_key(blob_prefix, docs.message["rawSha256"]), docs.raw, "message/rfc822")
+    raw = docs.raw_message()
+    assert raw is not None  # a copy with a rawSha256 was built from raw bytes
+    return Blob(variant_blob_key(blob_prefix, docs.message["rawSha256"]), raw, "message/rfc822")
 
 
 def _variants_ahead(

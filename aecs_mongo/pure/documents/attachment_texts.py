@@ -32,9 +32,10 @@ SPILL_BLOB = "body.json"
 def attachment_items(docs: MessageDocuments) -> list[tuple[dict[str, Any], bytes]]:
     """Each attachment of ``docs`` that has bytes, with them decoded (what extraction reads):
     from its encoded body in the raw message (a part among the blobs, or a span of
-    ``docs.raw``), else its own blob."""
+    the whole message, ``raw_message``), else its own blob."""
     data = {blob.key: blob.data for blob in docs.blobs}
     items = []
+    raw: list[bytes | None] = []  # the whole message, put together once, where a span needs it
     for att in docs.message.get("attachments") or ():
         key = att.get("blobKey")
         span = att.get("raw")
@@ -42,7 +43,10 @@ def attachment_items(docs: MessageDocuments) -> list[tuple[dict[str, Any], bytes
             if span.get("part"):
                 encoded = data.get(key)
             else:
-                encoded = None if docs.raw is None else docs.raw[span["start"] : span["end"]]
+                if not raw:
+                    raw.append(docs.raw_message())
+                whole = raw[0]
+                encoded = None if whole is None else whole[span["start"] : span["end"]]
             if encoded is not None:
                 items.append((att, decode_body(encoded, span["encoding"])[0]))
         elif key and key in data:

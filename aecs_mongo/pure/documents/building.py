@@ -29,10 +29,11 @@ from ..keys import (
     lookup_keys,
     message_key,
     part_key,
+    part_sha,
     subject_key,
     thread_key,
 )
-from ..raw_parts import PACK_CONTENT_TYPE, RawLayout, split_raw
+from ..raw_parts import PACK_CONTENT_TYPE, RawLayout, assemble, split_raw
 from .validation import (
     ATTACHMENT_FIELDS,
     CONTENT_FIELDS,
@@ -92,8 +93,28 @@ class MessageDocuments:
     message: dict[str, Any]
     #: unknown non-``x_`` fields that were ignored (AECS-1 §10.6), as ``path.name``
     ignored: tuple[str, ...] = ()
-    #: the whole raw message (its blob may be a pack): what keeping a copy as a variant stores
+    #: the whole raw message where its blobs do not hold it (a stored message read back);
+    #: ``raw_message`` otherwise puts it together from them
     raw: bytes | None = None
+
+    def raw_message(self) -> bytes | None:
+        """The whole raw message: ``raw``, else the ``raw.eml`` blob, else the ``raw.pack`` blob
+        with the parts beside it put back (not kept twice in the documents: they cross a process
+        boundary from the parse workers); None for a message without raw bytes."""
+        if self.raw is not None:
+            return self.raw
+        pack = None
+        parts: dict[str, bytes] = {}
+        for blob in self.blobs:
+            name = blob.key.rpartition("/")[2]
+            if name == "raw.eml":
+                return blob.data
+            if name == "raw.pack":
+                pack = blob.data
+            sha = part_sha(blob.key)
+            if sha is not None:
+                parts[sha] = blob.data
+        return None if pack is None else assemble(pack, parts)
 
 
 def _first_bad_string(value: Any, path: str) -> str | None:
@@ -354,7 +375,7 @@ def build_documents(
         body["spill"] = prefix + "body.json"
         blobs.append(Blob(body["spill"], data, "application/json"))
         message["blobs"].append("body.json")
-    return MessageDocuments(mid, mkey, tid, tkey, tuple(blobs), body, message, tuple(ignored), raw_bytes)
+    return MessageDocuments(mid, mkey, tid, tkey, tuple(blobs), body, message, tuple(ignored))
 
 
 def _cut(value: str | None, kind: str) -> str | None:
