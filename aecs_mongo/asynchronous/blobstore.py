@@ -23,6 +23,7 @@ from ..pure.raw_parts import PackError, assemble, pack_parts
 from ..pure.transfer_encoding import decode_body
 from ..pure.variants import variant_blob_key
 from . import capabilities, parts
+from .blobstores import AsyncBlobStore
 from .context import AsyncStoreContext, log
 
 __all__ = [
@@ -74,14 +75,17 @@ async def named_blob(ctx: AsyncStoreContext, message: Mapping[str, Any], key: st
     """A blob the stored ``message`` names: its bytes, or a ``BlobMissingError`` naming the message."""
     data = await ctx.get_blob(key)
     if data is None:
-        store = await ctx.blob_store()
-        raise BlobMissingError(
-            f"message {message.get('messageId')!r} names blob {key} that {store.url} does not have",
-            url=store.url,
-            message_id=str(message.get("messageId")),
-            key=key,
-        )
+        raise _missing(await ctx.blob_store(), message, key)
     return data
+
+
+def _missing(store: AsyncBlobStore, message: Mapping[str, Any], key: str) -> BlobMissingError:
+    return BlobMissingError(
+        f"message {message.get('messageId')!r} names blob {key} that {store.url} does not have",
+        url=store.url,
+        message_id=str(message.get("messageId")),
+        key=key,
+    )
 
 
 async def recorded_hashes(ctx: AsyncStoreContext, message: Mapping[str, Any]) -> set[str]:
@@ -134,8 +138,8 @@ async def unpacked(
     if len(found) < len(keys):
         found.update(await store.get_many([key for key in keys.values() if key not in found]))
     for key in keys.values():
-        if key not in found:
-            await named_blob(ctx, message, key)  # raises: the message names a part that is gone
+        if key not in found:  # the message names a part that is gone
+            raise _missing(store, message, key)
     try:
         return assemble(data, {sha: found[key] for sha, key in keys.items()})
     except PackError as exc:

@@ -105,7 +105,7 @@ async def _export_page(
                 if number == 0:
                     missing(message)
                 continue
-            raw = await _whole(ctx, message, key, raw, packed)
+            raw = await blobstore.unpacked(ctx, message, key.rpartition("/")[2], raw, packed)
             sender = (message.get("from") or {}).get("email")
             tags = tuple(message.get("tags") or ())
             yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender, tags)
@@ -120,15 +120,6 @@ async def _parts_of(ctx: AsyncStoreContext, group: Sequence[tuple[Mapping[str, A
         for part in lifecycle.part_keys(message, ctx.mailbox_id)
     }
     return await (await ctx.blob_store()).get_many(sorted(keys)) if keys else {}
-
-
-async def _whole(
-    ctx: AsyncStoreContext, message: Mapping[str, Any], key: str, data: bytes, parts: Mapping[str, bytes]
-) -> bytes:
-    """A raw copy as read, made whole where it is a pack (its ``parts``, read with its group)."""
-    if not key.endswith("/raw.pack"):
-        return data
-    return await blobstore.unpacked(ctx, message, "raw.pack", data, parts)
 
 
 async def _export_external(
@@ -152,7 +143,7 @@ async def _export_external(
                 if number == 0 and on_missing is not None:
                     on_missing(message["messageId"])
                 continue
-            raw = await _whole(ctx, message, key, raw, packed)
+            raw = await blobstore.unpacked(ctx, message, key.rpartition("/")[2], raw, packed)
             sender = (message.get("from") or {}).get("email")
             tags = tuple(message.get("tags") or ())
             yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender, tags)

@@ -29,6 +29,7 @@ __all__ = [
     "lookup_keys",
     "message_key",
     "part_key",
+    "part_sha",
     "strip_message_id",
     "subject_key",
     "thread_key",
@@ -90,6 +91,12 @@ PARTS_FOLDER = "parts"
 def part_key(mailbox_id: str, sha256: str) -> str:
     """The blob key of a part kept once per mailbox (``raw_parts.py``): ``aecs/<mailbox>/parts/<sha256>``."""
     return blob_prefix(mailbox_id, PARTS_FOLDER) + sha256
+
+
+def part_sha(key: str) -> str | None:
+    """The SHA-256 a part's blob key names (``part_key``); None for any other blob key."""
+    folder, _, sha = key.rpartition("/")
+    return sha if folder.endswith("/" + PARTS_FOLDER) else None
 
 
 _REPLY_PREFIX = re.compile(

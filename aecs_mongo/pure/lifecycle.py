@@ -64,6 +64,7 @@ __all__ = [
     "check_before",
     "expire_filter",
     "export_filter",
+    "id_range_filter",
     "mailbox_blob_root",
     "part_keys",
     "raw_copy_keys",
@@ -172,6 +173,13 @@ def _key_range(prefix: str) -> dict[str, str]:
     return {"$gte": prefix, "$lt": prefix[:-1] + chr(ord(prefix[-1]) + 1)}
 
 
+def id_range_filter(mailbox_id: str) -> dict[str, Any]:
+    """Every document of the mailbox in a collection whose ``_id`` is ``<mailboxId>:<key>``, as
+    an ``_id`` range (the range alone also holds the ids of a mailbox named
+    ``"<mailbox_id>:..."``: the field decides)."""
+    return {"_id": _key_range(mailbox_id + ":"), "mailboxId": mailbox_id}
+
+
 def sweep_selector(collection: DataCollection, mailbox_id: str) -> dict[str, Any]:
     """The filter that selects every document of the mailbox in ``collection``, on an index.
 
@@ -181,8 +189,7 @@ def sweep_selector(collection: DataCollection, mailbox_id: str) -> dict[str, Any
     if collection.select == "mailboxId":
         return {"mailboxId": mailbox_id}
     if collection.select == "id_range":
-        # the range alone also holds the ids of a mailbox named "<mailbox_id>:...": the field decides
-        return {"_id": _key_range(mailbox_id + ":"), "mailboxId": mailbox_id}
+        return id_range_filter(mailbox_id)
     if collection.select == "blob_files":
         return {"filename": _key_range(mailbox_blob_root(mailbox_id))}
     return {"files_id": _key_range(mailbox_blob_root(mailbox_id))}

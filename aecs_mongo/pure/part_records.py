@@ -38,6 +38,7 @@ __all__ = [
     "hold_update",
     "part_id",
     "release_update",
+    "sha_of",
     "stale_claim_filter",
 ]
 
@@ -49,6 +50,11 @@ CLAIM_SECONDS = 60.0
 
 def part_id(mailbox_id: str, sha256: str) -> str:
     return doc_id(mailbox_id, sha256)
+
+
+def sha_of(mailbox_id: str, record_id: str) -> str:
+    """The SHA-256 of the part a record of ``mailbox_id`` is about (``part_id`` reversed)."""
+    return record_id[len(mailbox_id) + 1 :]
 
 
 def hold_update(mailbox_id: str, message_key: str, size: int, now: _dt.datetime) -> dict[str, Any]:

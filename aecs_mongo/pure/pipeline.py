@@ -11,7 +11,8 @@ from typing import Any
 from ..errors import AecsMongoError
 from .blob_location import check_key
 from .documents import MessageDocuments
-from .keys import PARTS_FOLDER
+from .keys import part_sha
+from .lifecycle import RAW_NAMES
 
 __all__ = ["NamingOrder", "Refusal", "blob_items", "is_raw_message", "own_labels"]
 
@@ -47,9 +48,9 @@ def blob_items(batch: Sequence[MessageDocuments]) -> list[tuple[str, bytes]]:
         if docs.message["_id"] in seen:
             continue
         seen.add(docs.message["_id"])
-        if any(blob.key.endswith(("/raw.eml", "/raw.pack")) for blob in docs.blobs):
+        if any(blob.key.rpartition("/")[2] in RAW_NAMES for blob in docs.blobs):
             for blob in docs.blobs:
-                if f"/{PARTS_FOLDER}/" not in blob.key:  # a part is put after its hold (parts.py)
+                if part_sha(blob.key) is None:  # a part is put after its hold (parts.py)
                     items.setdefault(check_key(blob.key), blob.data)
     return list(items.items())
 

@@ -25,6 +25,7 @@ from ..pure.raw_parts import PackError, assemble, pack_parts
 from ..pure.transfer_encoding import decode_body
 from ..pure.variants import variant_blob_key
 from . import capabilities, parts
+from .blobstores import BlobStore
 from .context import StoreContext, log
 
 __all__ = [
@@ -76,14 +77,17 @@ def named_blob(ctx: StoreContext, message: Mapping[str, Any], key: str) -> bytes
     """A blob the stored ``message`` names: its bytes, or a ``BlobMissingError`` naming the message."""
     data = ctx.get_blob(key)
     if data is None:
-        store = ctx.blob_store()
-        raise BlobMissingError(
-            f"message {message.get('messageId')!r} names blob {key} that {store.url} does not have",
-            url=store.url,
-            message_id=str(message.get("messageId")),
-            key=key,
-        )
+        raise _missing(ctx.blob_store(), message, key)
     return data
+
+
+def _missing(store: BlobStore, message: Mapping[str, Any], key: str) -> BlobMissingError:
+    return BlobMissingError(
+        f"message {message.get('messageId')!r} names blob {key} that {store.url} does not have",
+        url=store.url,
+        message_id=str(message.get("messageId")),
+        key=key,
+    )
 
 
 def recorded_hashes(ctx: StoreContext, message: Mapping[str, Any]) -> set[str]:
@@ -136,8 +140,8 @@ def unpacked(
     if len(found) < len(keys):
         found.update(store.get_many([key for key in keys.values() if key not in found]))
     for key in keys.values():
-        if key not in found:
-            named_blob(ctx, message, key)  # raises: the message names a part that is gone
+        if key not in found:  # the message names a part that is gone
+            raise _missing(store, message, key)
     try:
         return assemble(data, {sha: found[key] for sha, key in keys.items()})
     except PackError as exc:

@@ -107,7 +107,7 @@ def _export_page(
                 if number == 0:
                     missing(message)
                 continue
-            raw = _whole(ctx, message, key, raw, packed)
+            raw = blobstore.unpacked(ctx, message, key.rpartition("/")[2], raw, packed)
             sender = (message.get("from") or {}).get("email")
             tags = tuple(message.get("tags") or ())
             yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender, tags)
@@ -122,15 +122,6 @@ def _parts_of(ctx: StoreContext, group: Sequence[tuple[Mapping[str, Any], int, s
         for part in lifecycle.part_keys(message, ctx.mailbox_id)
     }
     return (ctx.blob_store()).get_many(sorted(keys)) if keys else {}
-
-
-def _whole(
-    ctx: StoreContext, message: Mapping[str, Any], key: str, data: bytes, parts: Mapping[str, bytes]
-) -> bytes:
-    """A raw copy as read, made whole where it is a pack (its ``parts``, read with its group)."""
-    if not key.endswith("/raw.pack"):
-        return data
-    return blobstore.unpacked(ctx, message, "raw.pack", data, parts)
 
 
 def _export_external(
@@ -154,7 +145,7 @@ def _export_external(
                 if number == 0 and on_missing is not None:
                     on_missing(message["messageId"])
                 continue
-            raw = _whole(ctx, message, key, raw, packed)
+            raw = blobstore.unpacked(ctx, message, key.rpartition("/")[2], raw, packed)
             sender = (message.get("from") or {}).get("email")
             tags = tuple(message.get("tags") or ())
             yield ExportedCopy(message["messageId"], raw, int(message["ts"]), number, sender, tags)

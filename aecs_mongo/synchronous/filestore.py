@@ -47,6 +47,7 @@ from typing import TypeVar
 from ..errors import BlobStoreError
 from ..pure.blob_location import BlobLocation, compress, decompress
 from ..pure.keys import PARTS_FOLDER
+from ..pure.lifecycle import RAW_NAMES
 
 __all__ = ["FileBackend"]
 
@@ -166,9 +167,8 @@ class FileBackend:
             fresh = {key: data for key, data in items if key not in self._staged}
         # a message whose raw blob is there is stored (or a crash left it): its copy here may
         # have other parts, which would name blobs its row does not hold; ``put`` decides
-        raw_names = ("/raw.eml", "/raw.pack")
-        prefixes = {key.rsplit("/", 1)[0] for key in fresh if key.endswith(raw_names)}
-        taken = {p for p in prefixes if any(os.path.exists(self._path(p + name)) for name in raw_names)}
+        prefixes = {key.rsplit("/", 1)[0] for key in fresh if key.rpartition("/")[2] in RAW_NAMES}
+        taken = {p for p in prefixes if any(os.path.exists(self._path(f"{p}/{name}")) for name in RAW_NAMES)}
         fresh = {key: data for key, data in fresh.items() if _message_prefix(key) in prefixes - taken}
         if not fresh:
             return

@@ -18,9 +18,9 @@ from typing import Any
 from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 
-from ..pure import part_records
+from ..pure import lifecycle, part_records
 from ..pure.documents import Blob, MessageDocuments
-from ..pure.keys import PARTS_FOLDER, doc_id, part_key
+from ..pure.keys import PARTS_FOLDER, doc_id, part_key, part_sha
 from ..pure.part_records import PARTS_COLLECTION, part_id
 from .context import StoreContext, log
 
@@ -39,23 +39,21 @@ def _now() -> _dt.datetime:
 
 
 def _parts_of(docs: MessageDocuments) -> Iterable[tuple[str, Blob]]:
-    marker = "/" + PARTS_FOLDER + "/"
     for blob in docs.blobs:
-        if marker in blob.key:
-            yield blob.key.rsplit("/", 1)[1], blob
+        sha = part_sha(blob.key)
+        if sha is not None:
+            yield sha, blob
 
 
 def own_blobs(docs: MessageDocuments) -> list[Blob]:
     """A message's blobs but its parts (which are the mailbox's, put by ``hold``'s caller)."""
-    marker = "/" + PARTS_FOLDER + "/"
-    return [blob for blob in docs.blobs if marker not in blob.key]
+    return [blob for blob in docs.blobs if part_sha(blob.key) is None]
 
 
 def blob_owners(docs: MessageDocuments) -> list[tuple[Blob, str]]:
     """Each blob of a message with the key it is put under: its message's, or for a part the
     parts folder (never a message's key: a part outlives any one message that holds it)."""
-    marker = "/" + PARTS_FOLDER + "/"
-    return [(blob, PARTS_FOLDER if marker in blob.key else docs.message_key) for blob in docs.blobs]
+    return [(blob, docs.message_key if part_sha(blob.key) is None else PARTS_FOLDER) for blob in docs.blobs]
 
 
 def hold(ctx: StoreContext, batch: Sequence[MessageDocuments]) -> list[tuple[Blob, str]]:
@@ -138,9 +136,8 @@ def _remove_unheld(ctx: StoreContext, ids: list[str]) -> int:
     claimed = [d["_id"] for d in found]
     if not claimed:
         return 0
-    prefix = len(ctx.mailbox_id) + 1
     store = ctx.blob_store()
-    store.delete([part_key(ctx.mailbox_id, _id[prefix:]) for _id in claimed])
+    store.delete([part_key(ctx.mailbox_id, part_records.sha_of(ctx.mailbox_id, _id)) for _id in claimed])
     result = collection.delete_many(part_records.finish_filter(claimed, token), hint=_BY_ID)
     # a writer took hold meanwhile: the claim goes, and the writer puts the blob again
     collection.update_many(
@@ -157,8 +154,7 @@ def sweep_parts(ctx: StoreContext, grace_seconds: float, batch_size: int = 1000)
     cutoff = _now() - _dt.timedelta(seconds=grace_seconds)
     removed = 0
     recorded: set[str] = set()
-    prefix = ctx.mailbox_id + ":"
-    selector = {"_id": {"$gte": prefix, "$lt": ctx.mailbox_id + ";"}, "mailboxId": ctx.mailbox_id}
+    selector = lifecycle.id_range_filter(ctx.mailbox_id)
     batch: list[Mapping[str, Any]] = []
 
     def settle(records: list[Mapping[str, Any]]) -> int:
@@ -176,7 +172,7 @@ def sweep_parts(ctx: StoreContext, grace_seconds: float, batch_size: int = 1000)
         return _remove_unheld(ctx, ids) if ids else 0
 
     for record in collection.find(selector, {"refs": 1, "touched": 1}).hint([("_id", 1)]):
-        recorded.add(record["_id"][len(prefix) :])
+        recorded.add(part_records.sha_of(ctx.mailbox_id, record["_id"]))
         batch.append(record)
         if len(batch) == batch_size:
             removed += settle(batch)
